@@ -1,0 +1,1 @@
+"""Hybrid fan-out home feed service."""

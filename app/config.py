@@ -1,0 +1,78 @@
+"""Settings from the environment (names are part of the public contract, see API.md)."""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+RUN_DIR = PROJECT_ROOT / ".run"
+
+
+def _dev_secret() -> str:
+    """A secret generated once and kept under .run/ so dev tokens survive restarts."""
+    path = RUN_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(48)
+        path.write_text(key)
+        path.chmod(0o600)
+        return key
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False)
+
+    database_url: str = ""
+    redis_url: str = ""
+    port: int = 8000
+    secret_key: str = Field(default_factory=_dev_secret)
+
+    # Capacity constants: each has an invariant checked below.
+    timeline_max: int = 800  # entries kept per home timeline (newest first)
+    fanout_batch_size: int = 1000  # follower ids per FanoutBatch job
+    fanout_pull_threshold: int = 10_000  # followers at/above which an author switches to pull
+    fanout_push_threshold: int = 8_000  # followers below which a pull author switches back
+    active_days: int = 30  # followers active within this window get pushed timelines
+    feed_session_size: int = 500  # ranked ids frozen per feed session
+    feed_session_ttl_seconds: int = 1800
+
+    # Limits that are not in the public contract but are explicit here.
+    author_posts_max: int = 200  # entries kept in posts:{author}
+    backfill_posts: int = 20  # newest posts copied into a timeline on follow
+    token_ttl_seconds: int = 7 * 24 * 3600
+    max_body_chars: int = 500
+    max_comment_chars: int = 500
+    max_query_depth: int = 10
+    max_request_bytes: int = 64 * 1024
+    rate_limit_writes_per_minute: int = 120
+    big_author_followers: int = 5_000  # splitter sends authors with this many followers to the big lane
+
+    @model_validator(mode="after")
+    def _check_invariants(self) -> Settings:
+        if not 0 < self.fanout_push_threshold < self.fanout_pull_threshold:
+            raise ValueError("FANOUT_PUSH_THRESHOLD must be > 0 and < FANOUT_PULL_THRESHOLD")
+        for name in ("timeline_max", "fanout_batch_size", "active_days", "feed_session_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name.upper()} must be positive")
+        return self
+
+    @property
+    def asyncpg_dsn(self) -> str:
+        """DATABASE_URL as a SQLAlchemy asyncpg URL, whatever scheme the operator gave."""
+        url = self.database_url
+        for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
+            if url.startswith(prefix):
+                return "postgresql+asyncpg://" + url[len(prefix) :]
+        return url
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

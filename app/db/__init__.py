@@ -1,0 +1,1 @@
+"""PostgreSQL: the source of truth."""

@@ -1,0 +1,149 @@
+"""Tables. Postgres is authoritative; Redis only ever holds ids derived from these rows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    SmallInteger,
+    String,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+# Fan-out modes are stored as small ints; the names are the GraphQL enum values.
+FANOUT_PUSH = 0
+FANOUT_PULL = 1
+
+VISIBILITIES = ("public", "followers", "private")
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    handle: Mapped[str] = mapped_column(String(30), unique=True)
+    password_hash: Mapped[str] = mapped_column(Text)
+    display_name: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    last_active_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    follower_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    following_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    fanout_mode: Mapped[int] = mapped_column(SmallInteger, server_default=str(FANOUT_PUSH))
+    # Bumped on every mode switch so an in-flight fan-out can tell it is stale.
+    fanout_mode_version: Mapped[int] = mapped_column(Integer, server_default="0")
+
+
+class Post(Base):
+    __tablename__ = "posts"
+    __table_args__ = (
+        Index("posts_author_created_idx", "author_id", "created_at", "id"),
+        CheckConstraint(f"visibility in {VISIBILITIES}", name="posts_visibility_check"),
+    )
+
+    # Time-ordered 64-bit id from next_post_id(): 19 decimal digits, so ids sort as strings too.
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    author_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    body: Mapped[str] = mapped_column(Text)
+    visibility: Mapped[str] = mapped_column(String(10), server_default="public")
+    version: Mapped[int] = mapped_column(Integer, server_default="1")
+    edited_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    like_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    comment_count: Mapped[int] = mapped_column(Integer, server_default="0")
+
+
+class Follow(Base):
+    __tablename__ = "follows"
+    __table_args__ = (Index("follows_followee_idx", "followee_id", "follower_id"),)
+
+    follower_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    followee_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Block(Base):
+    __tablename__ = "blocks"
+    __table_args__ = (Index("blocks_blocked_idx", "blocked_id", "blocker_id"),)
+
+    blocker_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    blocked_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Like(Base):
+    __tablename__ = "likes"
+    __table_args__ = (Index("likes_user_idx", "user_id", "post_id"),)
+
+    post_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("posts.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    # Denormalised so author affinity is one indexed scan of the viewer's likes.
+    author_id: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Comment(Base):
+    __tablename__ = "comments"
+    __table_args__ = (
+        Index("comments_post_idx", "post_id", "created_at"),
+        Index("comments_author_idx", "author_id", "post_author_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    post_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("posts.id", ondelete="CASCADE"))
+    author_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"))
+    post_author_id: Mapped[int] = mapped_column(BigInteger)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class OutboxEvent(Base):
+    __tablename__ = "outbox"
+    __table_args__ = (
+        Index("outbox_unpublished_idx", "id", postgresql_where=text("published_at IS NULL")),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    event_type: Mapped[str] = mapped_column(String(40))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class IdempotencyKey(Base):
+    __tablename__ = "idempotency_keys"
+
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    post_id: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
