@@ -1,0 +1,1 @@
+"""The GraphQL layer (Strawberry only): parse arguments, check permission, call a service."""

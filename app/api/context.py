@@ -1,0 +1,53 @@
+"""Per-request context: the viewer, shared resources and this request's DataLoaders."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+from starlette.websockets import WebSocket
+
+from app.api.loaders import Loaders
+from app.errors import AppError, Unauthenticated
+from app.ratelimit import check_rate
+from app.state import AppState
+
+
+@dataclass
+class Context:
+    state: AppState
+    request: Request | WebSocket | None
+    viewer_id: int | None = None
+    # A token that was sent but is bad: public fields fail with it too, never silently anonymous.
+    auth_error: AppError | None = None
+    loaders: Loaders = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.loaders = Loaders(self.state, self.viewer_id)
+
+    def viewer(self) -> int | None:
+        if self.auth_error is not None:
+            raise self.auth_error
+        return self.viewer_id
+
+    def require_viewer(self) -> int:
+        viewer = self.viewer()
+        if viewer is None:
+            raise Unauthenticated("Log in first: send 'Authorization: Bearer <token>'.")
+        return viewer
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        async with self.state.sessions.begin() as session:
+            yield session
+
+    async def limit_writes(self) -> None:
+        who = f"u{self.viewer_id}" if self.viewer_id is not None else f"ip{self.client_ip()}"
+        await check_rate(self.state.redis, who, self.state.settings.rate_limit_writes_per_minute)
+
+    def client_ip(self) -> str:
+        client = self.request.client if self.request is not None else None
+        return client.host if client is not None else "unknown"

@@ -1,0 +1,62 @@
+"""The operation documents in graphql/operations/: what the demo and the tests send.
+
+Each named operation is returned as a self-contained document (the operation plus the
+fragments it spreads), ready to POST. Keeping one source avoids drift between clients.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from graphql import (
+    DocumentNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    OperationDefinitionNode,
+    parse,
+    print_ast,
+    visit,
+)
+from graphql.language import Visitor
+
+from app.config import PROJECT_ROOT
+
+OPERATIONS_DIR = PROJECT_ROOT / "graphql" / "operations"
+
+
+class _Spreads(Visitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def enter_fragment_spread(self, node: FragmentSpreadNode, *_: object) -> None:
+        self.names.add(node.name.value)
+
+
+def _spreads(node: OperationDefinitionNode | FragmentDefinitionNode) -> set[str]:
+    visitor = _Spreads()
+    visit(node, visitor)
+    return visitor.names
+
+
+@lru_cache
+def operations() -> dict[str, str]:
+    """Operation name -> document text, for every operation under graphql/operations/."""
+    definitions = []
+    for path in sorted(OPERATIONS_DIR.glob("*.graphql")):
+        definitions.extend(parse(path.read_text()).definitions)
+    fragments = {d.name.value: d for d in definitions if isinstance(d, FragmentDefinitionNode)}
+    result: dict[str, str] = {}
+    for op in definitions:
+        if not isinstance(op, OperationDefinitionNode) or op.name is None:
+            continue
+        needed: dict[str, FragmentDefinitionNode] = {}
+        pending = _spreads(op)
+        while pending:
+            name = pending.pop()
+            if name not in needed:
+                needed[name] = fragments[name]
+                pending |= _spreads(fragments[name])
+        doc = DocumentNode(definitions=(op, *(needed[n] for n in sorted(needed))))
+        result[op.name.value] = print_ast(doc)
+    return result

@@ -1,0 +1,24 @@
+"""Write graphql/schema.graphql from the code (`make schema`); a test diffs the two."""
+
+from __future__ import annotations
+
+import sys
+
+from app.api.schema import build_schema
+from app.config import PROJECT_ROOT
+
+SDL_PATH = PROJECT_ROOT / "graphql" / "schema.graphql"
+
+
+def current_sdl() -> str:
+    return build_schema().as_str().rstrip() + "\n"
+
+
+def main() -> int:
+    SDL_PATH.write_text(current_sdl())
+    print(f"wrote {SDL_PATH.relative_to(PROJECT_ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

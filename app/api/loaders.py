@@ -1,0 +1,70 @@
+"""DataLoaders built per request: one IN query per kind of data, results in key order.
+
+Each batch takes its own pooled session: Strawberry resolves sibling fields concurrently
+and one AsyncSession must never be shared across concurrent awaits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from strawberry.dataloader import DataLoader
+
+from app.db.models import Follow, Like, Post, User
+from app.posts.visibility import visible_to
+from app.state import AppState
+
+
+class Loaders:
+    def __init__(self, state: AppState, viewer_id: int | None) -> None:
+        self.state = state
+        self.viewer_id = viewer_id
+        self.user_by_id = DataLoader(self._users)
+        self.visible_post_by_id = DataLoader(self._posts)
+        self.viewer_follows_user = DataLoader(self._viewer_follows)
+        self.viewer_liked_post = DataLoader(self._viewer_liked)
+
+    async def _users(self, ids: Sequence[int]) -> list[User | None]:
+        async with self.state.sessions() as session:
+            rows = {u.id: u for u in await session.scalars(select(User).where(User.id.in_(ids)))}
+        return [rows.get(i) for i in ids]
+
+    async def _posts(self, ids: Sequence[int]) -> list[Post | None]:
+        async with self.state.sessions() as session:
+            found = await session.scalars(
+                select(Post).where(Post.id.in_(ids), visible_to(self.viewer_id))
+            )
+            rows = {p.id: p for p in found}
+        return [rows.get(i) for i in ids]
+
+    async def _viewer_follows(self, user_ids: Sequence[int]) -> list[bool]:
+        if self.viewer_id is None:
+            return [False] * len(user_ids)
+        async with self.state.sessions() as session:
+            found = set(
+                await session.scalars(
+                    select(Follow.followee_id).where(
+                        Follow.follower_id == self.viewer_id, Follow.followee_id.in_(user_ids)
+                    )
+                )
+            )
+        return [u in found for u in user_ids]
+
+    async def _viewer_liked(self, post_ids: Sequence[int]) -> list[bool]:
+        if self.viewer_id is None:
+            return [False] * len(post_ids)
+        async with self.state.sessions() as session:
+            found = set(
+                await session.scalars(
+                    select(Like.post_id).where(
+                        Like.user_id == self.viewer_id, Like.post_id.in_(post_ids)
+                    )
+                )
+            )
+        return [p in found for p in post_ids]
+
+    def prime_posts(self, posts: Sequence[Post]) -> None:
+        """Posts already loaded through a visibility-checked query need no second lookup."""
+        for post in posts:
+            self.visible_post_by_id.prime(post.id, post)

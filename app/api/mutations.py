@@ -1,0 +1,161 @@
+"""Mutation root. Each mutation is one transaction; side effects travel via the outbox."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.types import Info
+
+from app.api.context import Context
+from app.api.types import AuthPayload, Comment, Post, User, Visibility
+from app.auth.tokens import issue_token
+from app.errors import NotFound
+from app.posts import service as posts
+from app.posts.ids import parse_post_id
+from app.social import engagement, graph
+from app.users import service as users
+
+
+def _post_id(raw: strawberry.ID) -> int:
+    post_id = parse_post_id(str(raw))
+    if post_id is None:
+        raise NotFound("No such post.")
+    return post_id
+
+
+async def _writer(info: Info[Context, None]) -> int:
+    viewer_id = info.context.require_viewer()
+    await info.context.limit_writes()
+    return viewer_id
+
+
+@strawberry.type
+class Mutation:
+    @strawberry.mutation
+    async def sign_up(
+        self, info: Info[Context, None], handle: str, password: str, display_name: str | None = None
+    ) -> AuthPayload:
+        await info.context.limit_writes()
+        async with info.context.transaction() as session:
+            user = await users.sign_up(session, handle, password, display_name)
+        return AuthPayload(
+            token=issue_token(info.context.state.settings, user.id), user=User(row=user)
+        )
+
+    @strawberry.mutation
+    async def log_in(self, info: Info[Context, None], handle: str, password: str) -> AuthPayload:
+        await info.context.limit_writes()
+        async with info.context.transaction() as session:
+            user = await users.log_in(session, handle, password)
+        return AuthPayload(
+            token=issue_token(info.context.state.settings, user.id), user=User(row=user)
+        )
+
+    @strawberry.mutation
+    async def create_post(
+        self,
+        info: Info[Context, None],
+        body: str,
+        visibility: Visibility | None = Visibility.PUBLIC,
+        idempotency_key: str | None = None,
+    ) -> Post:
+        viewer_id = await _writer(info)
+        settings = info.context.state.settings
+        async with info.context.transaction() as session:
+            post = await posts.create_post(
+                session,
+                viewer_id,
+                body,
+                (visibility or Visibility.PUBLIC).value,
+                idempotency_key,
+                settings.max_body_chars,
+            )
+        return Post(row=post)
+
+    @strawberry.mutation
+    async def edit_post(self, info: Info[Context, None], id: strawberry.ID, body: str) -> Post:
+        viewer_id = await _writer(info)
+        settings = info.context.state.settings
+        async with info.context.transaction() as session:
+            post = await posts.edit_post(
+                session, viewer_id, _post_id(id), body, settings.max_body_chars
+            )
+        return Post(row=post)
+
+    @strawberry.mutation
+    async def set_post_visibility(
+        self, info: Info[Context, None], id: strawberry.ID, visibility: Visibility
+    ) -> Post:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            post = await posts.set_visibility(session, viewer_id, _post_id(id), visibility.value)
+        return Post(row=post)
+
+    @strawberry.mutation
+    async def delete_post(self, info: Info[Context, None], id: strawberry.ID) -> bool:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            await posts.delete_post(session, viewer_id, _post_id(id))
+        return True
+
+    @strawberry.mutation
+    async def follow(self, info: Info[Context, None], handle: str) -> User:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            target = await graph.require_user(session, handle)
+            await graph.follow(session, viewer_id, target)
+            await session.refresh(target)
+        return User(row=target)
+
+    @strawberry.mutation
+    async def unfollow(self, info: Info[Context, None], handle: str) -> User:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            target = await graph.require_user(session, handle)
+            await graph.unfollow(session, viewer_id, target)
+            await session.refresh(target)
+        return User(row=target)
+
+    @strawberry.mutation
+    async def block(self, info: Info[Context, None], handle: str) -> User:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            target = await graph.require_user(session, handle)
+            await graph.block(session, viewer_id, target)
+            await session.refresh(target)
+        return User(row=target)
+
+    @strawberry.mutation
+    async def unblock(self, info: Info[Context, None], handle: str) -> User:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            target = await graph.require_user(session, handle)
+            await graph.unblock(session, viewer_id, target)
+        return User(row=target)
+
+    @strawberry.mutation
+    async def like_post(self, info: Info[Context, None], id: strawberry.ID) -> Post:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            post = await engagement.like(session, viewer_id, _post_id(id))
+        info.context.loaders.viewer_liked_post.prime(post.id, True)
+        return Post(row=post)
+
+    @strawberry.mutation
+    async def unlike_post(self, info: Info[Context, None], id: strawberry.ID) -> Post:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            post = await engagement.unlike(session, viewer_id, _post_id(id))
+        info.context.loaders.viewer_liked_post.prime(post.id, False)
+        return Post(row=post)
+
+    @strawberry.mutation
+    async def add_comment(
+        self, info: Info[Context, None], post_id: strawberry.ID, body: str
+    ) -> Comment:
+        viewer_id = await _writer(info)
+        settings = info.context.state.settings
+        async with info.context.transaction() as session:
+            comment = await engagement.add_comment(
+                session, viewer_id, _post_id(post_id), body, settings.max_comment_chars
+            )
+        return Comment(row=comment)

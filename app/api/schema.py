@@ -1,0 +1,63 @@
+"""The Strawberry schema: Query, Mutation and the error policy every response goes through."""
+
+from __future__ import annotations
+
+import logging
+
+import strawberry
+from strawberry.extensions import (
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    ParserCache,
+    QueryDepthLimiter,
+    ValidationCache,
+)
+from strawberry.types import ExecutionContext
+
+from app.api.mutations import Mutation
+from app.api.queries import Query
+from app.config import get_settings
+from app.errors import AppError
+from graphql import GraphQLError
+
+log = logging.getLogger("app.api")
+
+INTERNAL_MESSAGE = "Something went wrong on our side; the request was not completed."
+
+
+class FeedSchema(strawberry.Schema):
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        """Give every error a public code; unexpected failures lose their message and trace."""
+        for error in errors:
+            original = error.original_error
+            extensions = dict(error.extensions or {})
+            if isinstance(original, AppError):
+                extensions["code"] = original.code
+            elif original is None or isinstance(original, GraphQLError):
+                # Syntax, validation, variable coercion, depth or alias limits.
+                extensions.setdefault("code", "BAD_USER_INPUT")
+            else:
+                log.error("unhandled error in %s", error.path, exc_info=original)
+                error.message = INTERNAL_MESSAGE
+                error.original_error = None
+                extensions = {"code": "INTERNAL"}
+            error.extensions = extensions
+
+
+def build_schema(subscription: type | None = None) -> FeedSchema:
+    settings = get_settings()
+    return FeedSchema(
+        query=Query,
+        mutation=Mutation,
+        subscription=subscription,
+        extensions=[
+            # Factories: a fresh extension per request; the two caches are module-level LRUs.
+            lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
+            lambda: MaxAliasesLimiter(max_alias_count=20),
+            lambda: MaxTokensLimiter(max_token_count=2000),
+            lambda: ParserCache(maxsize=256),
+            lambda: ValidationCache(maxsize=256),
+        ],
+    )

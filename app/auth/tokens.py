@@ -1,0 +1,40 @@
+"""Bearer tokens: HS256 JWTs with an expiry (PyJWT), subject = user id."""
+
+from __future__ import annotations
+
+import time
+
+import jwt
+
+from app.config import Settings
+from app.errors import Unauthenticated
+
+_ALGORITHM = "HS256"
+
+
+def issue_token(settings: Settings, user_id: int) -> str:
+    now = int(time.time())
+    claims = {"sub": str(user_id), "iat": now, "exp": now + settings.token_ttl_seconds}
+    return jwt.encode(claims, settings.secret_key, algorithm=_ALGORITHM)
+
+
+def user_id_from_token(settings: Settings, token: str) -> int:
+    try:
+        claims = jwt.decode(
+            token, settings.secret_key, algorithms=[_ALGORITHM], options={"require": ["exp"]}
+        )
+        return int(claims["sub"])
+    except jwt.ExpiredSignatureError as exc:
+        raise Unauthenticated("Your session token has expired; log in again.") from exc
+    except (jwt.PyJWTError, KeyError, ValueError) as exc:
+        raise Unauthenticated("The bearer token is not valid; log in again.") from exc
+
+
+def user_id_from_header(settings: Settings, header: str | None) -> int | None:
+    """None when no credentials were sent; Unauthenticated when they were sent but are bad."""
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("Send the token as 'Authorization: Bearer <token>'.")
+    return user_id_from_token(settings, token.strip())

@@ -1,0 +1,53 @@
+"""Domain errors. Each carries one of the public error codes (API.md, "Errors")."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class AppError(Exception):
+    code: ClassVar[str] = "INTERNAL"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Unauthenticated(AppError):
+    code = "UNAUTHENTICATED"
+
+
+class Forbidden(AppError):
+    code = "FORBIDDEN"
+
+
+class NotFound(AppError):
+    code = "NOT_FOUND"
+
+
+class BadInput(AppError):
+    code = "BAD_USER_INPUT"
+
+
+class CursorExpired(AppError):
+    code = "CURSOR_EXPIRED"
+
+
+class RateLimited(AppError):
+    code = "RATE_LIMITED"
+
+
+class Conflict(AppError):
+    code = "CONFLICT"
+
+
+ERROR_CODES = (
+    "UNAUTHENTICATED",
+    "FORBIDDEN",
+    "NOT_FOUND",
+    "BAD_USER_INPUT",
+    "CURSOR_EXPIRED",
+    "RATE_LIMITED",
+    "CONFLICT",
+    "INTERNAL",
+)

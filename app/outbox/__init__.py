@@ -1,0 +1,1 @@
+"""Transactional outbox: side effects leave the database only after commit."""

@@ -1,0 +1,1 @@
+"""Posts: the write side (create/edit/delete/visibility) and visibility rules."""

@@ -1,0 +1,1 @@
+"""The social graph (follows, blocks) and engagement (likes, comments)."""

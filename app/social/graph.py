@@ -1,0 +1,124 @@
+"""Follow and block. The graph changes first (readers filter at once); timeline cleanup is
+an outbox event handled asynchronously. Counters move in the same transaction as the rows."""
+
+from __future__ import annotations
+
+from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Block, Follow, User
+from app.errors import BadInput, Forbidden, NotFound
+from app.outbox import events
+
+
+async def _lock_pair(session: AsyncSession, a: int, b: int) -> None:
+    """Lock both user rows in id order so concurrent follows of a pair never deadlock."""
+    await session.execute(
+        select(User.id).where(User.id.in_((a, b))).order_by(User.id).with_for_update()
+    )
+
+
+async def _adjust_counts(session: AsyncSession, follower: int, followee: int, delta: int) -> None:
+    await session.execute(
+        update(User).where(User.id == follower).values(following_count=User.following_count + delta)
+    )
+    await session.execute(
+        update(User).where(User.id == followee).values(follower_count=User.follower_count + delta)
+    )
+
+
+async def is_blocked_either_way(session: AsyncSession, a: int, b: int) -> bool:
+    row = await session.scalar(
+        select(Block.blocker_id).where(
+            or_(
+                and_(Block.blocker_id == a, Block.blocked_id == b),
+                and_(Block.blocker_id == b, Block.blocked_id == a),
+            )
+        )
+    )
+    return row is not None
+
+
+async def _remove_follow(session: AsyncSession, follower: int, followee: int) -> bool:
+    gone = await session.scalar(
+        delete(Follow)
+        .where(Follow.follower_id == follower, Follow.followee_id == followee)
+        .returning(Follow.follower_id)
+    )
+    if gone is None:
+        return False
+    await _adjust_counts(session, follower, followee, -1)
+    return True
+
+
+async def follow(session: AsyncSession, viewer_id: int, target: User) -> bool:
+    """Returns True when a new edge was made (False: already following)."""
+    if target.id == viewer_id:
+        raise BadInput("You cannot follow yourself.")
+    await _lock_pair(session, viewer_id, target.id)
+    if await is_blocked_either_way(session, viewer_id, target.id):
+        raise Forbidden(f"You cannot follow @{target.handle}: one of you blocked the other.")
+    made = await session.scalar(
+        pg_insert(Follow)
+        .values(follower_id=viewer_id, followee_id=target.id)
+        .on_conflict_do_nothing()
+        .returning(Follow.follower_id)
+    )
+    if made is None:
+        return False
+    await _adjust_counts(session, viewer_id, target.id, +1)
+    await events.record(
+        session, events.FOLLOWED, {"follower_id": viewer_id, "followee_id": target.id}
+    )
+    return True
+
+
+async def unfollow(session: AsyncSession, viewer_id: int, target: User) -> bool:
+    if target.id == viewer_id:
+        raise BadInput("You cannot unfollow yourself.")
+    await _lock_pair(session, viewer_id, target.id)
+    removed = await _remove_follow(session, viewer_id, target.id)
+    if removed:
+        await events.record(
+            session, events.UNFOLLOWED, {"follower_id": viewer_id, "followee_id": target.id}
+        )
+    return removed
+
+
+async def block(session: AsyncSession, viewer_id: int, target: User) -> bool:
+    """Blocking also cuts follows both ways, so neither side keeps receiving the other."""
+    if target.id == viewer_id:
+        raise BadInput("You cannot block yourself.")
+    await _lock_pair(session, viewer_id, target.id)
+    made = await session.scalar(
+        pg_insert(Block)
+        .values(blocker_id=viewer_id, blocked_id=target.id)
+        .on_conflict_do_nothing()
+        .returning(Block.blocker_id)
+    )
+    await _remove_follow(session, viewer_id, target.id)
+    await _remove_follow(session, target.id, viewer_id)
+    if made is not None:
+        await events.record(
+            session, events.BLOCKED, {"blocker_id": viewer_id, "blocked_id": target.id}
+        )
+    return made is not None
+
+
+async def unblock(session: AsyncSession, viewer_id: int, target: User) -> bool:
+    gone = await session.scalar(
+        delete(Block)
+        .where(Block.blocker_id == viewer_id, Block.blocked_id == target.id)
+        .returning(Block.blocker_id)
+    )
+    return gone is not None
+
+
+async def require_user(session: AsyncSession, handle: str) -> User:
+    from app.users.service import by_handle
+
+    user = await by_handle(session, handle)
+    if user is None:
+        raise NotFound(f"No user @{handle.strip().lstrip('@')}.")
+    return user

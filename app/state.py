@@ -1,0 +1,35 @@
+"""Process-wide resources shared by the API, workers and benchmarks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.config import Settings, get_settings
+from app.db.engine import make_engine, make_sessionmaker
+from app.redis_client import make_redis
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    redis: Redis
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+        await self.engine.dispose()
+
+
+def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppState:
+    settings = settings or get_settings()
+    engine = make_engine(settings, pool_size=pool_size)
+    return AppState(
+        settings=settings,
+        engine=engine,
+        sessions=make_sessionmaker(engine),
+        redis=make_redis(settings),
+    )

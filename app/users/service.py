@@ -1,0 +1,85 @@
+"""Account rules: handle format, password checks, activity tracking."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import User
+from app.errors import BadInput, Conflict, Unauthenticated
+from app.passwords import hash_password, verify_password
+
+HANDLE_RE = re.compile(r"^[a-z0-9_]{3,30}$")
+PASSWORD_MIN, PASSWORD_MAX = 8, 128
+DISPLAY_NAME_MAX = 80
+
+
+def normalize_handle(handle: str) -> str:
+    handle = handle.strip().lstrip("@").lower()
+    if not HANDLE_RE.match(handle):
+        raise BadInput("A handle is 3-30 characters: lowercase letters, digits and underscores.")
+    return handle
+
+
+async def sign_up(
+    session: AsyncSession, handle: str, password: str, display_name: str | None
+) -> User:
+    handle = normalize_handle(handle)
+    if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
+        raise BadInput(f"A password is {PASSWORD_MIN}-{PASSWORD_MAX} characters long.")
+    name = (display_name or handle).strip()
+    if not 1 <= len(name) <= DISPLAY_NAME_MAX:
+        raise BadInput(f"A display name is 1-{DISPLAY_NAME_MAX} characters long.")
+    user = User(
+        handle=handle,
+        # Argon2 is deliberately slow: keep it off the event loop.
+        password_hash=await asyncio.to_thread(hash_password, password),
+        display_name=name,
+        last_active_at=datetime.now(UTC),
+    )
+    session.add(user)
+    try:
+        await session.flush()
+    except IntegrityError as exc:
+        await session.rollback()
+        raise Conflict(f"The handle @{handle} is taken; choose another.") from exc
+    await session.refresh(user)
+    return user
+
+
+async def log_in(session: AsyncSession, handle: str, password: str) -> User:
+    failure = Unauthenticated("Wrong handle or password.")
+    try:
+        handle = normalize_handle(handle)
+    except BadInput:
+        raise failure from None
+    user = await session.scalar(select(User).where(User.handle == handle))
+    if user is None or not await asyncio.to_thread(verify_password, user.password_hash, password):
+        raise failure
+    user.last_active_at = datetime.now(UTC)
+    return user
+
+
+async def by_handle(session: AsyncSession, handle: str) -> User | None:
+    try:
+        handle = normalize_handle(handle)
+    except BadInput:
+        return None
+    return await session.scalar(select(User).where(User.handle == handle))
+
+
+async def by_ids(session: AsyncSession, ids: Sequence[int]) -> dict[int, User]:
+    rows = await session.scalars(select(User).where(User.id.in_(ids)))
+    return {u.id: u for u in rows}
+
+
+async def touch_active(session: AsyncSession, user_id: int) -> None:
+    await session.execute(
+        update(User).where(User.id == user_id).values(last_active_at=datetime.now(UTC))
+    )

@@ -1,0 +1,106 @@
+"""Test session: a fresh migrated database and a private Redis db on the provisioned servers.
+
+`make test` provisions PostgreSQL and Redis (embedded ones when DATABASE_URL/REDIS_URL are
+unset) and exports their URLs; the tests never mock either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+import pytest
+
+from app.config import PROJECT_ROOT
+
+BASE_DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+BASE_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+TEST_DB = f"feedtest_{uuid.uuid4().hex[:10]}"
+TEST_REDIS_DB = 9
+
+
+def _with_path(url: str, path: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+
+
+def _plain(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+TEST_DATABASE_URL = _with_path(_plain(BASE_DATABASE_URL), "/" + TEST_DB)
+TEST_REDIS_URL = _with_path(BASE_REDIS_URL, f"/{TEST_REDIS_DB}")
+
+# Settings are read from the environment once per process: point them at the test servers
+# before any app module builds its settings, and shrink capacities so tests can cross them.
+os.environ.update(
+    {
+        "DATABASE_URL": TEST_DATABASE_URL,
+        "REDIS_URL": TEST_REDIS_URL,
+        "SECRET_KEY": "test-secret-key-that-is-long-enough-for-hs256",
+        "RATE_LIMIT_WRITES_PER_MINUTE": "100000",
+    }
+)
+
+TABLES = "outbox, idempotency_keys, comments, likes, blocks, follows, posts, users"
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(_with_path(_plain(BASE_DATABASE_URL), "/postgres"))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def test_database() -> Iterator[str]:
+    asyncio.run(_admin(f'CREATE DATABASE "{TEST_DB}"'))
+    subprocess.run(
+        [sys.executable, "-m", "alembic", "upgrade", "head"],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "DATABASE_URL": TEST_DATABASE_URL},
+        check=True,
+    )
+    yield TEST_DATABASE_URL
+    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{TEST_DB}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+async def state(test_database: str) -> AsyncIterator[object]:
+    from app.state import create_state
+
+    st = create_state()
+    yield st
+    await st.close()
+
+
+@pytest.fixture(autouse=True)
+async def clean(state: object) -> None:
+    """Every test starts from empty tables and an empty Redis db."""
+    from app.state import AppState
+
+    assert isinstance(state, AppState)
+    conn = await asyncpg.connect(TEST_DATABASE_URL)
+    try:
+        await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    finally:
+        await conn.close()
+    await state.redis.flushdb()
+
+
+@pytest.fixture(scope="session")
+async def client(state: object) -> AsyncIterator[httpx.AsyncClient]:
+    from app.web import create_app
+
+    app = create_app(state)  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
