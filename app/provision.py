@@ -179,10 +179,9 @@ async def acreate_database(
             sql = f'CREATE DATABASE "{name}"'
             if template is not None:
                 sql += f' TEMPLATE "{template}"'
-            try:
+            # A concurrent caller making it first is the same outcome.
+            with contextlib.suppress(asyncpg.DuplicateDatabaseError):
                 await conn.execute(sql)
-            except asyncpg.DuplicateDatabaseError:
-                pass  # a concurrent caller made it: same outcome
     finally:
         await conn.close()
     return database_url_for(url, name)

@@ -36,7 +36,10 @@ async def gql(
 ) -> Result:
     """Run a named operation from graphql/operations (or a raw query when given)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    payload: dict[str, Any] = {"query": query or operations()[operation], "variables": variables or {}}
+    payload: dict[str, Any] = {
+        "query": query or operations()[operation],
+        "variables": variables or {},
+    }
     if query is None:
         payload["operationName"] = operation
     response = await client.post("/graphql", json=payload, headers=headers)

@@ -1,0 +1,257 @@
+"""One foreground command per README entry: `python -m app.launcher run|test [pytest args]`.
+
+Why a Python launcher and not a Procfile tool: it has to provision Postgres/Redis first (see
+app.provision), migrate and seed, and then own the shutdown order: children get SIGTERM, then
+SIGKILL after a grace period, and only then do the embedded servers that *this* launcher started
+go down. Servers it found already running are left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+
+from app import provision
+from app.config import PROJECT_ROOT
+
+
+@dataclass
+class ProcessSpec:
+    """A supervised child. `{python}` and `{port}` in argv are filled in at start."""
+
+    name: str
+    argv: list[str]
+    module: str  # must be importable, else the entry is skipped with a warning
+
+
+PROCESSES: list[ProcessSpec] = [
+    ProcessSpec(
+        "api",
+        ["{python}", "-m", "uvicorn", "app.web:app", "--host", "127.0.0.1", "--port", "{port}"],
+        "app.web",
+    ),
+    ProcessSpec("relay", ["{python}", "-m", "jobs.relay"], "jobs.relay"),
+    ProcessSpec("worker", ["{python}", "-m", "arq", "jobs.worker.WorkerSettings"], "jobs.worker"),
+    ProcessSpec(
+        "worker-big",
+        ["{python}", "-m", "arq", "jobs.worker.BigLaneWorkerSettings"],
+        "jobs.worker",
+    ),
+]
+
+SEED_COMMAND = [sys.executable, "-m", "app.seed", "demo", "--if-empty"]
+
+GRACE_SECONDS = 10.0
+POLL_SECONDS = 0.2
+
+
+def log(message: str) -> None:
+    print(f"[launcher] {message}", file=sys.stderr, flush=True)
+
+
+def module_exists(module: str) -> bool:
+    """find_spec without the crash when a parent package is missing too."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------- test
+
+
+def cmd_test(pytest_args: list[str]) -> int:
+    """Run pytest against provisioned services; pytest's exit code is ours."""
+    env = provision.ensure_services()
+    os.environ.update(env)
+    started = provision.started_services()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *pytest_args], cwd=PROJECT_ROOT)
+
+    # Ctrl-C reaches pytest directly (same process group) and it prints its summary; we only
+    # forward SIGTERM. A no-op handler, not SIG_IGN, so the child does not inherit "ignore".
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGTERM:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        return proc.wait()
+    finally:
+        provision.stop_services(started)
+
+
+# --------------------------------------------------------------------------- run
+
+
+class _Stop:
+    """Signal bookkeeping for the supervisor loop (handlers must stay tiny)."""
+
+    def __init__(self) -> None:
+        self.requested = 0
+
+    def handler(self, _signum: int, _frame: FrameType | None) -> None:
+        self.requested += 1
+
+
+def _pdeathsig() -> Callable[[], None] | None:
+    """preexec_fn: children get SIGTERM if the launcher dies without cleaning up (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+
+    def preexec() -> None:
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    return preexec
+
+
+def _database_has_users(database_url: str) -> bool:
+    import asyncpg
+
+    async def check() -> bool:
+        conn = await asyncpg.connect(provision.asyncpg_url(database_url))
+        try:
+            return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM users)"))
+        finally:
+            await conn.close()
+
+    return asyncio.run(check())
+
+
+def _seed_if_empty(database_url: str, env: dict[str, str]) -> None:
+    module = SEED_COMMAND[SEED_COMMAND.index("-m") + 1] if "-m" in SEED_COMMAND else ""
+    if module and not module_exists(module):
+        log(f"warning: {module} does not exist yet; no demo data")
+        return
+    if _database_has_users(database_url):
+        return
+    log("empty database: loading demo data")
+    subprocess.run(SEED_COMMAND, cwd=PROJECT_ROOT, env=env, check=True)
+
+
+def _start_children(env: dict[str, str], port: int) -> list[tuple[ProcessSpec, subprocess.Popen]]:
+    children: list[tuple[ProcessSpec, subprocess.Popen]] = []
+    preexec = _pdeathsig()
+    for spec in PROCESSES:
+        if not module_exists(spec.module):
+            log(f"warning: skipping {spec.name}: module {spec.module} does not exist yet")
+            continue
+        argv = [a.format(python=sys.executable, port=port) for a in spec.argv]
+        # Own process group: the terminal's Ctrl-C reaches only us, so shutdown is ordered.
+        proc = subprocess.Popen(
+            argv,
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            process_group=0,
+            preexec_fn=preexec,
+        )
+        log(f"started {spec.name} (pid {proc.pid}): {' '.join(argv)}")
+        children.append((spec, proc))
+    return children
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def _stop_children(children: list[tuple[ProcessSpec, subprocess.Popen]], stop: _Stop) -> None:
+    """SIGTERM every group, wait up to GRACE_SECONDS (a second Ctrl-C cuts it short), SIGKILL."""
+    for _, proc in children:
+        if proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+    already = stop.requested
+    deadline = time.monotonic() + GRACE_SECONDS
+    while any(proc.poll() is None for _, proc in children):
+        if time.monotonic() > deadline or stop.requested > already:
+            break
+        time.sleep(0.1)
+    for spec, proc in children:
+        if proc.poll() is None:
+            log(f"{spec.name} ignored SIGTERM; killing it")
+        _signal_group(proc, signal.SIGKILL)  # also reaps stray grandchildren of exited ones
+        proc.wait()
+
+
+def _supervise(env: dict[str, str], port: int, stop: _Stop) -> int:
+    children = _start_children(env, port)
+    api = any(spec.name == "api" for spec, _ in children)
+    base = f"http://127.0.0.1:{port}"
+    lines = [
+        f"  API        {base}" + ("" if api else "  (not started: see warnings)"),
+        f"  GraphiQL   {base}/graphql",
+        f"  Demo page  {base}/",
+        f"  Postgres   {env['DATABASE_URL']}",
+        f"  Redis      {env['REDIS_URL']}",
+    ]
+    print("\nhybridfeed is running:\n" + "\n".join(lines) + "\nCtrl-C stops everything.\n")
+    sys.stdout.flush()
+
+    code = 0
+    while not stop.requested:
+        dead = next(((s, p) for s, p in children if p.poll() is not None), None)
+        if dead is not None:
+            spec, proc = dead
+            log(f"{spec.name} exited unexpectedly (code {proc.returncode}); stopping everything")
+            code = 1
+            break
+        time.sleep(POLL_SECONDS)
+    else:
+        log("stopping")
+    _stop_children(children, stop)
+    return code
+
+
+def cmd_run() -> int:
+    """Provision, migrate, seed, then supervise PROCESSES until Ctrl-C/SIGTERM or a crash."""
+    # Until supervision starts, SIGTERM behaves like Ctrl-C so the cleanup below still runs.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    port = int(os.environ.get("PORT", "8000"))
+    stop = _Stop()
+    try:
+        env = provision.ensure_services()
+        child_env = {**os.environ, **env, "PORT": str(port), "PYTHONUNBUFFERED": "1"}
+        provision.migrate(env["DATABASE_URL"])
+        _seed_if_empty(env["DATABASE_URL"], child_env)
+        signal.signal(signal.SIGINT, stop.handler)
+        signal.signal(signal.SIGTERM, stop.handler)
+        return _supervise(child_env, port, stop)
+    except KeyboardInterrupt:
+        return 0
+    except (provision.ProvisionError, subprocess.CalledProcessError) as exc:
+        log(f"error: {exc}")
+        return 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a late Ctrl-C must not skip the cleanup
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stopped = provision.stop_services(provision.started_services())
+        if stopped:
+            log("stopped embedded " + ", ".join(stopped))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["run"] and len(args) == 1:
+        return cmd_run()
+    if args[:1] == ["test"]:
+        return cmd_test(args[1:])
+    print("usage: python -m app.launcher run | test [pytest args...]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
