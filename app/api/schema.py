@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import strawberry
+from graphql import GraphQLError
 from strawberry.extensions import (
     MaxAliasesLimiter,
     MaxTokensLimiter,
@@ -18,7 +19,6 @@ from app.api.mutations import Mutation
 from app.api.queries import Query
 from app.config import get_settings
 from app.errors import AppError
-from graphql import GraphQLError
 
 log = logging.getLogger("app.api")
 
