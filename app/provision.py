@@ -302,7 +302,9 @@ def _start_postgres() -> int:
     if user is not None:
         _allow_traversal(PG_DIR, bindir)
         uid, gid = _uid_gid(user)
-        os.chown(PG_DATA, uid, gid)
+        if PG_DATA.stat().st_uid != uid:  # new dir, or the system user was re-created
+            for path in [PG_DATA, *PG_DATA.rglob("*")]:
+                os.chown(path, uid, gid, follow_symlinks=False)
         os.chown(PG_LOG, uid, gid)
     PG_DATA.chmod(0o700)
 

@@ -9,7 +9,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings, get_settings
 from app.db.engine import make_engine, make_sessionmaker
+from app.fanout.service import FanoutService
 from app.redis_client import make_redis
+from app.timelines.store import TimelineStore
 
 
 @dataclass
@@ -18,6 +20,8 @@ class AppState:
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
     redis: Redis
+    timelines: TimelineStore
+    fanout: FanoutService
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -27,9 +31,14 @@ class AppState:
 def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppState:
     settings = settings or get_settings()
     engine = make_engine(settings, pool_size=pool_size)
+    sessions = make_sessionmaker(engine)
+    redis = make_redis(settings)
+    timelines = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
     return AppState(
         settings=settings,
         engine=engine,
-        sessions=make_sessionmaker(engine),
-        redis=make_redis(settings),
+        sessions=sessions,
+        redis=redis,
+        timelines=timelines,
+        fanout=FanoutService(sessions, timelines, settings),
     )

@@ -46,6 +46,13 @@ os.environ.update(
         "REDIS_URL": TEST_REDIS_URL,
         "SECRET_KEY": "test-secret-key-that-is-long-enough-for-hs256",
         "RATE_LIMIT_WRITES_PER_MINUTE": "100000",
+        "FANOUT_PULL_THRESHOLD": "10",
+        "FANOUT_PUSH_THRESHOLD": "8",
+        "FANOUT_BATCH_SIZE": "4",
+        "BIG_AUTHOR_FOLLOWERS": "6",
+        "TIMELINE_MAX": "50",
+        "AUTHOR_POSTS_MAX": "50",
+        "JOB_TIMEOUT_SECONDS": "3",
     }
 )
 
@@ -94,6 +101,15 @@ async def clean(state: object) -> None:
     finally:
         await conn.close()
     await state.redis.flushdb()
+
+
+@pytest.fixture
+async def pipeline(state: object) -> AsyncIterator[object]:
+    from tests.pipeline import Pipeline
+
+    pipe = await Pipeline.open(state)  # type: ignore[arg-type]
+    yield pipe
+    await pipe.close()
 
 
 @pytest.fixture(scope="session")

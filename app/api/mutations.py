@@ -37,6 +37,8 @@ class Mutation:
         await info.context.limit_writes()
         async with info.context.transaction() as session:
             user = await users.sign_up(session, handle, password, display_name)
+        # A new account follows nobody: its (empty) timeline exists from the start.
+        await info.context.state.timelines.rebuild(user.id, [])
         return AuthPayload(
             token=issue_token(info.context.state.settings, user.id), user=User(row=user)
         )
@@ -46,6 +48,9 @@ class Mutation:
         await info.context.limit_writes()
         async with info.context.transaction() as session:
             user = await users.log_in(session, handle, password)
+        state = info.context.state
+        if not await state.timelines.exists(user.id):
+            await state.fanout.rebuild_timeline(user.id)  # cold start, bounded
         return AuthPayload(
             token=issue_token(info.context.state.settings, user.id), user=User(row=user)
         )

@@ -47,6 +47,8 @@ class User(Base):
     fanout_mode: Mapped[int] = mapped_column(SmallInteger, server_default=str(FANOUT_PUSH))
     # Bumped on every mode switch so an in-flight fan-out can tell it is stale.
     fanout_mode_version: Mapped[int] = mapped_column(Integer, server_default="0")
+    # When the mode last changed: posts made in pull mode since then need reconciling.
+    fanout_mode_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Post(Base):

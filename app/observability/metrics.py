@@ -15,3 +15,13 @@ GRAPHQL_LATENCY = Histogram(
 OUTBOX_OLDEST_AGE = Gauge(
     "feed_outbox_oldest_unpublished_seconds", "Age of the oldest unpublished outbox event"
 )
+POST_TO_TIMELINE = Histogram(
+    "feed_post_to_timeline_seconds",
+    "From a post's creation to its id being written into follower timelines",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
+)
+TIMELINE_INSERTS = Counter("feed_timeline_inserts_total", "Timeline entries written by fan-out")
+FANOUT_LAG = Gauge(
+    "feed_fanout_oldest_job_age_seconds", "Age of the oldest pending job per lane", ["lane"]
+)
+FANOUT_QUEUED = Gauge("feed_fanout_queued_jobs", "Jobs waiting per lane", ["lane"])

@@ -1,0 +1,1 @@
+"""The write path after commit: splitting a post into follower batches, hybrid push/pull."""

@@ -1,0 +1,19 @@
+"""Queue names (lanes) and job names. Key strings for ARQ queues are built only here.
+
+A lane is an ARQ queue with its own workers: big authors' batches go to BIG so that one
+celebrity post cannot sit in front of ordinary posts. Lag is measured per lane in seconds.
+"""
+
+from __future__ import annotations
+
+DEFAULT = "arq:queue"  # ARQ's own default queue name: splitters, small batches, graph jobs
+BIG = "arq:queue:big"  # FanoutBatch jobs of authors with >= BIG_AUTHOR_FOLLOWERS followers
+LANES = {"default": DEFAULT, "big": BIG}
+
+# Job (function) names, shared by the relay, the workers and the tests.
+FANOUT_POST = "fanout_post"
+FANOUT_BATCH = "fanout_batch"
+BACKFILL_FOLLOW = "backfill_follow"
+CLEANUP_AUTHOR = "cleanup_author"
+REBUILD_TIMELINE = "rebuild_timeline"
+POST_CHANGED = "post_changed"

@@ -1,0 +1,188 @@
+"""Fan-out service: what each write-path job does, free of ARQ so tests and benchmarks
+call it directly. Every operation is idempotent: ZADD of the same member and score is a
+no-op, so replays and retries change nothing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.models import FANOUT_PULL, Follow, Post
+from app.fanout import lanes
+from app.fanout.modes import ModeDecision, resolve_mode
+from app.fanout.queries import active_follower_pages, active_since, author_posts, followee_posts
+from app.observability.metrics import POST_TO_TIMELINE, TIMELINE_INSERTS
+from app.posts.ids import created_ms
+from app.timelines.store import TimelineStore
+
+# enqueue(function, args, job_id=..., lane=...): the job layer's way to schedule more work.
+Enqueue = Callable[..., Awaitable[Any]]
+
+# A post committed while a rebuild was reading may be skipped by both the fan-out (no
+# timeline yet) and the rebuild snapshot; re-reading this window after the write closes it.
+REBUILD_CATCH_UP = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    mode: int
+    batches: int
+    followers: int
+    reconciled_posts: int = 0
+
+
+@dataclass
+class FanoutService:
+    sessions: async_sessionmaker[AsyncSession]
+    store: TimelineStore
+    settings: Settings
+
+    async def split_post(self, post_id: int, enqueue: Enqueue) -> SplitResult | None:
+        """PostCreated: index the post under its author, then page active followers into
+        FanoutBatch jobs (push) or stop there (pull: one write whatever the follower count)."""
+        async with self.sessions.begin() as session:
+            post = await session.get(Post, post_id)
+            if post is None or post.deleted_at is not None:
+                return None
+            decision = await resolve_mode(session, post.author_id, self.settings)
+        score = created_ms(post.id)
+        await self.store.push_author_post(post.author_id, post.id, score)
+        reconciled = 0
+        if decision.pull_since is not None:
+            reconciled = await self._reconcile_pull_era(post.author_id, decision, enqueue)
+        if decision.mode == FANOUT_PULL or post.visibility == "private":
+            return SplitResult(decision.mode, 0, 0, reconciled)
+        batches, followers = await self._enqueue_batches(
+            post.author_id, [(post.id, score)], decision, enqueue, f"fb:{post.id}"
+        )
+        return SplitResult(decision.mode, batches, followers, reconciled)
+
+    async def _enqueue_batches(
+        self,
+        author_id: int,
+        entries: list[tuple[int, int]],
+        decision: ModeDecision,
+        enqueue: Enqueue,
+        job_prefix: str,
+    ) -> tuple[int, int]:
+        lane = (
+            lanes.BIG
+            if decision.follower_count >= self.settings.big_author_followers
+            else lanes.DEFAULT
+        )
+        since = active_since(self.settings.active_days)
+        batches = followers = 0
+        async with self.sessions() as session:
+            async for page in active_follower_pages(
+                session, author_id, since, self.settings.fanout_batch_size
+            ):
+                # Deterministic id: a replayed split re-enqueues the same batch, not a new one.
+                await enqueue(
+                    lanes.FANOUT_BATCH,
+                    entries,
+                    page,
+                    job_id=f"{job_prefix}:{page[0]}",
+                    lane=lane,
+                )
+                batches += 1
+                followers += len(page)
+        return batches, followers
+
+    async def _reconcile_pull_era(
+        self, author_id: int, decision: ModeDecision, enqueue: Enqueue
+    ) -> int:
+        """Back to PUSH: posts made while in PULL are only in posts:{author}; push them."""
+        assert decision.pull_since is not None
+        since_ms = int(decision.pull_since.timestamp() * 1000)
+        entries = [
+            (post_id, score)
+            for post_id, score in await self.store.author_latest(
+                author_id, self.settings.author_posts_max
+            )
+            if score >= since_ms
+        ]
+        if entries:
+            await self._enqueue_batches(
+                author_id, entries, decision, enqueue, f"rc:{author_id}:{decision.version}"
+            )
+        return len(entries)
+
+    async def deliver(self, entries: Sequence[Sequence[int]], user_ids: Sequence[int]) -> int:
+        """FanoutBatch: one server-side script call per post for the whole batch."""
+        written = 0
+        for post_id, score in entries:
+            written += await self.store.push_to_timelines(post_id, score, user_ids)
+            POST_TO_TIMELINE.observe(max(0.0, time.time() - score / 1000))
+        TIMELINE_INSERTS.inc(written)
+        return written
+
+    async def backfill_follow(self, follower_id: int, followee_id: int) -> int:
+        """Followed: copy the author's newest posts into the follower's timeline."""
+        async with self.sessions() as session:
+            if not await _follows(session, follower_id, followee_id):
+                return 0  # unfollowed again before we ran
+            entries = await author_posts(session, followee_id, self.settings.backfill_posts)
+        if entries:
+            await self.store.push_entries(follower_id, entries)
+        return len(entries)
+
+    async def cleanup_author(self, user_id: int, author_id: int) -> int:
+        """Unfollowed/blocked: remove the author's posts from the user's timeline."""
+        async with self.sessions() as session:
+            if await _follows(session, user_id, author_id):
+                return 0  # followed again before we ran
+            ids = [pid for pid, _ in await self.store.latest(user_id, self.settings.timeline_max)]
+            if not ids:
+                return 0
+            rows = await session.execute(
+                select(Post.id).where(Post.id.in_(ids), Post.author_id == author_id)
+            )
+            doomed = [r[0] for r in rows]
+        if doomed:
+            await self.store.remove_posts(user_id, doomed)
+        return len(doomed)
+
+    async def rebuild_timeline(self, user_id: int) -> int:
+        """Cold start: a bounded timeline from Postgres, merged (never replacing pushes)."""
+        limit = self.settings.timeline_max
+        started = datetime.now(UTC)
+        since = active_since(self.settings.active_days)
+        async with self.sessions() as session:
+            entries = await followee_posts(session, user_id, limit, since)
+        keep_ms = int((started - REBUILD_CATCH_UP).timestamp() * 1000)
+        await self.store.rebuild(user_id, entries, keep_since_ms=keep_ms)
+        async with self.sessions() as session:
+            late = await followee_posts(session, user_id, limit, started - REBUILD_CATCH_UP)
+        if late:
+            await self.store.push_entries(user_id, late)
+        return len(entries)
+
+    async def post_changed(self, post_id: int) -> None:
+        """Edits need nothing here (timelines hold ids); a delete leaves the author index."""
+        async with self.sessions() as session:
+            row = (
+                await session.execute(
+                    select(Post.author_id, Post.deleted_at).where(Post.id == post_id)
+                )
+            ).one_or_none()
+        if row is not None and row.deleted_at is not None:
+            await self.store.remove_author_post(row.author_id, post_id)
+
+
+async def _follows(session: AsyncSession, follower_id: int, followee_id: int) -> bool:
+    found = await session.scalar(
+        select(Follow.follower_id).where(
+            Follow.follower_id == follower_id, Follow.followee_id == followee_id
+        )
+    )
+    return found is not None
+
+
+__all__ = ["Enqueue", "FanoutService", "SplitResult"]

@@ -1,0 +1,116 @@
+"""Outbox relay: committed events -> ARQ jobs, at least once.
+
+Rows are claimed with FOR UPDATE SKIP LOCKED, so several relays can run side by side, and
+marked published in the same transaction after their jobs are enqueued. A crash between the
+two re-publishes the batch: job ids derive from the event id, so ARQ drops the duplicates
+(and every job is idempotent anyway). Wakes on NOTIFY outbox, polls as a fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.fanout import lanes
+from app.outbox import events
+
+log = logging.getLogger("app.relay")
+
+Enqueue = Callable[..., Awaitable[Any]]
+
+_CLAIM = text(
+    """
+    SELECT id, event_type, payload FROM outbox
+    WHERE published_at IS NULL ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED
+    """
+)
+_MARK = text("UPDATE outbox SET published_at = now() WHERE id = ANY(:ids)")
+_PRUNE = text("DELETE FROM outbox WHERE published_at < now() - make_interval(hours => :hours)")
+
+
+@dataclass(frozen=True)
+class Job:
+    function: str
+    args: tuple[int, ...]
+    job_id: str
+    lane: str = lanes.DEFAULT
+
+
+def jobs_for(event_id: int, event_type: str, payload: dict[str, Any]) -> list[Job]:
+    """What each event asks the workers to do. Deletes never fan out (tombstones)."""
+    key = f"evt:{event_id}"
+    if event_type == events.POST_CREATED:
+        return [Job(lanes.FANOUT_POST, (payload["post_id"],), key)]
+    if event_type in (events.POST_EDITED, events.POST_DELETED, events.POST_VISIBILITY_CHANGED):
+        return [Job(lanes.POST_CHANGED, (payload["post_id"],), key)]
+    if event_type == events.FOLLOWED:
+        return [Job(lanes.BACKFILL_FOLLOW, (payload["follower_id"], payload["followee_id"]), key)]
+    if event_type == events.UNFOLLOWED:
+        return [Job(lanes.CLEANUP_AUTHOR, (payload["follower_id"], payload["followee_id"]), key)]
+    if event_type == events.BLOCKED:
+        a, b = payload["blocker_id"], payload["blocked_id"]
+        return [
+            Job(lanes.CLEANUP_AUTHOR, (a, b), f"{key}:a"),
+            Job(lanes.CLEANUP_AUTHOR, (b, a), f"{key}:b"),
+        ]
+    log.warning("outbox event %s has unknown type %r; skipped", event_id, event_type)
+    return []
+
+
+class OutboxRelay:
+    def __init__(self, engine: AsyncEngine, enqueue: Enqueue, batch_size: int = 500) -> None:
+        self.engine = engine
+        self.enqueue = enqueue
+        self.batch_size = batch_size
+
+    async def publish_pending(self) -> int:
+        """Publish one batch; returns how many events it handled."""
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(_CLAIM, {"n": self.batch_size})).all()
+            for row in rows:
+                for job in jobs_for(row.id, row.event_type, row.payload):
+                    await self.enqueue(job.function, *job.args, job_id=job.job_id, lane=job.lane)
+            if rows:
+                await conn.execute(_MARK, {"ids": [r.id for r in rows]})
+        return len(rows)
+
+    async def drain(self) -> int:
+        total = 0
+        while (n := await self.publish_pending()) > 0:
+            total += n
+        return total
+
+    async def prune(self, keep_hours: int = 24) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(_PRUNE, {"hours": keep_hours})
+
+    async def run(self, dsn: str, stop: asyncio.Event, poll_seconds: float = 1.0) -> None:
+        """Publish until `stop` is set, waking on NOTIFY and at least every poll_seconds."""
+        wake = asyncio.Event()
+        listener = await asyncpg.connect(dsn)
+        await listener.add_listener("outbox", lambda *_: wake.set())
+        loops = 0
+        try:
+            while not stop.is_set():
+                wake.clear()
+                try:
+                    await self.drain()
+                except Exception:  # keep relaying after a transient DB/Redis failure
+                    log.exception("relay pass failed; retrying")
+                    await asyncio.sleep(poll_seconds)
+                loops += 1
+                if loops % 3600 == 0:
+                    await self.prune()
+                waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())]
+                await asyncio.wait(waiters, timeout=poll_seconds, return_when="FIRST_COMPLETED")
+                for waiter in waiters:
+                    waiter.cancel()
+        finally:
+            await listener.close()

@@ -1,0 +1,397 @@
+"""The one owner of the Redis timeline keyspace (API.md "Redis key layout").
+
+- `tl:{<user_id>}`: home timeline, zset, member = post id, score = created_at ms.
+- `posts:{<author_id>}`: recent posts of an author, same encoding.
+
+Braces are literal Redis Cluster hash tags. No other module builds these key strings or runs
+commands on them. Encoding choice and figures: docs/decisions/0001-timeline-encoding.md.
+
+Invariants kept by every method here:
+- members are post ids as 19 fixed-width decimal digits (so equal scores order like ids),
+  scores are created_at ms as exact integers (< 2^53; never the 64-bit id itself);
+- a timeline holds at most `timeline_max` entries, trimmed in the same script as the ZADD;
+- a missing key means "unknown, rebuild from Postgres"; a known-but-empty key holds only the
+  EMPTY marker (member "0000000000000000000", score 0) that readers never return;
+- fan-out writes only into timelines that exist (by default): writing one post into a missing
+  key would create a partial timeline that looks complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError
+
+from app.timelines.scripts import (
+    BEFORE,
+    EMPTY_MEMBER,
+    PUSH_ENTRIES,
+    PUSH_MANY,
+    REBUILD,
+    REMOVE,
+    LuaScript,
+)
+
+POST_ID_EPOCH_MS = 1_420_070_400_000  # 2015-01-01T00:00:00Z, the snowflake epoch
+POST_ID_WIDTH = 19
+_MAX_POST_ID = 10**POST_ID_WIDTH - 1
+_MAX_EXACT_SCORE = 2**53
+
+Entry = tuple[int, int]
+"""(post_id, created_at_ms)."""
+
+AnyRedis = Redis | RedisCluster
+
+
+def timeline_key(user_id: int) -> str:
+    """`tl:{<user_id>}`: the hash tag keeps all of one user's keys in one cluster slot."""
+    return f"tl:{{{int(user_id)}}}"
+
+
+def author_posts_key(author_id: int) -> str:
+    """`posts:{<author_id>}`: one author's recent posts."""
+    return f"posts:{{{int(author_id)}}}"
+
+
+def encode_post_id(post_id: int) -> str:
+    """Fixed-width decimal member: equal scores sort lexicographically, so widths must match."""
+    if not 0 < post_id <= _MAX_POST_ID:
+        raise ValueError(f"post id out of range: {post_id}")
+    return f"{post_id:0{POST_ID_WIDTH}d}"
+
+
+def created_at_ms(post_id: int) -> int:
+    """The creation time carried by a snowflake id: `(ms_since_2015 << 22) | seq`."""
+    return (post_id >> 22) + POST_ID_EPOCH_MS
+
+
+def _check_score(score_ms: int) -> int:
+    """Scores must be positive exact integers: 0 is the EMPTY marker, doubles lose >2^53."""
+    score = int(score_ms)
+    if not 0 < score < _MAX_EXACT_SCORE:
+        raise ValueError(f"score out of range: {score_ms}")
+    return score
+
+
+def _to_int(raw: Any) -> int:
+    """Parse an id or score reply (bytes, str, int or float) without float rounding of ids."""
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        return int(raw)
+    try:
+        return int(raw)
+    except ValueError:
+        return int(float(raw))
+
+
+def _parse_entries(reply: Any) -> list[Entry]:
+    """ZRANGE ... WITHSCORES as (post_id, score) pairs, for RESP2 (flat) or RESP3 (pairs)."""
+    if not reply:
+        return []
+    if isinstance(reply[0], list | tuple):
+        rows = [(m, s) for m, s in reply]
+    else:
+        it = iter(reply)
+        rows = list(zip(it, it, strict=True))
+    return [(_to_int(m), _to_int(s)) for m, s in rows]
+
+
+def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _flat_entries(entries: Iterable[Entry]) -> list[Any]:
+    """(post_id, score) pairs as ZADD arguments: score1, member1, score2, member2, ..."""
+    args: list[Any] = []
+    for post_id, score_ms in entries:
+        args.append(_check_score(score_ms))
+        args.append(encode_post_id(post_id))
+    return args
+
+
+class TimelineStore:
+    """Bounded home timelines and author indexes in Redis (standalone or cluster).
+
+    Batches of keys go to Redis as one EVALSHA per `script_batch` keys on a standalone server;
+    on a cluster a multi-key script must stay in one slot, so keys are grouped by slot and the
+    per-slot calls are pipelined (one round trip per node).
+    """
+
+    def __init__(
+        self,
+        redis: AnyRedis,
+        timeline_max: int,
+        author_posts_max: int,
+        *,
+        script_batch: int = 1000,
+    ) -> None:
+        if timeline_max <= 0 or author_posts_max <= 0 or script_batch <= 0:
+            raise ValueError("timeline_max, author_posts_max and script_batch must be positive")
+        self.redis = redis
+        self.timeline_max = timeline_max
+        self.author_posts_max = author_posts_max
+        self.script_batch = script_batch
+        self._cluster = isinstance(redis, RedisCluster)
+
+    # -- script plumbing ------------------------------------------------------------------
+
+    async def _eval(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """One EVALSHA; on NOSCRIPT (first use, restart, SCRIPT FLUSH) load it and retry."""
+        try:
+            return await self.redis.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[misc]
+        except NoScriptError:
+            await self.redis.script_load(script.source)
+            return await self.redis.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[misc]
+
+    async def _eval_batches(
+        self, script: LuaScript, batches: Sequence[Sequence[str]], args: Sequence[Any]
+    ) -> list[Any]:
+        """EVALSHA per key batch, all pipelined; scripts are idempotent so a retry is safe."""
+        if not batches:
+            return []
+        if len(batches) == 1:
+            return [await self._eval(script, batches[0], args)]
+        for attempt in range(2):
+            pipe = self.redis.pipeline(transaction=False)
+            for keys in batches:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            try:
+                return list(await pipe.execute())
+            except NoScriptError:
+                if attempt:
+                    raise
+                await self.redis.script_load(script.source)
+        raise AssertionError("unreachable")
+
+    def _batches(self, keys: Sequence[str]) -> list[Sequence[str]]:
+        """Key batches one script call may touch: by size, and by slot on a cluster."""
+        if not self._cluster:
+            return _chunks(keys, self.script_batch)
+        assert isinstance(self.redis, RedisCluster)
+        by_slot: dict[int, list[str]] = {}
+        for key in keys:
+            by_slot.setdefault(self.redis.keyslot(key), []).append(key)
+        out: list[Sequence[str]] = []
+        for group in by_slot.values():
+            out.extend(_chunks(group, self.script_batch))
+        return out
+
+    # -- home timelines: writes -----------------------------------------------------------
+
+    async def push_to_timelines(
+        self,
+        post_id: int,
+        score_ms: int,
+        user_ids: Sequence[int],
+        *,
+        only_existing: bool = True,
+    ) -> int:
+        """Fan one post into many timelines: ZADD + trim per key, one script call per batch.
+
+        Returns how many timelines gained the post. Idempotent: a replay adds nothing. With
+        `only_existing` (default) missing timelines are skipped: they are rebuilt from Postgres
+        on read, and a single pushed post would make a partial timeline look complete.
+        A post older than every entry of a full timeline is added then trimmed at once (it
+        still counts as added); the timeline keeps the newest `timeline_max` entries.
+        """
+        if not user_ids:
+            return 0
+        args = [
+            _check_score(score_ms),
+            encode_post_id(post_id),
+            self.timeline_max,
+            1 if only_existing else 0,
+            EMPTY_MEMBER,
+        ]
+        keys = [timeline_key(u) for u in user_ids]
+        results = await self._eval_batches(PUSH_MANY, self._batches(keys), args)
+        return sum(int(r) for r in results)
+
+    async def push_entries(
+        self, user_id: int, entries: Sequence[Entry], *, create: bool = False
+    ) -> int:
+        """Merge entries into one timeline (follow backfill), trimmed to `timeline_max`.
+
+        A missing timeline is left missing unless `create` (its rebuild will include these
+        posts anyway). Returns entries added (an entry older than a full timeline counts, then
+        is trimmed at once); -1 when the timeline was missing and not created.
+        """
+        return await self._push_entries(timeline_key(user_id), self.timeline_max, entries, create)
+
+    async def rebuild(
+        self, user_id: int, entries: Sequence[Entry], *, keep_since_ms: int | None = None
+    ) -> int:
+        """Atomically replace a timeline with `entries` (newest `timeline_max` kept).
+
+        An empty rebuild leaves the EMPTY marker so `exists` is true and the user is not
+        rebuilt on every read. `keep_since_ms`: keep entries already present with a score at
+        or above it (fan-out writes that raced with the Postgres read that produced
+        `entries`). Returns the number of entries kept.
+        """
+        return await self._rebuild(timeline_key(user_id), self.timeline_max, entries, keep_since_ms)
+
+    async def remove_posts(self, user_id: int, post_ids: Sequence[int]) -> int:
+        """Remove posts from one timeline (unfollow/block cleanup); never creates the key."""
+        return await self.remove_posts_from_many(post_ids, [user_id])
+
+    async def remove_posts_from_many(self, post_ids: Sequence[int], user_ids: Sequence[int]) -> int:
+        """Remove posts from many timelines in batched script calls; returns members removed.
+
+        A timeline emptied this way keeps the EMPTY marker (it is still complete).
+        """
+        return await self._remove([timeline_key(u) for u in user_ids], post_ids)
+
+    async def delete(self, user_id: int) -> None:
+        """Forget a timeline (it is rebuilt from Postgres on the next read)."""
+        await self.redis.delete(timeline_key(user_id))
+
+    # -- home timelines: reads ------------------------------------------------------------
+
+    async def exists(self, user_id: int) -> bool:
+        """True when the timeline is materialized (possibly known-empty)."""
+        return bool(await self.redis.exists(timeline_key(user_id)))
+
+    async def count(self, user_id: int) -> int:
+        """Real entries in a timeline (the EMPTY marker is not counted)."""
+        return int(await self.redis.zcount(timeline_key(user_id), "(0", "+inf"))
+
+    async def latest(self, user_id: int, limit: int) -> list[Entry]:
+        """Newest entries first, (post_id, created_at_ms); [] when missing or empty."""
+        return await self._latest(timeline_key(user_id), limit) or []
+
+    async def latest_or_none(self, user_id: int, limit: int) -> list[Entry] | None:
+        """Like `latest` in one round trip, but None when the timeline is missing (rebuild)."""
+        return await self._latest(timeline_key(user_id), limit)
+
+    async def before(self, user_id: int, score_ms: int, post_id: int, limit: int) -> list[Entry]:
+        """Keyset page: entries strictly older than (score_ms, post_id), newest first.
+
+        Order is (score desc, post id desc). The score bound is inclusive with an id
+        tie-break, so posts sharing a millisecond are neither lost nor repeated.
+        """
+        return await self._before(timeline_key(user_id), score_ms, post_id, limit)
+
+    # -- author indexes -------------------------------------------------------------------
+
+    async def push_author_post(self, author_id: int, post_id: int, score_ms: int) -> int:
+        """Add a post to `posts:{author}`: one write whatever the follower count (pull mode)."""
+        args = [
+            _check_score(score_ms),
+            encode_post_id(post_id),
+            self.author_posts_max,
+            0,
+            EMPTY_MEMBER,
+        ]
+        return int(await self._eval(PUSH_MANY, [author_posts_key(author_id)], args))
+
+    async def push_author_entries(
+        self, author_id: int, entries: Sequence[Entry], *, create: bool = True
+    ) -> int:
+        """Merge several posts into an author index (trimmed to `author_posts_max`)."""
+        key = author_posts_key(author_id)
+        return await self._push_entries(key, self.author_posts_max, entries, create)
+
+    async def rebuild_author(
+        self, author_id: int, entries: Sequence[Entry], *, keep_since_ms: int | None = None
+    ) -> int:
+        """Atomically replace an author index (e.g. on a push->pull switch or after loss)."""
+        key = author_posts_key(author_id)
+        return await self._rebuild(key, self.author_posts_max, entries, keep_since_ms)
+
+    async def author_exists(self, author_id: int) -> bool:
+        return bool(await self.redis.exists(author_posts_key(author_id)))
+
+    async def author_latest(self, author_id: int, limit: int) -> list[Entry]:
+        """An author's newest posts first; [] when the index is missing or empty."""
+        return await self._latest(author_posts_key(author_id), limit) or []
+
+    async def author_latest_many(
+        self, author_ids: Sequence[int], limit: int
+    ) -> dict[int, list[Entry]]:
+        """Newest posts of many authors in one pipeline; a missing index maps to []."""
+        found = await self.author_latest_many_or_none(author_ids, limit)
+        return {a: rows or [] for a, rows in found.items()}
+
+    async def author_latest_many_or_none(
+        self, author_ids: Sequence[int], limit: int
+    ) -> dict[int, list[Entry] | None]:
+        """Like `author_latest_many`, but None for a missing index (read Postgres instead)."""
+        ids = list(dict.fromkeys(author_ids))
+        if not ids:
+            return {}
+        if limit <= 0:
+            return {a: [] for a in ids}
+        pipe = self.redis.pipeline(transaction=False)
+        for a in ids:
+            pipe.execute_command(*self._latest_cmd(author_posts_key(a), limit))
+        replies = await pipe.execute()
+        return {a: self._latest_rows(r, limit) for a, r in zip(ids, replies, strict=True)}
+
+    async def remove_author_post(self, author_id: int, post_id: int) -> int:
+        """Drop a post from its author's index (delete); an emptied index stays known-empty."""
+        return await self._remove([author_posts_key(author_id)], [post_id])
+
+    # -- shared implementations -----------------------------------------------------------
+
+    async def _push_entries(
+        self, key: str, max_entries: int, entries: Sequence[Entry], create: bool
+    ) -> int:
+        if not entries:
+            return 0
+        args = [max_entries, 1 if create else 0, EMPTY_MEMBER, *_flat_entries(entries)]
+        return int(await self._eval(PUSH_ENTRIES, [key], args))
+
+    async def _rebuild(
+        self, key: str, max_entries: int, entries: Sequence[Entry], keep_since_ms: int | None
+    ) -> int:
+        # Only the newest max_entries can survive the trim: do not ship the rest.
+        newest = sorted(entries, key=lambda e: (e[1], e[0]), reverse=True)[:max_entries]
+        keep = "" if keep_since_ms is None else _check_score(keep_since_ms)
+        args = [max_entries, keep, EMPTY_MEMBER, *_flat_entries(newest)]
+        return int(await self._eval(REBUILD, [key], args))
+
+    async def _remove(self, keys: Sequence[str], post_ids: Sequence[int]) -> int:
+        members = [encode_post_id(p) for p in dict.fromkeys(post_ids)]
+        if not members or not keys:
+            return 0
+        total = 0
+        for chunk in _chunks(members, 1000):
+            results = await self._eval_batches(REMOVE, self._batches(keys), [EMPTY_MEMBER, *chunk])
+            total += sum(int(r) for r in results)
+        return total
+
+    @staticmethod
+    def _latest_cmd(key: str, limit: int) -> tuple[Any, ...]:
+        # -inf includes the EMPTY marker, which tells "known empty" from "missing" in one call;
+        # limit + 1 so the marker never costs a real row.
+        return ("ZRANGE", key, "+inf", "-inf", "BYSCORE", "REV", "LIMIT", 0, limit + 1,
+                "WITHSCORES")  # fmt: skip
+
+    @staticmethod
+    def _latest_rows(reply: Any, limit: int) -> list[Entry] | None:
+        rows = _parse_entries(reply)
+        if not rows:
+            return None
+        return [r for r in rows if r[1] > 0][:limit]
+
+    async def _latest(self, key: str, limit: int) -> list[Entry] | None:
+        if limit <= 0:
+            return [] if await self.redis.exists(key) else None
+        reply = await self.redis.execute_command(*self._latest_cmd(key, limit))
+        return self._latest_rows(reply, limit)
+
+    async def _before(self, key: str, score_ms: int, post_id: int, limit: int) -> list[Entry]:
+        if limit <= 0:
+            return []
+        score = _check_score(score_ms)
+        rows = _parse_entries(await self._eval(BEFORE, [key], [score, limit]))
+        # Leading rows share the cursor's millisecond with an id at or above the cursor's:
+        # already served. Everything after the first older row is older too.
+        skip = 0
+        while skip < len(rows) and rows[skip][1] == score and rows[skip][0] >= post_id:
+            skip += 1
+        return rows[skip : skip + limit]

@@ -1,0 +1,1 @@
+"""ARQ worker settings and tasks: thin wrappers that call app.fanout."""

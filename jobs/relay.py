@@ -1,0 +1,41 @@
+"""Outbox relay process: `python -m jobs.relay`. Stops cleanly on SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from arq import create_pool
+
+from app.config import get_settings
+from app.db.engine import make_engine
+from app.outbox.relay import OutboxRelay
+from jobs.worker import redis_settings
+
+
+async def main() -> None:
+    settings = get_settings()
+    engine = make_engine(settings, pool_size=2)
+    arq = await create_pool(redis_settings())
+
+    async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
+        await arq.enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    relay = OutboxRelay(engine, enqueue)
+    logging.getLogger("app.relay").info("outbox relay running")
+    try:
+        await relay.run(settings.database_url.replace("+asyncpg", ""), stop)
+    finally:
+        await arq.aclose()
+        await engine.dispose()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    asyncio.run(main())

@@ -1,0 +1,43 @@
+"""ARQ tasks. Thin: load by id, return quietly if it is gone, call one service method."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.fanout.service import FanoutService
+
+
+def _service(ctx: dict[str, Any]) -> FanoutService:
+    return ctx["fanout"]  # type: ignore[no-any-return]
+
+
+async def _enqueue(ctx: dict[str, Any], function: str, *args: Any, job_id: str, lane: str) -> None:
+    await ctx["redis"].enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)
+
+
+async def fanout_post(ctx: dict[str, Any], post_id: int) -> int:
+    async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
+        await _enqueue(ctx, function, *args, job_id=job_id, lane=lane)
+
+    result = await _service(ctx).split_post(post_id, enqueue)
+    return result.batches if result else 0
+
+
+async def fanout_batch(ctx: dict[str, Any], entries: list[list[int]], user_ids: list[int]) -> int:
+    return await _service(ctx).deliver(entries, user_ids)
+
+
+async def backfill_follow(ctx: dict[str, Any], follower_id: int, followee_id: int) -> int:
+    return await _service(ctx).backfill_follow(follower_id, followee_id)
+
+
+async def cleanup_author(ctx: dict[str, Any], user_id: int, author_id: int) -> int:
+    return await _service(ctx).cleanup_author(user_id, author_id)
+
+
+async def rebuild_timeline(ctx: dict[str, Any], user_id: int) -> int:
+    return await _service(ctx).rebuild_timeline(user_id)
+
+
+async def post_changed(ctx: dict[str, Any], post_id: int) -> None:
+    await _service(ctx).post_changed(post_id)

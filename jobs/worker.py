@@ -1,0 +1,58 @@
+"""ARQ worker settings, one class per lane: `arq jobs.worker.WorkerSettings` (default lane)
+and `arq jobs.worker.BigLaneWorkerSettings` (big authors' batches)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arq.connections import RedisSettings
+from arq.worker import func
+
+from app.config import get_settings
+from app.fanout import lanes
+from app.state import create_state
+from jobs import tasks
+
+
+def redis_settings() -> RedisSettings:
+    return RedisSettings.from_dsn(get_settings().redis_url)
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    state = create_state(pool_size=5)
+    ctx["state"] = state
+    ctx["fanout"] = state.fanout
+
+
+async def shutdown(ctx: dict[str, Any]) -> None:
+    if "state" in ctx:
+        await ctx["state"].close()
+
+
+FUNCTIONS = [
+    func(tasks.fanout_post, name=lanes.FANOUT_POST),
+    func(tasks.fanout_batch, name=lanes.FANOUT_BATCH),
+    func(tasks.backfill_follow, name=lanes.BACKFILL_FOLLOW),
+    func(tasks.cleanup_author, name=lanes.CLEANUP_AUTHOR),
+    # keep_result=0: a later rebuild request for the same user must not be swallowed.
+    func(tasks.rebuild_timeline, name=lanes.REBUILD_TIMELINE, keep_result=0),
+    func(tasks.post_changed, name=lanes.POST_CHANGED),
+]
+
+
+class WorkerSettings:
+    functions = FUNCTIONS
+    queue_name = lanes.DEFAULT
+    on_startup = startup
+    on_shutdown = shutdown
+    redis_settings = redis_settings()
+    max_jobs = 20
+    job_timeout = get_settings().job_timeout_seconds
+    max_tries = 10
+    keep_result = 3600  # job ids double as dedupe keys for replayed events for an hour
+    health_check_interval = 5
+
+
+class BigLaneWorkerSettings(WorkerSettings):
+    queue_name = lanes.BIG
+    max_jobs = 10
