@@ -52,9 +52,9 @@ class Settings(BaseSettings):
     max_query_depth: int = 10
     max_request_bytes: int = 64 * 1024
     rate_limit_writes_per_minute: int = 120
-    big_author_followers: int = (
-        5_000  # splitter sends authors with this many followers to the big lane
-    )
+    # Authors with this many followers have their batches on the big lane.
+    big_author_followers: int = 5_000
+    job_timeout_seconds: int = 60  # a killed worker's job is retried this long + 10 s later
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:

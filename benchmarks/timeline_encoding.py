@@ -18,11 +18,11 @@ import io
 import json
 import random
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -127,8 +127,11 @@ class Bench:
         await self.r.config_set(self.threshold_name, entries)
 
     async def flush(self) -> None:
+        """FLUSHDB ASYNC, then wait for the lazy-free thread so it does not skew timings."""
         await self.r.flushdb(asynchronous=True)
-        while await self.r.dbsize():
+        for _ in range(2400):
+            if not int((await self.r.info("memory")).get("lazyfree_pending_objects", 0)):
+                return
             await asyncio.sleep(0.05)
 
     async def fill_full(self, users: Sequence[int], entries: list[tuple[int, int]]) -> str:
@@ -165,16 +168,23 @@ class Bench:
             for pipeline in (64, 1):
                 full = [*cmd, "-P", str(pipeline), "-q", "--csv"]
                 full += ["zadd", "tl:__rand_int__", "__rand_int__", "m:__rand_int__"]
-                out = subprocess.run(full, capture_output=True, text=True, check=True).stdout
-                rate = _csv_rps(out)
-                self.add("raw", f"redis-benchmark ZADD -P {pipeline}", ops_s=rate,
-                         cmd=" ".join(full[:1] + full[1:]).replace(exe, "redis-benchmark"))  # fmt: skip
+                proc = await asyncio.create_subprocess_exec(
+                    *full, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+                )
+                out, _ = await proc.communicate()
+                shown = " ".join(["redis-benchmark", *full[1:]])
+                self.add(
+                    "raw",
+                    f"redis-benchmark ZADD -P {pipeline}",
+                    ops_s=_csv_rps(out.decode()),
+                    cmd=shown,
+                )
             await self.flush()
 
         rng = random.Random(1)
         total, size = self.args.raw_python, 1000
         t0 = time.perf_counter()
-        for i in range(0, total, size):
+        for _ in range(0, total, size):
             pipe = self.r.pipeline(transaction=False)
             for _ in range(size):
                 k = rng.randrange(1_000_000)
@@ -203,8 +213,12 @@ class Bench:
         ms = BASE_MS + 1000 * (1 + len([r for r in self.rows if r.section == "fanout"]))
 
         async def sequential(pid: int) -> int:
-            return sum([await store.push_to_timelines(pid, ms, b, only_existing=only_existing)
-                        for b in batches])  # fmt: skip
+            return sum(
+                [
+                    await store.push_to_timelines(pid, ms, b, only_existing=only_existing)
+                    for b in batches
+                ]
+            )
 
         async def concurrent(pid: int, width: int = 4) -> int:
             sem = asyncio.Semaphore(width)
@@ -229,14 +243,28 @@ class Bench:
                 await reset()
             wall, delta, added = await self.server_time(lambda fn=fn, pid=pid: fn(pid))
             ev = delta.get("evalsha", (0, 0))[1]
-            self.add("fanout", f"{label}: {mode}", timelines=n, written=added,
-                     wall_ms=wall * 1000, inserts_s=n / wall, server_us_per_insert=ev / n,
-                     breakdown=_breakdown(delta, n))  # fmt: skip
+            self.add(
+                "fanout",
+                f"{label}: {mode}",
+                timelines=n,
+                written=added,
+                wall_ms=wall * 1000,
+                inserts_s=n / wall,
+                server_us_per_insert=ev / n,
+                breakdown=_breakdown(delta, n),
+            )
         # Replay of the last post: the idempotent path (ZCARD + ZADD that adds nothing).
         wall, delta, added = await self.server_time(lambda: pipelined(pid))
         ev = delta.get("evalsha", (0, 0))[1]
-        self.add("fanout", f"{label}: replay (idempotent)", timelines=n, written=added,
-                 wall_ms=wall * 1000, inserts_s=n / wall, server_us_per_insert=ev / n)  # fmt: skip
+        self.add(
+            "fanout",
+            f"{label}: replay (idempotent)",
+            timelines=n,
+            written=added,
+            wall_ms=wall * 1000,
+            inserts_s=n / wall,
+            server_us_per_insert=ev / n,
+        )
 
     async def contract_layout(self, threshold: int) -> None:
         """tl:{} as specified (score = created_at ms) under one listpack threshold."""
@@ -249,13 +277,26 @@ class Bench:
         fill_s = time.perf_counter() - t0
         size, enc, card = await self.memory(timeline_key(1))
         label = f"zset-max-listpack-entries {threshold}"
-        self.add("memory", f"{label} (contract: score=ms)", bytes=size, bytes_per_entry=size / card,
-                 encoding=enc, entries=card, fill_s=fill_s)  # fmt: skip
+        self.add(
+            "memory",
+            f"{label} (contract: score=ms)",
+            bytes=size,
+            bytes_per_entry=size / card,
+            encoding=enc,
+            entries=card,
+            fill_s=fill_s,
+        )
         await self.read_costs(store, label)
         await self.fanout_modes(store, users, f"full {enc} timelines")
         size, enc, card = await self.memory(timeline_key(1))
-        self.add("memory", f"{label} after fan-out", bytes=size, bytes_per_entry=size / card,
-                 encoding=enc, entries=card)  # fmt: skip
+        self.add(
+            "memory",
+            f"{label} after fan-out",
+            bytes=size,
+            bytes_per_entry=size / card,
+            encoding=enc,
+            entries=card,
+        )
         await self.flush()
 
     async def read_costs(self, store: TimelineStore, label: str) -> None:
@@ -272,8 +313,13 @@ class Bench:
 
         for name, fn, cmd in (("latest(21)", latest, "zrange"), ("before(21)", before, "evalsha")):
             wall, delta, _ = await self.server_time(fn)
-            self.add("read", f"{label}: {name}", server_us_per_call=delta.get(cmd, (0, 0))[1] / calls,
-                     wall_us_per_call=wall * 1e6 / calls)  # fmt: skip
+            server = delta.get(cmd, (0, 0))[1] / calls
+            self.add(
+                "read",
+                f"{label}: {name}",
+                server_us_per_call=server,
+                wall_us_per_call=wall * 1e6 / calls,
+            )
 
     async def cold(self) -> None:
         """Missing timelines: skipped (only_existing) or created (a cold start of new keys)."""
@@ -321,12 +367,19 @@ class Bench:
                 total += int(await push(keys=keys, args=[new_score, member, FULL, trim_tail]))
             return total
 
-        wall, delta, added = await self.server_time(run)
+        _, delta, added = await self.server_time(run)
         n = len(users)
-        self.add("variant", f"{name} (listpack {threshold}, NOT the contract)", bytes=size,
-                 bytes_per_entry=size / card, encoding=enc, timelines=n, written=added,
-                 server_us_per_insert=delta.get("evalsha", (0, 0))[1] / n,
-                 breakdown=_breakdown(delta, n))  # fmt: skip
+        self.add(
+            "variant",
+            f"{name} (listpack {threshold}, NOT the contract)",
+            bytes=size,
+            bytes_per_entry=size / card,
+            encoding=enc,
+            timelines=n,
+            written=added,
+            server_us_per_insert=delta.get("evalsha", (0, 0))[1] / n,
+            breakdown=_breakdown(delta, n),
+        )
         await self.flush()
 
     async def run(self) -> None:
@@ -335,8 +388,13 @@ class Bench:
             self.threshold_name = "zset-max-ziplist-entries"
             original = (await self.r.config_get(self.threshold_name))[self.threshold_name]
         server = await self.r.info("server")
-        self.add("env", "redis", version=server["redis_version"], url=self.args.redis_url,
-                 original_threshold=original)  # fmt: skip
+        self.add(
+            "env",
+            "redis",
+            version=server["redis_version"],
+            url=self.args.redis_url,
+            original_threshold=original,
+        )
         for script in ALL_SCRIPTS:
             await self.r.script_load(script.source)
         try:
@@ -423,7 +481,7 @@ def report(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def main_async(args: argparse.Namespace) -> list[Row]:
     if _db(args.redis_url) == 0:
         raise SystemExit("refusing to FLUSHDB db 0: pass a dedicated db, e.g. redis://.../15")
     redis = Redis.from_url(args.redis_url)
@@ -432,10 +490,7 @@ async def main_async(args: argparse.Namespace) -> None:
         await bench.run()
     finally:
         await redis.aclose()
-    print(report(bench.rows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump([r.__dict__ for r in bench.rows], f, indent=1, default=str)
+    return bench.rows
 
 
 def main() -> None:
@@ -449,7 +504,11 @@ def main() -> None:
     p.add_argument("--no-redis-benchmark", action="store_true")
     p.add_argument("--no-variants", action="store_true")
     p.add_argument("--json", help="also write the rows to this file")
-    asyncio.run(main_async(p.parse_args()))
+    args = p.parse_args()
+    rows = asyncio.run(main_async(args))
+    print(report(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], default=str, indent=1))
 
 
 if __name__ == "__main__":
