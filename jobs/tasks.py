@@ -23,8 +23,10 @@ async def fanout_post(ctx: dict[str, Any], post_id: int) -> int:
     return result.batches if result else 0
 
 
-async def fanout_batch(ctx: dict[str, Any], entries: list[list[int]], user_ids: list[int]) -> int:
-    return await _service(ctx).deliver(entries, user_ids)
+async def fanout_batch(
+    ctx: dict[str, Any], author_id: int, entries: list[list[int]], user_ids: list[int]
+) -> int:
+    return await _service(ctx).deliver(author_id, entries, user_ids)
 
 
 async def backfill_follow(ctx: dict[str, Any], follower_id: int, followee_id: int) -> int:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -30,6 +30,20 @@ Enqueue = Callable[..., Awaitable[Any]]
 REBUILD_CATCH_UP = timedelta(seconds=30)
 
 
+class FanoutNotifier(Protocol):
+    """Tells live clients that posts arrived (Redis pub/sub); implemented in app.realtime."""
+
+    async def delivered(
+        self, author_id: int, entries: Sequence[Sequence[int]], user_ids: Sequence[int]
+    ) -> None:
+        """Posts were pushed into these users' timelines."""
+
+    async def author_posted(
+        self, author_id: int, post_id: int, created_ms: int, visibility: str
+    ) -> None:
+        """A pull-mode author posted: one message per author, not per follower."""
+
+
 @dataclass(frozen=True)
 class SplitResult:
     mode: int
@@ -43,6 +57,7 @@ class FanoutService:
     sessions: async_sessionmaker[AsyncSession]
     store: TimelineStore
     settings: Settings
+    notifier: FanoutNotifier | None = None
 
     async def split_post(self, post_id: int, enqueue: Enqueue) -> SplitResult | None:
         """PostCreated: index the post under its author, then page active followers into
@@ -57,7 +72,11 @@ class FanoutService:
         reconciled = 0
         if decision.pull_since is not None:
             reconciled = await self._reconcile_pull_era(post.author_id, decision, enqueue)
-        if decision.mode == FANOUT_PULL or post.visibility == "private":
+        if post.visibility == "private":
+            return SplitResult(decision.mode, 0, 0, reconciled)
+        if decision.mode == FANOUT_PULL:
+            if self.notifier is not None:
+                await self.notifier.author_posted(post.author_id, post.id, score, post.visibility)
             return SplitResult(decision.mode, 0, 0, reconciled)
         batches, followers = await self._enqueue_batches(
             post.author_id, [(post.id, score)], decision, enqueue, f"fb:{post.id}"
@@ -86,6 +105,7 @@ class FanoutService:
                 # Deterministic id: a replayed split re-enqueues the same batch, not a new one.
                 await enqueue(
                     lanes.FANOUT_BATCH,
+                    author_id,
                     entries,
                     page,
                     job_id=f"{job_prefix}:{page[0]}",
@@ -114,13 +134,17 @@ class FanoutService:
             )
         return len(entries)
 
-    async def deliver(self, entries: Sequence[Sequence[int]], user_ids: Sequence[int]) -> int:
+    async def deliver(
+        self, author_id: int, entries: Sequence[Sequence[int]], user_ids: Sequence[int]
+    ) -> int:
         """FanoutBatch: one server-side script call per post for the whole batch."""
         written = 0
         for post_id, score in entries:
             written += await self.store.push_to_timelines(post_id, score, user_ids)
             POST_TO_TIMELINE.observe(max(0.0, time.time() - score / 1000))
         TIMELINE_INSERTS.inc(written)
+        if self.notifier is not None:
+            await self.notifier.delivered(author_id, entries, user_ids)
         return written
 
     async def backfill_follow(self, follower_id: int, followee_id: int) -> int:

@@ -61,7 +61,7 @@ async def test_private_posts_are_not_fanned_out(client, state, pipeline) -> None
 
 
 async def test_replayed_events_and_retried_batches_change_nothing(client, state, pipeline) -> None:
-    author, _, fans = await _network(client, 6)
+    author, author_id, fans = await _network(client, 6)
     post_id = await post(client, author, "once")
     await pipeline.settle()
     before = {uid: await state.timelines.latest(uid, 100) for _, uid in fans}
@@ -72,6 +72,7 @@ async def test_replayed_events_and_retried_batches_change_nothing(client, state,
     # A FanoutBatch retried under a new job id, and out of order with the original.
     await pipeline.enqueue(
         lanes.FANOUT_BATCH,
+        author_id,
         [[post_id, created_ms(post_id)]],
         [uid for _, uid in reversed(fans)],
         job_id="retry-1",
