@@ -40,19 +40,23 @@ FUNCTIONS = [
 ]
 
 
-class WorkerSettings:
-    functions = FUNCTIONS
-    queue_name = lanes.DEFAULT
-    on_startup = startup
-    on_shutdown = shutdown
-    redis_settings = redis_settings()
-    max_jobs = 20
-    job_timeout = get_settings().job_timeout_seconds
-    max_tries = 10
-    keep_result = 3600  # job ids double as dedupe keys for replayed events for an hour
-    health_check_interval = 5
+def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
+    """ARQ reads a settings class's own __dict__ only (no inheritance), so lanes are dicts."""
+    settings = get_settings()
+    return {
+        "functions": FUNCTIONS,
+        "queue_name": queue_name,
+        "on_startup": startup,
+        "on_shutdown": shutdown,
+        "redis_settings": redis_settings(),
+        "max_jobs": max_jobs,
+        "job_timeout": settings.job_timeout_seconds,
+        "max_tries": 10,
+        # Job ids double as dedupe keys for replayed events for an hour.
+        "keep_result": 3600,
+        "health_check_interval": 5,
+    }
 
 
-class BigLaneWorkerSettings(WorkerSettings):
-    queue_name = lanes.BIG
-    max_jobs = 10
+WorkerSettings = lane_settings(lanes.DEFAULT, max_jobs=20)
+BigLaneWorkerSettings = lane_settings(lanes.BIG, max_jobs=10)

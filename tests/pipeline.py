@@ -11,7 +11,7 @@ from arq.worker import Worker
 from app.fanout import lanes
 from app.outbox.relay import OutboxRelay
 from app.state import AppState
-from jobs.worker import FUNCTIONS, redis_settings, shutdown, startup
+from jobs.worker import lane_settings, redis_settings
 
 
 class Pipeline:
@@ -33,16 +33,8 @@ class Pipeline:
     async def run_lane(self, lane: str) -> int:
         """Run one real ARQ worker on a lane until its queue is empty; jobs completed."""
         worker = Worker(
-            functions=FUNCTIONS,
-            queue_name=lane,
-            redis_settings=redis_settings(),
-            on_startup=startup,
-            on_shutdown=shutdown,
-            burst=True,
-            poll_delay=0.01,
+            **{**lane_settings(lane, max_jobs=20), "burst": True, "poll_delay": 0.01},
             handle_signals=False,
-            keep_result=3600,
-            max_jobs=20,
         )
         try:
             await worker.main()
