@@ -9,7 +9,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings, get_settings
 from app.db.engine import make_engine, make_sessionmaker
+from app.fanout.lag import LagProbe
 from app.fanout.service import FanoutService
+from app.feed.bodies import BodyCache
+from app.feed.service import FeedService
+from app.feed.sessions import FeedSessionStore
 from app.redis_client import make_redis
 from app.timelines.store import TimelineStore
 
@@ -22,6 +26,7 @@ class AppState:
     redis: Redis
     timelines: TimelineStore
     fanout: FanoutService
+    feed: FeedService
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -34,11 +39,22 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
     sessions = make_sessionmaker(engine)
     redis = make_redis(settings)
     timelines = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
+    fanout = FanoutService(sessions, timelines, settings)
+    feed = FeedService(
+        sessions=sessions,
+        store=timelines,
+        feed_sessions=FeedSessionStore(redis, settings.feed_session_ttl_seconds),
+        bodies=BodyCache(redis),
+        lag=LagProbe(redis, settings.lag_threshold_seconds),
+        settings=settings,
+        rebuild=fanout.rebuild_timeline,
+    )
     return AppState(
         settings=settings,
         engine=engine,
         sessions=sessions,
         redis=redis,
         timelines=timelines,
-        fanout=FanoutService(sessions, timelines, settings),
+        fanout=fanout,
+        feed=feed,
     )

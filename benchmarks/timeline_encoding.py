@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import functools
 import io
 import json
 import random
@@ -91,6 +92,7 @@ class Bench:
         self.args = args
         self.rows: list[Row] = []
         self.threshold_name = "zset-max-listpack-entries"
+        self.clock = BASE_MS  # every pushed post is newer than the last one
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -134,8 +136,8 @@ class Bench:
                 return
             await asyncio.sleep(0.05)
 
-    async def fill_full(self, users: Sequence[int], entries: list[tuple[int, int]]) -> str:
-        """Make every timeline an exact copy of one full timeline (server-side COPY)."""
+    async def fill(self, users: Sequence[int], entries: list[tuple[int, int]]) -> None:
+        """Make every timeline an exact copy of one template (server-side COPY, fast)."""
         template = "bench:template"
         args: list[Any] = []
         for pid, score in entries:
@@ -144,9 +146,8 @@ class Bench:
         await self.r.execute_command("ZADD", template, *args)
         copy = self.r.register_script(COPY_SCRIPT)
         for i in range(0, len(users), 2000):
-            keys = [timeline_key(u) for u in users[i : i + 2000]]
-            await copy(keys=[template], args=keys)
-        return template
+            await copy(keys=[template], args=[timeline_key(u) for u in users[i : i + 2000]])
+        await self.r.delete(template)
 
     async def memory(self, key: str) -> tuple[int, str, int]:
         size = int(await self.r.memory_usage(key, samples=0) or 0)
@@ -203,25 +204,24 @@ class Bench:
         only_existing: bool = True,
         reset: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """Fan one new post into all `users` in FANOUT batches: sequential, x4, pipelined.
+        """Fan new posts into all `users` in FANOUT batches: sequential, x4, pipelined.
 
-        `reset` (untimed) restores the starting state before each mode.
+        Each mode runs `--repeat` times (a new post each time) and reports the median.
+        `reset` (untimed) restores the starting state before each run.
         """
         batch = self.args.batch
         batches = [users[i : i + batch] for i in range(0, len(users), batch)]
         n = len(users)
-        ms = BASE_MS + 1000 * (1 + len([r for r in self.rows if r.section == "fanout"]))
+        expected_calls = sum(-(-len(b) // store.script_batch) for b in batches)
 
-        async def sequential(pid: int) -> int:
-            return sum(
-                [
-                    await store.push_to_timelines(pid, ms, b, only_existing=only_existing)
-                    for b in batches
-                ]
-            )
+        async def sequential(pid: int, ms: int) -> int:
+            total = 0
+            for b in batches:
+                total += await store.push_to_timelines(pid, ms, b, only_existing=only_existing)
+            return total
 
-        async def concurrent(pid: int, width: int = 4) -> int:
-            sem = asyncio.Semaphore(width)
+        async def concurrent(pid: int, ms: int) -> int:
+            sem = asyncio.Semaphore(4)
 
             async def one(b: list[int]) -> int:
                 async with sem:
@@ -229,42 +229,40 @@ class Bench:
 
             return sum(await asyncio.gather(*(one(b) for b in batches)))
 
-        async def pipelined(pid: int) -> int:
+        async def pipelined(pid: int, ms: int) -> int:
             return await store.push_to_timelines(pid, ms, users, only_existing=only_existing)
 
-        modes: list[tuple[str, Callable[[int], Awaitable[int]]]] = [
+        modes: list[tuple[str, Callable[[int, int], Awaitable[int]]]] = [
             ("1 batch at a time", sequential),
             ("4 batches in flight", concurrent),
             ("one pipelined call", pipelined),
         ]
-        for seq, (mode, fn) in enumerate(modes):
-            pid = post_id(ms, seq)
-            if reset is not None:
-                await reset()
-            wall, delta, added = await self.server_time(lambda fn=fn, pid=pid: fn(pid))
-            ev = delta.get("evalsha", (0, 0))[1]
+        for mode, fn in modes:
+            runs = []
+            for _ in range(self.args.repeat):
+                self.clock += 1000
+                pid, ms = post_id(self.clock), self.clock
+                if reset is not None:
+                    await reset()
+                wall, delta, added = await self.server_time(functools.partial(fn, pid, ms))
+                runs.append((wall, delta, added))
+            wall, delta, added = sorted(runs, key=lambda x: x[0])[len(runs) // 2]
+            server = sorted(r[1].get("evalsha", (0, 0))[1] / n for r in runs)[len(runs) // 2]
+            foreign = max(r[1].get("evalsha", (0, 0))[0] - expected_calls for r in runs)
             self.add(
-                "fanout",
-                f"{label}: {mode}",
-                timelines=n,
-                written=added,
-                wall_ms=wall * 1000,
-                inserts_s=n / wall,
-                server_us_per_insert=ev / n,
-                breakdown=_breakdown(delta, n),
-            )
+                "fanout", f"{label}: {mode}", timelines=n, written=added,
+                wall_ms=wall * 1000, inserts_s=n / wall, server_us_per_insert=server,
+                wall_ms_all="/".join(f"{r[0] * 1000:.0f}" for r in runs),
+                breakdown=_breakdown(delta, n), foreign_evalsha=foreign,
+            )  # fmt: skip
         # Replay of the last post: the idempotent path (ZCARD + ZADD that adds nothing).
-        wall, delta, added = await self.server_time(lambda: pipelined(pid))
-        ev = delta.get("evalsha", (0, 0))[1]
+        wall, delta, added = await self.server_time(lambda: pipelined(pid, ms))
         self.add(
-            "fanout",
-            f"{label}: replay (idempotent)",
-            timelines=n,
-            written=added,
-            wall_ms=wall * 1000,
-            inserts_s=n / wall,
-            server_us_per_insert=ev / n,
-        )
+            "fanout", f"{label}: replay (idempotent)", timelines=n, written=added,
+            wall_ms=wall * 1000, inserts_s=n / wall,
+            server_us_per_insert=delta.get("evalsha", (0, 0))[1] / n,
+            foreign_evalsha=delta.get("evalsha", (0, 0))[0] - expected_calls,
+        )  # fmt: skip
 
     async def contract_layout(self, threshold: int) -> None:
         """tl:{} as specified (score = created_at ms) under one listpack threshold."""
@@ -273,35 +271,27 @@ class Bench:
         store = TimelineStore(self.r, timeline_max=FULL, author_posts_max=200)
         users = list(range(1, self.args.timelines + 1))
         t0 = time.perf_counter()
-        await self.fill_full(users, full_entries())
+        await self.fill(users, full_entries())
         fill_s = time.perf_counter() - t0
         size, enc, card = await self.memory(timeline_key(1))
-        label = f"zset-max-listpack-entries {threshold}"
+        label = f"{self.threshold_name} {threshold}"
         self.add(
-            "memory",
-            f"{label} (contract: score=ms)",
-            bytes=size,
-            bytes_per_entry=size / card,
-            encoding=enc,
-            entries=card,
-            fill_s=fill_s,
-        )
+            "memory", f"{label}, 800 entries", bytes=size, bytes_per_entry=size / card,
+            encoding=enc, entries=card, fill_s=fill_s,
+        )  # fmt: skip
         await self.read_costs(store, label)
         await self.fanout_modes(store, users, f"full {enc} timelines")
         size, enc, card = await self.memory(timeline_key(1))
         self.add(
-            "memory",
-            f"{label} after fan-out",
-            bytes=size,
-            bytes_per_entry=size / card,
-            encoding=enc,
-            entries=card,
-        )
+            "memory", f"{label}, after the fan-outs", bytes=size, bytes_per_entry=size / card,
+            encoding=enc, entries=card,
+        )  # fmt: skip
         await self.flush()
 
     async def read_costs(self, store: TimelineStore, label: str) -> None:
         """Server time of a first page and of a keyset page on a full timeline."""
         calls = 2000
+        cursor_ms = BASE_MS - 400_000
 
         async def latest() -> None:
             for i in range(calls):
@@ -309,17 +299,14 @@ class Bench:
 
         async def before() -> None:
             for i in range(calls):
-                await store.before(1 + i % 100, BASE_MS - 400_000, post_id(BASE_MS - 400_000), 21)
+                await store.before(1 + i % 100, cursor_ms, post_id(cursor_ms), 21)
 
         for name, fn, cmd in (("latest(21)", latest, "zrange"), ("before(21)", before, "evalsha")):
             wall, delta, _ = await self.server_time(fn)
-            server = delta.get(cmd, (0, 0))[1] / calls
             self.add(
-                "read",
-                f"{label}: {name}",
-                server_us_per_call=server,
+                "read", f"{label}: {name}", server_us_per_call=delta.get(cmd, (0, 0))[1] / calls,
                 wall_us_per_call=wall * 1e6 / calls,
-            )
+            )  # fmt: skip
 
     async def cold(self) -> None:
         """Missing timelines: skipped (only_existing) or created (a cold start of new keys)."""
@@ -335,51 +322,52 @@ class Bench:
         self.add("memory", "1-entry timeline", bytes=size, encoding=enc, entries=card)
         await self.flush()
 
-    async def variant(self, name: str, threshold: int) -> None:
-        """Non-contract reference layouts (see VARIANT_PUSH): memory and insert cost."""
+    async def variant(
+        self, label: str, threshold: int, size: int, layout: str, *, contract: bool = False
+    ) -> None:
+        """Other layouts, measured on fewer timelines: memory and server time per insert.
+
+        layout "ms": the contract (score = created_at ms), through TimelineStore;
+        "negated": score = -created_at (newest at the listpack head, trim at the tail);
+        "lex": score 0, ordered by the fixed-width id alone (ids are time-ordered).
+        """
         await self.flush()
         await self.set_threshold(threshold)
         users = list(range(1, self.args.variant_timelines + 1))
-        entries = full_entries()
-        if name == "negated":
-            layout = [(p, -s) for p, s in entries]
-            new_score, trim_tail = -(BASE_MS + 1), 1
+        entries = full_entries(size)
+        self.clock += 1000
+        new_id = post_id(self.clock)
+        if layout == "negated":
+            entries, new_score, trim_tail = [(p, -s) for p, s in entries], -self.clock, 1
+        elif layout == "lex":
+            entries, new_score, trim_tail = [(p, 0) for p, _ in entries], 0, 0
         else:
-            layout = [(p, 0) for p, _ in entries]
-            new_score, trim_tail = 0, 0
-        template = "bench:template"
-        args: list[Any] = []
-        for pid, score in layout:
-            args += [score, encode_post_id(pid)]
-        await self.r.execute_command("ZADD", template, *args)
-        copy = self.r.register_script(COPY_SCRIPT)
-        for i in range(0, len(users), 2000):
-            await copy(keys=[template], args=[timeline_key(u) for u in users[i : i + 2000]])
-        size, enc, card = await self.memory(timeline_key(1))
+            new_score, trim_tail = self.clock, 0
+        await self.fill(users, entries)
+        mem, enc, card = await self.memory(timeline_key(1))
+        store = TimelineStore(self.r, timeline_max=size, author_posts_max=size)
         push = self.r.register_script(VARIANT_PUSH)
-        await self.r.script_load(VARIANT_PUSH)
-        member = encode_post_id(post_id(BASE_MS + 1))
+        member = encode_post_id(new_id)
 
         async def run() -> int:
+            if contract:
+                return await store.push_to_timelines(new_id, new_score, users)
             total = 0
             for i in range(0, len(users), self.args.batch):
                 keys = [timeline_key(u) for u in users[i : i + self.args.batch]]
-                total += int(await push(keys=keys, args=[new_score, member, FULL, trim_tail]))
+                total += int(await push(keys=keys, args=[new_score, member, size, trim_tail]))
             return total
 
+        await self.r.script_load(VARIANT_PUSH)
         _, delta, added = await self.server_time(run)
         n = len(users)
+        enc_after = (await self.r.object("encoding", timeline_key(1))).decode()
         self.add(
-            "variant",
-            f"{name} (listpack {threshold}, NOT the contract)",
-            bytes=size,
-            bytes_per_entry=size / card,
-            encoding=enc,
-            timelines=n,
-            written=added,
-            server_us_per_insert=delta.get("evalsha", (0, 0))[1] / n,
+            "variant", label, entries=card, bytes=mem, bytes_per_entry=mem / card,
+            encoding=f"{enc}->{enc_after}" if enc_after != enc else enc, timelines=n,
+            written=added, server_us_per_insert=delta.get("evalsha", (0, 0))[1] / n,
             breakdown=_breakdown(delta, n),
-        )
+        )  # fmt: skip
         await self.flush()
 
     async def run(self) -> None:
@@ -389,12 +377,10 @@ class Bench:
             original = (await self.r.config_get(self.threshold_name))[self.threshold_name]
         server = await self.r.info("server")
         self.add(
-            "env",
-            "redis",
-            version=server["redis_version"],
-            url=self.args.redis_url,
-            original_threshold=original,
-        )
+            "env", "redis", version=server["redis_version"], url=self.args.redis_url,
+            threshold_before=original, timelines=self.args.timelines, batch=self.args.batch,
+            repeat=self.args.repeat,
+        )  # fmt: skip
         for script in ALL_SCRIPTS:
             await self.r.script_load(script.source)
         try:
@@ -403,8 +389,13 @@ class Bench:
             for threshold in (128, 1024):
                 await self.contract_layout(threshold)
             if not self.args.no_variants:
-                await self.variant("negated", 1024)
-                await self.variant("lex", 1024)
+                # A listpack survives an insert only below the threshold: 129 entries > 128.
+                await self.variant("contract, TIMELINE_MAX 128, threshold 256", 256, 128, "ms",
+                                   contract=True)  # fmt: skip
+                await self.variant("contract, TIMELINE_MAX 800, threshold 1024", 1024, FULL, "ms",
+                                   contract=True)  # fmt: skip
+                await self.variant("NOT contract: negated scores, 1024", 1024, FULL, "negated")
+                await self.variant("NOT contract: score 0 + lex order, 1024", 1024, FULL, "lex")
         finally:
             await self.set_threshold(int(original))
             await self.flush()
@@ -450,7 +441,7 @@ def report(rows: list[Row]) -> str:
         ("memory", "Memory of one timeline (MEMORY USAGE key SAMPLES 0)"),
         ("fanout", "Fan-out through TimelineStore.push_to_timelines"),
         ("read", "Reads"),
-        ("variant", "Reference layouts outside the contract"),
+        ("variant", "Other layouts and sizes (fewer timelines; 'NOT contract' rows break API.md)"),
     ):
         sec = [r for r in rows if r.section == section]
         if not sec:
@@ -467,17 +458,34 @@ def report(rows: list[Row]) -> str:
             )
     bench64 = get.get("redis-benchmark ZADD -P 64", {}).get("ops_s")
     py = get.get("redis-py pipeline ZADD (1,000/pipeline)", {}).get("ops_s")
-    out.append("\n## Ratios: fan-out inserts/s over raw pipelined ZADD measured in this run")
+    out.append("\n## Fan-out of one post: time for all timelines, and rate over raw ZADD")
     for r in rows:
         if r.section != "fanout" or "replay" in r.label:
             continue
-        rate = r.values["inserts_s"]
-        parts = [f"{r.label}: {rate:,.0f}/s"]
+        v = r.values
+        parts = [f"{r.label}: {v['timelines']:,} in {v['wall_ms']:,.0f} ms",
+                 f"{v['inserts_s']:,.0f}/s"]  # fmt: skip
         if bench64:
-            parts.append(f"{rate / bench64:.2f}x redis-benchmark -P 64")
+            parts.append(f"{v['inserts_s'] / bench64:.2f}x redis-benchmark -P 64")
         if py:
-            parts.append(f"{rate / py:.2f}x redis-py pipeline")
+            parts.append(f"{v['inserts_s'] / py:.2f}x redis-py pipeline")
+        if v.get("foreign_evalsha"):
+            parts.append(f"WARNING {v['foreign_evalsha']} EVALSHA calls by other clients")
         out.append("  " + ", ".join(parts))
+    out.append("\n## Issue 3 targets: <= 12 B/entry (800 entries <= 10 KB) AND <= 3 us/insert")
+    for r in rows:
+        if r.section != "memory" or not r.label.endswith(", 800 entries"):
+            continue
+        mem = r.values
+        enc = mem["encoding"]
+        fan = get.get(f"full {enc} timelines: one pipelined call", {})
+        us = fan.get("server_us_per_insert", float("nan"))
+        ok_mem = mem["bytes_per_entry"] <= 12 and mem["bytes"] <= 10 * 1024
+        out.append(
+            f"  {r.label.removesuffix(', 800 entries')} ({enc}): {mem['bytes']:,} B ="
+            f" {mem['bytes_per_entry']:.1f} B/entry [{'ok' if ok_mem else 'MISS'}],"
+            f" {us:.2f} us/insert into full timelines [{'ok' if us <= 3 else 'MISS'}]"
+        )
     return "\n".join(out)
 
 
@@ -499,6 +507,7 @@ def main() -> None:
     p.add_argument("--timelines", type=int, default=50_000, help="timelines per fan-out")
     p.add_argument("--batch", type=int, default=1000, help="followers per FanoutBatch")
     p.add_argument("--variant-timelines", type=int, default=5_000)
+    p.add_argument("--repeat", type=int, default=3, help="runs per fan-out mode (median)")
     p.add_argument("--raw-requests", type=int, default=500_000, help="redis-benchmark -n")
     p.add_argument("--raw-python", type=int, default=100_000, help="ZADDs via redis-py")
     p.add_argument("--no-redis-benchmark", action="store_true")

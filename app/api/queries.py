@@ -6,7 +6,8 @@ import strawberry
 from strawberry.types import Info
 
 from app.api.context import Context
-from app.api.types import Post, User
+from app.api.feed import resolve_feed
+from app.api.types import FeedConnection, FeedMode, Post, User
 from app.posts.ids import parse_post_id
 from app.users.service import by_handle
 
@@ -39,3 +40,13 @@ class Query:
             return None
         row = await info.context.loaders.visible_post_by_id.load(post_id)
         return Post(row=row) if row is not None else None
+
+    @strawberry.field(description="The viewer's home feed. Needs a token.")
+    async def feed(
+        self,
+        info: Info[Context, None],
+        first: int | None = 20,
+        after: str | None = None,
+        mode: FeedMode | None = FeedMode.RANKED,
+    ) -> FeedConnection:
+        return await resolve_feed(info, first, after, mode)

@@ -18,6 +18,7 @@ from app.db.models import FANOUT_PULL, Follow, Post
 from app.fanout import lanes
 from app.fanout.modes import ModeDecision, resolve_mode
 from app.fanout.queries import active_follower_pages, active_since, author_posts, followee_posts
+from app.feed.bodies import BodyCache
 from app.observability.metrics import POST_TO_TIMELINE, TIMELINE_INSERTS
 from app.posts.ids import created_ms
 from app.timelines.store import TimelineStore
@@ -189,13 +190,15 @@ class FanoutService:
         return len(entries)
 
     async def post_changed(self, post_id: int) -> None:
-        """Edits need nothing here (timelines hold ids); a delete leaves the author index."""
+        """Timelines hold ids, so edits only drop the cached body; a delete also leaves the
+        author index (readers re-check every id anyway: this only saves them work)."""
         async with self.sessions() as session:
             row = (
                 await session.execute(
                     select(Post.author_id, Post.deleted_at).where(Post.id == post_id)
                 )
             ).one_or_none()
+        await BodyCache(self.store.redis).invalidate([post_id])
         if row is not None and row.deleted_at is not None:
             await self.store.remove_author_post(row.author_id, post_id)
 

@@ -25,3 +25,17 @@ FANOUT_LAG = Gauge(
     "feed_fanout_oldest_job_age_seconds", "Age of the oldest pending job per lane", ["lane"]
 )
 FANOUT_QUEUED = Gauge("feed_fanout_queued_jobs", "Jobs waiting per lane", ["lane"])
+FEED_STAGE = Histogram(
+    "feed_read_stage_seconds",
+    "Feed read latency per stage",
+    ["stage"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+)
+FEED_CANDIDATES = Counter("feed_candidates_total", "Feed candidates by source", ["source"])
+FEED_DEDUPED = Counter("feed_candidates_deduped_total", "Candidates seen from several sources")
+FEED_FILTERED = Counter(
+    "feed_candidates_filtered_total", "Candidates dropped by the authoritative filter"
+)
+FEED_CURSOR_EXPIRED = Counter("feed_cursor_expired_total", "Pages asked of an expired session")
+FEED_DEGRADED = Counter("feed_degraded_total", "Feed pages served degraded", ["reason"])
+FEED_CACHE = Counter("feed_cache_lookups_total", "Read-path cache lookups", ["cache", "result"])

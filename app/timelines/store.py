@@ -142,10 +142,10 @@ class TimelineStore:
     async def _eval(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """One EVALSHA; on NOSCRIPT (first use, restart, SCRIPT FLUSH) load it and retry."""
         try:
-            return await self.redis.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[misc]
+            return await self.redis.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         except NoScriptError:
             await self.redis.script_load(script.source)
-            return await self.redis.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[misc]
+            return await self.redis.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
     async def _eval_batches(
         self, script: LuaScript, batches: Sequence[Sequence[str]], args: Sequence[Any]
@@ -158,7 +158,7 @@ class TimelineStore:
         for attempt in range(2):
             pipe = self.redis.pipeline(transaction=False)
             for keys in batches:
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
             try:
                 return list(await pipe.execute())
             except NoScriptError:

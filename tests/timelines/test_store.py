@@ -237,3 +237,44 @@ async def test_author_index(redis: Redis, store: TimelineStore) -> None:
     assert await store.remove_author_post(10, posts[0]) == 1
     assert await store.author_exists(10)
     assert await store.author_latest(10, 5) == []
+
+
+CLUSTER_URL = os.environ.get("TIMELINE_TEST_REDIS_CLUSTER_URL")
+
+
+@pytest.mark.skipif(not CLUSTER_URL, reason="set TIMELINE_TEST_REDIS_CLUSTER_URL to a test cluster")
+async def test_cluster_groups_keys_by_slot() -> None:
+    """On Redis Cluster a multi-key script must stay in one slot: the store groups by slot."""
+    from redis.asyncio.cluster import RedisCluster
+
+    assert CLUSTER_URL is not None
+    cluster = RedisCluster.from_url(CLUSTER_URL)
+    try:
+        await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
+        await cluster.script_flush()  # routed to every primary: exercises NOSCRIPT
+        store = TimelineStore(cluster, timeline_max=5, author_posts_max=3)
+        users = list(range(1, 301))
+        for u in users[:200]:
+            await store.rebuild(u, [])
+        posts = [pid(BASE_MS + i) for i in range(7)]
+        for p in posts:
+            assert await store.push_to_timelines(p, created_at_ms(p), users) == 200
+        assert await store.latest(150, 10) == [(p, created_at_ms(p)) for p in reversed(posts[2:])]
+        assert await store.latest_or_none(250, 10) is None
+        last = posts[4]
+        assert await store.before(1, created_at_ms(last), last, 2) == [
+            (p, created_at_ms(p)) for p in (posts[3], posts[2])
+        ]
+        assert await store.remove_posts_from_many(posts[5:], users) == 400
+        assert [p for p, _ in await store.latest(17, 10)] == list(reversed(posts[2:5]))
+
+        for a in (1, 2, 3):
+            await store.push_author_post(a, posts[a], created_at_ms(posts[a]))
+        many = await store.author_latest_many_or_none([1, 2, 3, 4], 5)
+        assert many == {
+            **{a: [(posts[a], created_at_ms(posts[a]))] for a in (1, 2, 3)},
+            4: None,
+        }
+    finally:
+        await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
+        await cluster.aclose()

@@ -1,0 +1,40 @@
+"""The `feed` query: argument checks and mapping FeedService pages to the connection type."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.types import Info
+
+from app.api.context import Context
+from app.api.resolvers import check_first
+from app.api.types import FeedConnection, FeedMode, PageInfo, Post, PostEdge
+from app.feed.cursor import CursorCodec, fingerprint
+
+
+async def resolve_feed(
+    info: Info[Context, None], first: int | None, after: str | None, mode: FeedMode | None
+) -> FeedConnection:
+    ctx = info.context
+    viewer_id = ctx.require_viewer()
+    size = check_first(first)
+    mode_name = (mode or FeedMode.RANKED).value
+    codec = CursorCodec(ctx.state.settings.secret_key)
+    fp = fingerprint(viewer_id, mode_name)
+    cursor = codec.decode(after, fp) if after else None
+    page = await ctx.state.feed.page(viewer_id, mode_name, size, cursor)
+    ctx.loaders.prime_posts(page.posts)
+    edges = [
+        PostEdge(cursor=codec.encode(position, fp), node=Post(row=post))
+        for (_, position), post in zip(page.rows, page.posts, strict=True)
+    ]
+    return FeedConnection(
+        edges=edges,
+        page_info=PageInfo(
+            has_next_page=page.has_next,
+            has_previous_page=after is not None,
+            start_cursor=edges[0].cursor if edges else None,
+            end_cursor=edges[-1].cursor if edges else None,
+        ),
+        session_id=strawberry.ID(page.session_id) if page.session_id else None,
+        degraded=page.degraded,
+    )

@@ -1,0 +1,1 @@
+"""The read path: candidates, filtering, ranking, feed sessions, hydration."""

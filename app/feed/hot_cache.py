@@ -1,0 +1,74 @@
+"""A tiny in-process TTL cache with request coalescing, for hot keys.
+
+A celebrity's `posts:{author}` is read by every follower's feed: with a 2 s cache and one
+in-flight load per key, N concurrent readers in one process cause one Redis read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class CoalescingCache(Generic[K, V]):
+    def __init__(self, ttl_seconds: float, max_entries: int = 50_000) -> None:
+        self.ttl = ttl_seconds
+        self.max_entries = max_entries
+        self._values: dict[K, tuple[float, V]] = {}
+        self._inflight: dict[K, asyncio.Future[dict[K, V]]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    async def get_many(
+        self, keys: Sequence[K], load: Callable[[list[K]], Awaitable[dict[K, V]]]
+    ) -> dict[K, V]:
+        """Cached values for keys; misses load together, joining any load already running."""
+        now = time.monotonic()
+        found: dict[K, V] = {}
+        waits: list[asyncio.Future[dict[K, V]]] = []
+        missing: list[K] = []
+        for key in keys:
+            cached = self._values.get(key)
+            if cached is not None and cached[0] > now:
+                found[key] = cached[1]
+                self.hits += 1
+            elif key in self._inflight:
+                waits.append(self._inflight[key])
+                self.hits += 1
+            else:
+                missing.append(key)
+        if missing:
+            self.misses += len(missing)
+            future: asyncio.Future[dict[K, V]] = asyncio.get_running_loop().create_future()
+            for key in missing:
+                self._inflight[key] = future
+            try:
+                loaded = await load(missing)
+                future.set_result(loaded)
+            except BaseException as exc:
+                future.set_exception(exc)
+                future.exception()  # mark retrieved: the waiters re-raise it themselves
+                raise
+            finally:
+                for key in missing:
+                    self._inflight.pop(key, None)
+            self._store(loaded)
+            found.update(loaded)
+        for wait in waits:
+            found.update({k: v for k, v in (await wait).items() if k in keys})
+        return found
+
+    def _store(self, loaded: dict[K, V]) -> None:
+        if len(self._values) + len(loaded) > self.max_entries:
+            self._values.clear()  # crude but bounded; entries live seconds anyway
+        expires = time.monotonic() + self.ttl
+        for key, value in loaded.items():
+            self._values[key] = (expires, value)
+
+    def invalidate(self, key: K) -> None:
+        self._values.pop(key, None)

@@ -1,0 +1,391 @@
+"""The `feed` read path: candidates -> dedupe -> authoritative filter -> rank -> session
+-> hydrate. Free of GraphQL types so benchmarks and tests drive it directly too."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from redis.exceptions import RedisError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db import models
+from app.errors import CursorExpired
+from app.fanout.lag import LagProbe
+from app.fanout.queries import author_posts
+from app.feed import rows as sql
+from app.feed.bodies import BodyCache
+from app.feed.cursor import Cursor, Keyset, SessionPosition
+from app.feed.hot_cache import CoalescingCache
+from app.feed.rows import FeedRow, ViewerContext
+from app.feed.sessions import FeedSessionStore
+from app.observability.metrics import (
+    FEED_CACHE,
+    FEED_CANDIDATES,
+    FEED_CURSOR_EXPIRED,
+    FEED_DEDUPED,
+    FEED_DEGRADED,
+    FEED_FILTERED,
+    FEED_STAGE,
+)
+from app.posts.ids import created_ms
+from app.ranking.scoring import Candidate, RankingTimeout, freshness_order, rank
+from app.timelines.store import Entry, TimelineStore
+
+log = logging.getLogger("app.feed")
+
+RANKED, CHRONOLOGICAL = "ranked", "chronological"
+MAX_ID = 2**63 - 1
+PULL_PER_AUTHOR = 50  # newest posts taken from each pulled author
+OWN_POSTS = 20  # read-your-writes: the viewer's newest posts are always candidates
+RECENT_WINDOW = timedelta(minutes=10)  # follows/mode switches whose async work may still run
+LAG_WINDOW = timedelta(minutes=5)  # under queue lag, followees' posts this recent are pulled
+SOURCE_TIMEOUT = 0.25  # seconds per Redis source before answering without it
+CANDIDATE_SLACK = 1.25  # candidates filtered per session slot (some will be invisible)
+
+
+@dataclass
+class FeedPage:
+    rows: list[tuple[FeedRow, Cursor]]
+    has_next: bool
+    session_id: str | None
+    degraded: bool
+    posts: list[models.Post] = field(default_factory=list)
+    first_page: bool = False
+
+
+@dataclass
+class _Candidates:
+    ids: list[int]  # newest first, deduped
+    maybe_more: bool  # a source was cut at its limit: older posts may exist
+    degraded: bool
+
+
+class _Stages:
+    """Per-stage timings into the feed_read_stage_seconds histogram."""
+
+    def __init__(self) -> None:
+        self.mark = time.perf_counter()
+
+    def done(self, stage: str) -> None:
+        now = time.perf_counter()
+        FEED_STAGE.labels(stage).observe(now - self.mark)
+        self.mark = now
+
+
+class FeedService:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        store: TimelineStore,
+        feed_sessions: FeedSessionStore,
+        bodies: BodyCache,
+        lag: LagProbe,
+        settings: Settings,
+        rebuild: Callable[[int], Awaitable[int]],
+    ) -> None:
+        self.sessions = sessions
+        self.store = store
+        self.feed_sessions = feed_sessions
+        self.bodies = bodies
+        self.lag = lag
+        self.settings = settings
+        self._rebuild = rebuild
+        self._rebuilding: set[int] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.author_cache: CoalescingCache[int, list[Entry]] = CoalescingCache(ttl_seconds=2.0)
+
+    # -- public ----------------------------------------------------------------------------
+
+    async def page(self, viewer_id: int, mode: str, first: int, cursor: Cursor | None) -> FeedPage:
+        stages = _Stages()
+        if isinstance(cursor, SessionPosition):
+            page = await self._session_page(viewer_id, cursor, first, stages)
+        else:
+            async with self.sessions() as session:
+                context = await sql.viewer_context(
+                    session, viewer_id, datetime.now(UTC) - RECENT_WINDOW, OWN_POSTS
+                )
+            stages.done("context")
+            if cursor is None and mode == RANKED:
+                page = await self._ranked_first_page(viewer_id, context, first, stages)
+            else:
+                before = cursor.post_id if isinstance(cursor, Keyset) else MAX_ID
+                page = await self._keyset_page(viewer_id, context, before, first, stages)
+                page.first_page = cursor is None
+        page.posts = await self._hydrate([row for row, _ in page.rows])
+        stages.done("hydrate")
+        return page
+
+    # -- pages -----------------------------------------------------------------------------
+
+    async def _ranked_first_page(
+        self, viewer_id: int, context: ViewerContext, first: int, stages: _Stages
+    ) -> FeedPage:
+        size = self.settings.feed_session_size
+        found = await self._candidates(viewer_id, context, MAX_ID, int(size * CANDIDATE_SLACK))
+        stages.done("candidates")
+        visible = await self._filter(viewer_id, found.ids)
+        stages.done("filter")
+        ordered = [visible[i] for i in found.ids if i in visible]
+        window, beyond = ordered[:size], len(ordered) > size or found.maybe_more
+        degraded = found.degraded
+        candidates = [
+            Candidate(r.post_id, r.author_id, r.created_ms, r.likes, r.comments) for r in window
+        ]
+        try:
+            ranked = rank(
+                candidates,
+                context.affinity,
+                int(time.time() * 1000),
+                self.settings.ranking_budget_ms / 1000,
+            )
+        except RankingTimeout:
+            FEED_DEGRADED.labels("ranking_timeout").inc()
+            ranked, degraded = freshness_order(candidates), True
+        stages.done("rank")
+        by_id = {r.post_id: r for r in window}
+        ids = [c.post_id for c in ranked]
+        tail = (window[-1].created_ms, window[-1].post_id) if window and beyond else None
+        try:
+            frozen = await self.feed_sessions.create(viewer_id, ids, tail)
+        except RedisError:
+            # No session store: serve the freshest window as a keyset feed instead.
+            FEED_DEGRADED.labels("session_store").inc()
+            page_rows = sorted(window, key=lambda r: r.post_id, reverse=True)[:first]
+            return FeedPage(
+                [(r, Keyset(r.created_ms, r.post_id)) for r in page_rows],
+                len(window) > first or beyond,
+                None,
+                True,
+                first_page=True,
+            )
+        stages.done("session")
+        taken = [
+            (by_id[i], SessionPosition(frozen.session_id, n + 1)) for n, i in enumerate(ids[:first])
+        ]
+        has_next = len(ids) > first or tail is not None
+        return FeedPage(taken, has_next, frozen.session_id, degraded, first_page=True)
+
+    async def _session_page(
+        self, viewer_id: int, cursor: SessionPosition, first: int, stages: _Stages
+    ) -> FeedPage:
+        try:
+            frozen = await self.feed_sessions.load(viewer_id, cursor.session_id)
+        except RedisError:
+            frozen = None
+        if frozen is None:
+            FEED_CURSOR_EXPIRED.inc()
+            raise CursorExpired("This feed session has expired; load the feed again from the top.")
+        stages.done("session")
+        taken: list[tuple[FeedRow, Cursor]] = []
+        position = cursor.position
+        ids = frozen.ids
+        # Later pages re-check every id now: deletes, blocks and unfollows apply at once,
+        # and the gaps they leave are filled from the following positions.
+        while len(taken) < first and position < len(ids):
+            chunk = ids[position : position + first - len(taken) + 5]
+            visible = await self._filter(viewer_id, chunk)
+            for offset, post_id in enumerate(chunk):
+                row = visible.get(post_id)
+                if row is not None:
+                    taken.append((row, SessionPosition(frozen.session_id, position + offset + 1)))
+                    if len(taken) == first:
+                        position += offset + 1
+                        break
+            else:
+                position += len(chunk)
+        stages.done("filter")
+        if position < len(ids):
+            return FeedPage(taken, True, frozen.session_id, False)
+        if frozen.tail is None or len(taken) == first:
+            return FeedPage(taken, frozen.tail is not None, frozen.session_id, False)
+        # The frozen window is used up: continue below its oldest post, newest first.
+        async with self.sessions() as session:
+            context = await sql.viewer_context(
+                session, viewer_id, datetime.now(UTC) - RECENT_WINDOW, OWN_POSTS
+            )
+        rest = await self._keyset_page(
+            viewer_id, context, frozen.tail[1], first - len(taken), stages
+        )
+        return FeedPage(taken + rest.rows, rest.has_next, frozen.session_id, rest.degraded)
+
+    async def _keyset_page(
+        self, viewer_id: int, context: ViewerContext, before: int, first: int, stages: _Stages
+    ) -> FeedPage:
+        taken: list[tuple[FeedRow, Cursor]] = []
+        degraded = False
+        bound = before
+        for _ in range(4):
+            found = await self._candidates(viewer_id, context, bound, first * 2 + 10)
+            degraded = degraded or found.degraded
+            visible = await self._filter(viewer_id, found.ids)
+            for post_id in found.ids:
+                row = visible.get(post_id)
+                if row is None:
+                    continue
+                if len(taken) == first:
+                    return FeedPage(taken, True, None, degraded)
+                taken.append((row, Keyset(row.created_ms, row.post_id)))
+            if not found.maybe_more or not found.ids:
+                break
+            bound = found.ids[-1]
+        stages.done("filter")
+        has_next = len(taken) == first and found.maybe_more
+        return FeedPage(taken, has_next, None, degraded)
+
+    # -- stages ----------------------------------------------------------------------------
+
+    async def _candidates(
+        self, viewer_id: int, context: ViewerContext, before: int, limit: int
+    ) -> _Candidates:
+        """Timeline + pulled authors + own posts (+ recent followee posts under lag)."""
+        timeline, pulled, lagging = await asyncio.gather(
+            self._timeline(viewer_id, before, limit),
+            self._pulled(context.pull_authors),
+            self._lagging(),
+        )
+        tl_ids, tl_full, degraded = timeline
+        sources: dict[str, list[int]] = {
+            "timeline": tl_ids,
+            "pull": [p for entries in pulled.values() for p, _ in entries if p < before],
+            "own": [p for p in context.own_posts if p < before],
+        }
+        if lagging:
+            async with self.sessions() as session:
+                recent = await sql.recent_followee_posts(
+                    session, viewer_id, datetime.now(UTC) - LAG_WINDOW, limit
+                )
+            sources["lag"] = [p for p in recent if p < before]
+            FEED_DEGRADED.labels("queue_lag").inc()
+        merged: set[int] = set()
+        total = 0
+        for name, ids in sources.items():
+            FEED_CANDIDATES.labels(name).inc(len(ids))
+            total += len(ids)
+            merged.update(ids)
+        FEED_DEDUPED.inc(total - len(merged))
+        ordered = sorted(merged, reverse=True)
+        cut = len(ordered) > limit
+        return _Candidates(ordered[:limit], tl_full or cut, degraded)
+
+    async def _timeline(
+        self, viewer_id: int, before: int, limit: int
+    ) -> tuple[list[int], bool, bool]:
+        """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers."""
+        entries: list[Entry] | None
+        try:
+            if before == MAX_ID:
+                entries = await asyncio.wait_for(
+                    self.store.latest_or_none(viewer_id, limit), SOURCE_TIMEOUT
+                )
+            else:
+                entries = await asyncio.wait_for(
+                    self.store.before(viewer_id, created_ms(before), before, limit),
+                    SOURCE_TIMEOUT,
+                )
+                if not entries and not await self.store.exists(viewer_id):
+                    entries = None
+            redis_ok = True
+        except (RedisError, TimeoutError, OSError):
+            entries, redis_ok = None, False
+        if entries is not None:
+            return [p for p, _ in entries], len(entries) >= limit, False
+        FEED_DEGRADED.labels("timeline_missing" if redis_ok else "redis_down").inc()
+        if redis_ok:
+            self._schedule_rebuild(viewer_id)
+        async with self.sessions() as session:
+            ids = await sql.followee_posts_before(session, viewer_id, before, limit)
+        return ids, len(ids) >= limit, True
+
+    async def _pulled(self, authors: Sequence[int]) -> dict[int, list[Entry]]:
+        if not authors:
+            return {}
+        before_hits = self.author_cache.hits
+        try:
+            found = await asyncio.wait_for(
+                self.author_cache.get_many(list(authors), self._load_author_indexes),
+                SOURCE_TIMEOUT,
+            )
+        except (RedisError, TimeoutError, OSError):
+            FEED_DEGRADED.labels("pull_source").inc()
+            return {}
+        hits = self.author_cache.hits - before_hits
+        FEED_CACHE.labels("author_index", "hit").inc(hits)
+        FEED_CACHE.labels("author_index", "miss").inc(len(authors) - hits)
+        return found
+
+    async def _load_author_indexes(self, authors: list[int]) -> dict[int, list[Entry]]:
+        found = await self.store.author_latest_many_or_none(authors, PULL_PER_AUTHOR)
+        missing = [a for a, entries in found.items() if entries is None]
+        result = {a: entries for a, entries in found.items() if entries is not None}
+        if missing:
+            # A lost index is rebuilt from Postgres (bounded) and served meanwhile.
+            async with self.sessions() as session:
+                for author_id in missing:
+                    entries = await author_posts(session, author_id, self.settings.author_posts_max)
+                    await self.store.rebuild_author(author_id, entries)
+                    result[author_id] = entries[:PULL_PER_AUTHOR]
+        return result
+
+    async def _lagging(self) -> bool:
+        try:
+            return await self.lag.lagging()
+        except RedisError:
+            return False
+
+    async def _filter(self, viewer_id: int, ids: Sequence[int]) -> dict[int, FeedRow]:
+        async with self.sessions() as session:
+            visible = await sql.feed_rows(session, viewer_id, ids)
+        FEED_FILTERED.inc(len(ids) - len(visible))
+        return visible
+
+    async def _hydrate(self, page: Sequence[FeedRow]) -> list[models.Post]:
+        async def load(ids: list[int]) -> dict[int, tuple[int, str]]:
+            async with self.sessions() as session:
+                return await sql.bodies(session, ids)
+
+        versions = {r.post_id: r.version for r in page}
+        try:
+            texts = await self.bodies.get_many(versions, load)
+        except RedisError:
+            texts = {i: body for i, (_, body) in (await load(list(versions))).items()}
+        posts = []
+        for r in page:
+            posts.append(
+                models.Post(
+                    id=r.post_id,
+                    author_id=r.author_id,
+                    created_at=r.created_at,
+                    body=texts.get(r.post_id, ""),
+                    visibility=r.visibility,
+                    version=r.version,
+                    edited_at=r.edited_at,
+                    like_count=r.likes,
+                    comment_count=r.comments,
+                )
+            )
+        return posts
+
+    def _schedule_rebuild(self, viewer_id: int) -> None:
+        """Rebuild a missing timeline in the background; the current read uses Postgres."""
+        if viewer_id in self._rebuilding:
+            return
+        self._rebuilding.add(viewer_id)
+
+        async def run() -> None:
+            try:
+                await self._rebuild(viewer_id)
+            except Exception:  # a failed rebuild is retried by the next read
+                log.exception("timeline rebuild for %s failed", viewer_id)
+            finally:
+                self._rebuilding.discard(viewer_id)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)  # keep a reference until done, or it may be collected
+        task.add_done_callback(self._tasks.discard)

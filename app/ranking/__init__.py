@@ -1,0 +1,1 @@
+"""Feed ranking: scoring and the diversity rule."""

@@ -1,0 +1,40 @@
+"""Realtime capacity and timing knobs (env `REALTIME_*`); tests shrink them."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RealtimeSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="REALTIME_", extra="ignore")
+
+    # At most one frame per subscriber per interval; updates inside it are merged (coalesced).
+    # The first update after a quiet interval goes out at once, so it adds no latency.
+    coalesce_ms: int = 250
+    # A subscriber whose pending update was not taken by its socket for this long is stuck
+    # (its socket's send buffer is full): it is dropped and its socket closed (1013).
+    stall_seconds: float = 10.0
+    # New-post ids kept per user; the count saturates here ("200+" is plenty for a banner).
+    count_max: int = 200
+    # Counts of users who never come back expire; a reconnect after that starts from zero.
+    count_ttl_seconds: int = 7 * 24 * 3600
+    # How often each hub re-reads which pull-mode authors its subscribers follow.
+    refresh_seconds: float = 30.0
+    # Concurrent pull-mode deliveries per process (each is one SQL check + one Redis call).
+    author_concurrency: int = 8
+
+    @model_validator(mode="after")
+    def _check(self) -> RealtimeSettings:
+        if self.coalesce_ms < 0 or self.count_max <= 0 or self.count_ttl_seconds <= 0:
+            raise ValueError("REALTIME_COALESCE_MS >= 0, COUNT_MAX and COUNT_TTL_SECONDS > 0")
+        if self.stall_seconds * 1000 <= self.coalesce_ms:
+            raise ValueError("REALTIME_STALL_SECONDS must exceed the coalescing interval")
+        return self
+
+
+@lru_cache
+def get_realtime_settings() -> RealtimeSettings:
+    return RealtimeSettings()

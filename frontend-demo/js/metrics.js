@@ -1,0 +1,297 @@
+// The operator panel: polls /metrics (Prometheus text format) and shows what a visitor needs
+// to watch a celebrity post being absorbed: fan-out lag per lane, timeline inserts per second
+// and the feed's p99 latency. Any metric may be missing (another process exports it, or the
+// feature is not built yet): the panel says so instead of failing.
+
+import { clear, h, icon } from './dom.js';
+
+const POLL_MS = 2000;
+const WINDOW_MS = 30_000; // rates and p99 over the last 30 s, like rate(...[30s])
+const SPARK_POINTS = 60;
+
+export const METRIC = {
+  lag: 'feed_fanout_oldest_job_age_seconds',
+  queued: 'feed_fanout_queued_jobs',
+  inserts: 'feed_timeline_inserts_total',
+  latency: 'feed_graphql_request_seconds',
+  outbox: 'feed_outbox_oldest_unpublished_seconds',
+};
+
+// ------------------------------------------------------------------------ parsing
+
+/** Parse Prometheus text exposition into [{name, labels, value}]. */
+export function parsePrometheus(text) {
+  const samples = [];
+  for (const rawLine of text.split('\n')) {
+    const line = rawLine.trim();
+    if (!line || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m) continue;
+    const labels = {};
+    if (m[3]) {
+      const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+      let lm;
+      while ((lm = re.exec(m[3]))) labels[lm[1]] = lm[2].replace(/\\(.)/g, (_, c) => (c === 'n' ? '\n' : c));
+    }
+    samples.push({ name: m[1], labels, value: parseValue(m[4]) });
+  }
+  return samples;
+}
+
+function parseValue(text) {
+  if (text === '+Inf') return Infinity;
+  if (text === '-Inf') return -Infinity;
+  return Number(text);
+}
+
+/** Sum of a counter's samples (all label sets), or null when absent. */
+export function counterTotal(samples, name) {
+  const matching = samples.filter((s) => s.name === name || s.name === `${name}_total`);
+  return matching.length ? matching.reduce((a, s) => a + s.value, 0) : null;
+}
+
+/**
+ * Cumulative histogram buckets {le -> count} summed over label sets. When the histogram is
+ * labelled by operation and a `Feed` series exists, only that series counts.
+ */
+export function histogramBuckets(samples, name) {
+  let buckets = samples.filter((s) => s.name === `${name}_bucket`);
+  const byOperation = buckets.filter((s) => (s.labels.operation || s.labels.operationName) === 'Feed');
+  const scope = byOperation.length ? 'Feed operation' : 'all GraphQL requests';
+  if (byOperation.length) buckets = byOperation;
+  if (!buckets.length) return null;
+  const sums = new Map();
+  for (const s of buckets) {
+    const le = parseValue(s.labels.le);
+    sums.set(le, (sums.get(le) || 0) + s.value);
+  }
+  return { scope, buckets: [...sums.entries()].sort((a, b) => a[0] - b[0]) };
+}
+
+/** histogram_quantile over cumulative [[le, count], ...] (linear inside a bucket). */
+export function quantile(q, buckets) {
+  if (!buckets?.length) return null;
+  const total = buckets[buckets.length - 1][1];
+  if (!(total > 0)) return null;
+  const rank = q * total;
+  let prevLe = 0;
+  let prevCount = 0;
+  for (const [le, count] of buckets) {
+    if (count >= rank) {
+      if (le === Infinity) return prevLe; // the best a histogram can say
+      if (count === prevCount) return le;
+      return prevLe + ((le - prevLe) * (rank - prevCount)) / (count - prevCount);
+    }
+    prevLe = le;
+    prevCount = count;
+  }
+  return prevLe;
+}
+
+/** Bucket-wise difference newer - older (counters only grow; a reset keeps the newer). */
+export function bucketDelta(newer, older) {
+  if (!older) return newer;
+  const before = new Map(older);
+  const delta = newer.map(([le, c]) => [le, c - (before.get(le) || 0)]);
+  return delta.some(([, c]) => c < 0) ? newer : delta;
+}
+
+// ------------------------------------------------------------------------ panel
+
+export class OperatorPanel {
+  constructor(root) {
+    this.root = root;
+    this.history = []; // [{t, inserts, buckets}]
+    this.series = { inserts: [], p99: [], lag: new Map() };
+    this.timer = null;
+    this.inflight = null;
+    this.render();
+  }
+
+  start() {
+    if (this.timer) return;
+    this.poll();
+    this.timer = setInterval(() => this.poll(), POLL_MS);
+  }
+
+  stop() {
+    clearInterval(this.timer);
+    this.timer = null;
+    this.inflight?.abort();
+  }
+
+  async poll() {
+    if (this.inflight) return;
+    this.inflight = new AbortController();
+    try {
+      const response = await fetch('/metrics', { signal: this.inflight.signal, cache: 'no-store' });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      this.update(parsePrometheus(await response.text()), Date.now());
+      this.setState('ok', 'polling /metrics every 2 s');
+    } catch (err) {
+      if (err.name !== 'AbortError') this.setState('error', `/metrics unreachable (${err.message})`);
+    } finally {
+      this.inflight = null;
+    }
+  }
+
+  update(samples, now) {
+    const inserts = counterTotal(samples, METRIC.inserts);
+    const hist = histogramBuckets(samples, METRIC.latency);
+    this.history.push({ t: now, inserts, buckets: hist?.buckets ?? null });
+    while (this.history.length > 2 && now - this.history[0].t > WINDOW_MS) this.history.shift();
+    const oldest = this.history[0];
+
+    // Timeline inserts per second over the window.
+    let rate = null;
+    if (inserts !== null && this.history.length > 1 && oldest.inserts !== null) {
+      const dt = (now - oldest.t) / 1000;
+      rate = dt > 0 ? Math.max(0, inserts - oldest.inserts) / dt : null;
+    }
+    // p99 over the window; before any request in the window, since the process started.
+    let p99 = null;
+    let p99Scope = '';
+    if (hist) {
+      const base = this.history.length > 1 ? oldest.buckets : null;
+      const windowed = base ? bucketDelta(hist.buckets, base) : null;
+      const recent = Boolean(windowed) && windowed[windowed.length - 1][1] > 0;
+      p99 = quantile(0.99, recent ? windowed : hist.buckets);
+      p99Scope = `${hist.scope}, ${recent ? 'last 30 s' : 'since start'}`;
+    }
+    const lanes = samples
+      .filter((s) => s.name === METRIC.lag)
+      .map((s) => ({
+        lane: s.labels.lane || '?',
+        age: s.value,
+        queued: samples.find((q) => q.name === METRIC.queued && q.labels.lane === s.labels.lane)?.value,
+      }))
+      .sort((a, b) => a.lane.localeCompare(b.lane));
+    const outbox = samples.find((s) => s.name === METRIC.outbox)?.value ?? null;
+
+    push(this.series.inserts, rate);
+    push(this.series.p99, p99);
+    for (const { lane, age } of lanes) {
+      if (!this.series.lag.has(lane)) this.series.lag.set(lane, []);
+      push(this.series.lag.get(lane), age);
+    }
+    this.show({ rate, p99, p99Scope, lanes, outbox, hasInserts: inserts !== null });
+  }
+
+  // ---------------------------------------------------------------------- view
+
+  render() {
+    clear(this.root);
+    this.stateEl = h('span.op-state', { 'data-testid': 'operator-state' }, 'connecting…');
+    this.lanesEl = h('div.op-lanes', { 'data-testid': 'operator-lanes' });
+    this.insertsEl = h('div.op-figure', { 'data-testid': 'operator-inserts' });
+    this.p99El = h('div.op-figure', { 'data-testid': 'operator-p99' });
+    this.outboxEl = h('div.op-figure', { 'data-testid': 'operator-outbox' });
+    this.root.append(
+      h(
+        'div.op-head',
+        h('h2', icon('gauge'), 'Operator'),
+        this.stateEl,
+      ),
+      section('Fan-out lag per lane', 'age of the oldest pending job', this.lanesEl),
+      section('Timeline inserts', 'per second, last 30 s', this.insertsEl),
+      section('Feed p99', 'request latency', this.p99El),
+      section('Outbox', 'oldest unpublished event', this.outboxEl),
+    );
+    this.show({ rate: null, p99: null, lanes: [], outbox: null, hasInserts: false, initial: true });
+  }
+
+  setState(kind, text) {
+    this.stateEl.textContent = text;
+    this.stateEl.dataset.kind = kind;
+  }
+
+  show({ rate, p99, p99Scope, lanes, outbox, hasInserts, initial }) {
+    clear(this.lanesEl);
+    if (!lanes.length) {
+      this.lanesEl.append(missing(initial ? '…' : `${METRIC.lag} not exported by this API process`));
+    }
+    for (const { lane, age, queued } of lanes) {
+      const level = age < 1 ? 'good' : age < 5 ? 'warn' : 'bad';
+      this.lanesEl.append(
+        h(
+          'div.op-lane',
+          { dataset: { lane, level } },
+          h('span.op-lane-name', lane),
+          h('span.op-lane-bar', h('span', { style: { width: `${Math.min(100, (age / 10) * 100)}%` } })),
+          h('span.op-lane-value', formatSeconds(age)),
+          queued !== undefined ? h('span.op-lane-queued', `${queued} queued`) : null,
+        ),
+      );
+    }
+    figure(
+      this.insertsEl,
+      rate === null ? null : rate < 10 ? rate.toFixed(1) : Math.round(rate).toLocaleString(),
+      '/s',
+      this.series.inserts,
+      hasInserts || initial ? (initial ? '…' : 'measuring…') : `${METRIC.inserts} not exported by this API process`,
+    );
+    figure(
+      this.p99El,
+      p99 === null ? null : Math.round(p99 * 1000).toLocaleString(),
+      'ms',
+      this.series.p99,
+      initial ? '…' : `no ${METRIC.latency} samples yet`,
+      p99Scope,
+    );
+    figure(
+      this.outboxEl,
+      outbox === null ? null : formatSeconds(outbox),
+      '',
+      null,
+      initial ? '…' : `${METRIC.outbox} not exported by this API process`,
+    );
+  }
+}
+
+function section(title, subtitle, body) {
+  return h('section.op-section', h('h3', title, h('small', subtitle)), body);
+}
+
+function figure(el, value, unit, series, missingText, note = '') {
+  clear(el);
+  if (value === null) {
+    el.append(missing(missingText));
+    return;
+  }
+  el.append(h('span.op-value', value, unit ? h('small', ` ${unit}`) : null));
+  if (series) el.append(sparkline(series));
+  if (note) el.append(h('span.op-note', note));
+}
+
+function missing(text) {
+  return h('span.op-missing', text);
+}
+
+function push(list, value) {
+  list.push(value);
+  while (list.length > SPARK_POINTS) list.shift();
+}
+
+function formatSeconds(s) {
+  if (s === null || s === undefined || Number.isNaN(s)) return '—';
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 120) return `${s.toFixed(1)} s`;
+  return `${Math.round(s / 60)} min`;
+}
+
+function sparkline(values) {
+  const points = values.map((v, i) => [i, v]).filter(([, v]) => v !== null && Number.isFinite(v));
+  const width = 120;
+  const height = 28;
+  const span = document.createElement('span');
+  span.className = 'op-spark';
+  if (points.length < 2) return span;
+  const max = Math.max(...points.map(([, v]) => v), 1e-9);
+  const step = width / (SPARK_POINTS - 1);
+  const offset = SPARK_POINTS - values.length;
+  const d = points
+    .map(([i, v], n) => `${n ? 'L' : 'M'}${((i + offset) * step).toFixed(1)},${(height - 2 - (v / max) * (height - 4)).toFixed(1)}`)
+    .join(' ');
+  span.innerHTML = `<svg viewBox="0 0 ${width} ${height}" preserveAspectRatio="none"><path d="${d}" fill="none" stroke="currentColor" stroke-width="1.5" vector-effect="non-scaling-stroke"/></svg>`;
+  return span;
+}

@@ -1,0 +1,332 @@
+// One post card: author, body, counts, like/comment, and for the author edit, visibility and
+// delete. The card owns its DOM node and re-renders in place from each Post the API returns.
+
+import { ApiError } from './api.js';
+import { avatar, clear, fullDate, h, icon, timeAgo } from './dom.js';
+
+export const VISIBILITY = {
+  PUBLIC: { label: 'Public', icon: 'globe', hint: 'Everyone can see it' },
+  FOLLOWERS: { label: 'Followers', icon: 'users', hint: 'Only your followers' },
+  PRIVATE: { label: 'Only me', icon: 'lock', hint: 'Only you' },
+};
+
+export const MAX_BODY = 500;
+
+/**
+ * postCard(post, app, {onRemove}) -> HTMLElement
+ * `app` provides viewer, call(operation, variables) and report(error).
+ */
+export function postCard(initial, app, { onRemove = () => {}, fresh = false } = {}) {
+  let post = initial;
+  let mode = 'view'; // view | edit | confirm-delete
+  let menuOpen = false;
+  let commenting = false;
+  let busy = false;
+  const myComments = [];
+  const root = h('article.post', {
+    dataset: { postId: post.id, testid: 'post', author: post.author.handle },
+  });
+  if (fresh) root.classList.add('fresh');
+
+  const mine = () => app.viewer && String(app.viewer.id) === String(post.author.id);
+
+  async function run(operation, variables, apply) {
+    if (busy) return false;
+    busy = true;
+    root.classList.add('busy');
+    try {
+      const data = await app.call(operation, variables);
+      apply(data);
+      return true;
+    } catch (err) {
+      if (err.code === 'NOT_FOUND') {
+        app.report(err, 'This post was deleted or is no longer visible to you.');
+        remove();
+      } else {
+        app.report(err);
+      }
+      return false;
+    } finally {
+      busy = false;
+      root.classList.remove('busy');
+      render();
+    }
+  }
+
+  function remove() {
+    root.classList.add('removing');
+    root.addEventListener('transitionend', () => root.remove(), { once: true });
+    setTimeout(() => root.remove(), 400); // in case no transition runs
+    onRemove(post);
+  }
+
+  async function toggleLike() {
+    if (busy) return;
+    const before = post;
+    const liked = post.viewerHasLiked;
+    // Optimistic: flip now, then take the server's counts (or restore on failure).
+    post = { ...post, viewerHasLiked: !liked, likeCount: post.likeCount + (liked ? -1 : 1) };
+    render();
+    const ok = await run(liked ? 'UnlikePost' : 'LikePost', { id: post.id }, (data) => {
+      post = data.likePost || data.unlikePost;
+    });
+    if (!ok) {
+      post = before;
+      render();
+    }
+  }
+
+  function outside(e) {
+    if (!root.contains(e.target)) closeMenu();
+  }
+
+  function openMenu() {
+    menuOpen = true;
+    document.addEventListener('click', outside, true);
+    render();
+  }
+
+  function closeMenu() {
+    menuOpen = false;
+    document.removeEventListener('click', outside, true);
+    render();
+  }
+
+  function header() {
+    const vis = VISIBILITY[post.visibility] || VISIBILITY.PUBLIC;
+    const bits = [
+      h(
+        'a.author',
+        { href: `#/u/${encodeURIComponent(post.author.handle)}` },
+        h('span.name', post.author.displayName || post.author.handle),
+        h('span.handle', `@${post.author.handle}`),
+      ),
+      post.author.fanoutMode === 'PULL'
+        ? h('span.badge.pull', { title: 'Pull-mode author: read at feed time, not fanned out' }, 'PULL')
+        : null,
+      h('span.dot', '·'),
+      h('time', { datetime: post.createdAt, title: fullDate(post.createdAt) }, timeAgo(post.createdAt)),
+      post.editedAt ? h('span.edited', { title: `Edited ${fullDate(post.editedAt)}` }, '· edited') : null,
+      post.visibility !== 'PUBLIC'
+        ? h('span.vis', { title: vis.hint, dataset: { testid: 'post-visibility' } }, icon(vis.icon), vis.label)
+        : null,
+    ];
+    const menu = mine()
+      ? h(
+          'div.menu',
+          h(
+            'button.icon-button',
+            {
+              type: 'button',
+              'aria-label': 'Post actions',
+              'aria-expanded': String(menuOpen),
+              dataset: { testid: 'post-menu' },
+              onclick: () => (menuOpen ? closeMenu() : openMenu()),
+            },
+            icon('more'),
+          ),
+          menuOpen ? menuItems() : null,
+        )
+      : null;
+    return h('header.post-head', h('div.meta', bits), menu);
+  }
+
+  function menuItems() {
+    const close = () => {
+      menuOpen = false;
+      document.removeEventListener('click', outside, true);
+    };
+    return h(
+      'div.menu-items',
+      { role: 'menu' },
+      h(
+        'button',
+        {
+          type: 'button',
+          role: 'menuitem',
+          dataset: { testid: 'post-edit' },
+          onclick: () => {
+            close();
+            mode = 'edit';
+            render();
+            root.querySelector('textarea')?.focus();
+          },
+        },
+        'Edit',
+      ),
+      h('div.menu-label', 'Who can see it'),
+      Object.entries(VISIBILITY).map(([value, v]) =>
+        h(
+          'button',
+          {
+            type: 'button',
+            role: 'menuitemradio',
+            'aria-checked': String(post.visibility === value),
+            dataset: { testid: `post-visibility-${value.toLowerCase()}` },
+            onclick: () => {
+              close();
+              if (value === post.visibility) return render();
+              run('SetPostVisibility', { id: post.id, visibility: value }, (data) => {
+                post = data.setPostVisibility;
+                app.toast(`Now visible to: ${VISIBILITY[value].label.toLowerCase()}.`);
+              });
+            },
+          },
+          icon(v.icon),
+          v.label,
+        ),
+      ),
+      h(
+        'button.danger',
+        {
+          type: 'button',
+          role: 'menuitem',
+          dataset: { testid: 'post-delete' },
+          onclick: () => {
+            close();
+            mode = 'confirm-delete';
+            render();
+          },
+        },
+        'Delete…',
+      ),
+    );
+  }
+
+  function body() {
+    if (mode === 'edit') {
+      const area = h('textarea', { maxlength: MAX_BODY, rows: 3, 'aria-label': 'Edit post' });
+      area.value = post.body;
+      const save = () => {
+        const text = area.value.trim();
+        if (!text) return app.report(new ApiError('BAD_USER_INPUT', 'A post cannot be empty.'));
+        run('EditPost', { id: post.id, body: text }, (data) => {
+          post = data.editPost;
+          mode = 'view';
+        });
+      };
+      area.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter' && (e.metaKey || e.ctrlKey)) save();
+        if (e.key === 'Escape') {
+          mode = 'view';
+          render();
+        }
+      });
+      return h(
+        'div.edit',
+        area,
+        h(
+          'div.row-end',
+          h('button.ghost', { type: 'button', onclick: () => ((mode = 'view'), render()) }, 'Cancel'),
+          h('button.primary', { type: 'button', dataset: { testid: 'post-save' }, onclick: save }, 'Save'),
+        ),
+      );
+    }
+    return h('p.body', { dataset: { testid: 'post-body' } }, post.body);
+  }
+
+  function confirmDelete() {
+    if (mode !== 'confirm-delete') return null;
+    return h(
+      'div.confirm',
+      { role: 'alertdialog' },
+      h('span', 'Delete this post? It disappears from every feed at once.'),
+      h('button.ghost', { type: 'button', onclick: () => ((mode = 'view'), render()) }, 'Cancel'),
+      h(
+        'button.danger-solid',
+        {
+          type: 'button',
+          dataset: { testid: 'post-delete-confirm' },
+          onclick: () =>
+            run('DeletePost', { id: post.id }, () => {
+              mode = 'view';
+              app.toast('Post deleted.');
+              remove();
+            }),
+        },
+        'Delete',
+      ),
+    );
+  }
+
+  function actions() {
+    return h(
+      'footer.actions',
+      h(
+        'button.action.like',
+        {
+          type: 'button',
+          'aria-pressed': String(post.viewerHasLiked),
+          'aria-label': post.viewerHasLiked ? 'Unlike' : 'Like',
+          dataset: { testid: 'like' },
+          onclick: toggleLike,
+        },
+        icon('heart'),
+        h('span.count', { dataset: { testid: 'like-count' } }, String(post.likeCount)),
+      ),
+      h(
+        'button.action.comment',
+        {
+          type: 'button',
+          'aria-expanded': String(commenting),
+          'aria-label': 'Comment',
+          dataset: { testid: 'comment' },
+          onclick: () => {
+            commenting = !commenting;
+            render();
+            if (commenting) root.querySelector('.comment-form input')?.focus();
+          },
+        },
+        icon('comment'),
+        h('span.count', { dataset: { testid: 'comment-count' } }, String(post.commentCount)),
+      ),
+    );
+  }
+
+  function comments() {
+    const list = myComments.length
+      ? h(
+          'ul.my-comments',
+          myComments.map((c) => h('li', h('strong', `@${c.author.handle}`), ' ', c.body)),
+        )
+      : null;
+    if (!commenting) return list;
+    const input = h('input', {
+      type: 'text',
+      maxlength: 500,
+      placeholder: 'Write a comment…',
+      'aria-label': 'Comment',
+      dataset: { testid: 'comment-input' },
+    });
+    const form = h(
+      'form.comment-form',
+      {
+        onsubmit: (e) => {
+          e.preventDefault();
+          const text = input.value.trim();
+          if (!text) return;
+          run('AddComment', { postId: post.id, body: text }, (data) => {
+            myComments.push(data.addComment);
+            post = { ...post, commentCount: post.commentCount + 1 };
+            commenting = false;
+          });
+        },
+      },
+      input,
+      h('button.primary.small', { type: 'submit', dataset: { testid: 'comment-send' } }, 'Reply'),
+    );
+    return h('div', list, form);
+  }
+
+  function render() {
+    clear(root);
+    root.dataset.postId = post.id;
+    root.append(
+      avatar(post.author),
+      h('div.post-main', header(), body(), confirmDelete(), actions(), comments()),
+    );
+  }
+
+  render();
+  return root;
+}
