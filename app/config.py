@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     rate_limit_writes_per_minute: int = 120
     # Authors with this many followers have their batches on the big lane.
     big_author_followers: int = 5_000
+    feed_source_timeout_ms: int = 250  # per Redis candidate source on the read path
     ranking_budget_ms: int = 50  # past this, RANKED falls back to freshness (degraded)
     lag_threshold_seconds: float = 5.0  # lane lag above which reads pull recent posts too
     job_timeout_seconds: int = 60  # a killed worker's job is retried this long + 10 s later

@@ -1161,7 +1161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for key, value in stats.items():
                 print(f"{key}: {value}")
-            print(f"log in as any u{'0' * 5}1-style handle with password {BULK_PASSWORD!r}")
+            first = f"u{1:0{max(6, len(str(args.users)))}d}"
+            print(f"log in as any {first}-style handle with password {BULK_PASSWORD!r}")
         else:
             stats = asyncio.run(seed_demo(dsn, if_empty=args.if_empty, force=args.force))
             if stats.get("skipped"):

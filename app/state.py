@@ -14,6 +14,7 @@ from app.fanout.service import FanoutService
 from app.feed.bodies import BodyCache
 from app.feed.service import FeedService
 from app.feed.sessions import FeedSessionStore
+from app.realtime.notifier import RedisNotifier
 from app.redis_client import make_redis
 from app.timelines.store import TimelineStore
 
@@ -39,7 +40,8 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
     sessions = make_sessionmaker(engine)
     redis = make_redis(settings)
     timelines = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
-    fanout = FanoutService(sessions, timelines, settings)
+    # Workers publish live "new posts" notifications after each timeline write.
+    fanout = FanoutService(sessions, timelines, settings, notifier=RedisNotifier(redis))
     feed = FeedService(
         sessions=sessions,
         store=timelines,

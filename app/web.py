@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -19,24 +23,39 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types.unset import UNSET, UnsetType
 
 from app.api.context import Context
 from app.api.schema import build_schema
+from app.api.subscriptions import ABORT_KEY, SocketContext
 from app.auth.tokens import user_id_from_header
 from app.config import PROJECT_ROOT, get_settings
 from app.errors import AppError
 from app.observability.metrics import GRAPHQL_LATENCY
+from app.realtime.hub import Hub
+from app.realtime.settings import get_realtime_settings
 from app.state import AppState, create_state
 
 DEMO_DIR = PROJECT_ROOT / "frontend-demo"
 
 
 class FeedGraphQL(GraphQL):
-    """Strawberry's ASGI view with our context, auth and a faster JSON encoder."""
+    """Strawberry's ASGI view with our context, auth and a faster JSON encoder.
 
-    def __init__(self, state_getter: Any, **kwargs: Any) -> None:
+    Websockets speak graphql-transport-ws only (API.md); the legacy graphql-ws protocol has
+    no place for the connection_init auth the API promises. Keep-alive is the websocket
+    protocol's own ping/pong, sent by uvicorn (--ws-ping-interval/--ws-ping-timeout).
+    """
+
+    def __init__(self, state_getter: Any, hub_getter: Any = lambda: None, **kwargs: Any) -> None:
+        kwargs.setdefault("subscription_protocols", (GRAPHQL_TRANSPORT_WS_PROTOCOL,))
+        # A socket that never authenticates is closed (4408) instead of holding memory.
+        kwargs.setdefault("connection_init_wait_timeout", timedelta(seconds=10))
+        kwargs.setdefault("max_subscriptions_per_connection", 10)
         super().__init__(build_schema(), **kwargs)
         self._state = state_getter
+        self._hub = hub_getter
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:  # type: ignore[override]
         state: AppState = self._state()
@@ -46,7 +65,21 @@ class FeedGraphQL(GraphQL):
             viewer_id = user_id_from_header(state.settings, request.headers.get("authorization"))
         except AppError as exc:
             auth_error = exc
+        if isinstance(request, WebSocket):
+            return SocketContext(
+                state=state,
+                request=request,
+                viewer_id=viewer_id,
+                auth_error=auth_error,
+                hub=self._hub(),
+            )
         return Context(state=state, request=request, viewer_id=viewer_id, auth_error=auth_error)
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:  # type: ignore[override]
+        """connection_init: authenticate the socket; a rejection closes it with 4403."""
+        assert isinstance(context, SocketContext)
+        context.authenticate()
+        return UNSET
 
     def encode_json(self, data: object) -> bytes:  # type: ignore[override]
         return orjson.dumps(data)
@@ -108,15 +141,51 @@ class Timed:
             GRAPHQL_LATENCY.observe(time.perf_counter() - start)
 
 
+class SocketLimits:
+    """Websockets under uvicorn: bound each socket's send buffers (kernel and transport), so
+    a peer that stops reading blocks its own sends after ~100 KB instead of the kernel's
+    autotuned ~4 MB, and expose the transport's `abort` in the scope so the realtime hub can
+    cut such a peer off (a close frame cannot get through a full buffer)."""
+
+    def __init__(self, app: ASGIApp, send_buffer: int) -> None:
+        self.app = app
+        self.send_buffer = send_buffer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            # uvicorn passes its protocol's bound `send`; other servers simply get no limits.
+            transport = getattr(getattr(send, "__self__", None), "transport", None)
+            if transport is not None:
+                self._limit(transport)
+                scope[ABORT_KEY] = transport.abort
+        await self.app(scope, receive, send)
+
+    def _limit(self, transport: Any) -> None:
+        if self.send_buffer <= 0:
+            return
+        with contextlib.suppress(Exception):
+            sock = transport.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
+        with contextlib.suppress(Exception):
+            transport.set_write_buffer_limits(high=self.send_buffer)
+
+
 def create_app(state: AppState | None = None) -> Starlette:
     holder: dict[str, AppState] = {} if state is None else {"state": state}
+    hubs: dict[str, Hub] = {}
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         holder.setdefault("state", state or create_state())
+        # One pub/sub connection for every socket of this process (app.realtime.hub).
+        hub = Hub(holder["state"].redis, holder["state"].sessions)
+        await hub.start()
+        hubs["hub"] = hub
         try:
             yield
         finally:
+            # Uvicorn has closed the sockets (1012) by now; anything left gets 1001.
+            await hubs.pop("hub").stop()
             if state is None:
                 await holder["state"].close()
 
@@ -124,7 +193,9 @@ def create_app(state: AppState | None = None) -> Starlette:
         return holder["state"]
 
     settings = get_settings()
-    graphql_app = BodyLimit(Timed(FeedGraphQL(current_state)), settings.max_request_bytes)
+    realtime = get_realtime_settings()
+    graphql = FeedGraphQL(current_state, lambda: hubs.get("hub"))
+    graphql_app = BodyLimit(Timed(graphql), settings.max_request_bytes)
 
     async def healthz(request: Request) -> Response:
         st = current_state()
@@ -154,7 +225,11 @@ def create_app(state: AppState | None = None) -> Starlette:
     ]
     if DEMO_DIR.exists():
         routes.append(Mount("/static", StaticFiles(directory=Path(DEMO_DIR)), name="static"))
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(SocketLimits, send_buffer=realtime.socket_send_buffer)],
+    )
 
 
 app = create_app()

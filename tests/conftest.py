@@ -23,7 +23,8 @@ from app.config import PROJECT_ROOT
 BASE_DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 BASE_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 TEST_DB = f"feedtest_{uuid.uuid4().hex[:10]}"
-TEST_REDIS_DB = 9
+# Concurrent local runs share one Redis server: spread them over dbs (db 0 is left alone).
+TEST_REDIS_DB = int(os.environ.get("TEST_REDIS_DB", 1 + os.getpid() % 15))
 
 
 def _with_path(url: str, path: str) -> str:
@@ -50,9 +51,13 @@ os.environ.update(
         "FANOUT_PUSH_THRESHOLD": "8",
         "FANOUT_BATCH_SIZE": "4",
         "BIG_AUTHOR_FOLLOWERS": "6",
-        "TIMELINE_MAX": "50",
-        "AUTHOR_POSTS_MAX": "50",
+        "TIMELINE_MAX": "400",
+        "FEED_SESSION_SIZE": "120",
+        "AUTHOR_POSTS_MAX": "100",
         "JOB_TIMEOUT_SECONDS": "3",
+        # Generous: the test machine is shared with the workers; timeouts are tested directly.
+        "FEED_SOURCE_TIMEOUT_MS": "3000",
+        "RANKING_BUDGET_MS": "2000",
     }
 )
 
@@ -101,6 +106,7 @@ async def clean(state: object) -> None:
     finally:
         await conn.close()
     await state.redis.flushdb()
+    state.feed.author_cache.clear()  # in-process: ids restart with every test
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from strawberry.types import ExecutionContext
 
 from app.api.mutations import Mutation
 from app.api.queries import Query
+from app.api.subscriptions import Subscription
 from app.config import get_settings
 from app.errors import AppError
 
@@ -46,7 +47,7 @@ class FeedSchema(strawberry.Schema):
             error.extensions = extensions
 
 
-def build_schema(subscription: type | None = None) -> FeedSchema:
+def build_schema(subscription: type | None = Subscription) -> FeedSchema:
     settings = get_settings()
     return FeedSchema(
         query=Query,

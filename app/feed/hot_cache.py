@@ -70,5 +70,8 @@ class CoalescingCache(Generic[K, V]):
         for key, value in loaded.items():
             self._values[key] = (expires, value)
 
+    def clear(self) -> None:
+        self._values.clear()
+
     def invalidate(self, key: K) -> None:
         self._values.pop(key, None)

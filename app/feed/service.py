@@ -45,7 +45,6 @@ PULL_PER_AUTHOR = 50  # newest posts taken from each pulled author
 OWN_POSTS = 20  # read-your-writes: the viewer's newest posts are always candidates
 RECENT_WINDOW = timedelta(minutes=10)  # follows/mode switches whose async work may still run
 LAG_WINDOW = timedelta(minutes=5)  # under queue lag, followees' posts this recent are pulled
-SOURCE_TIMEOUT = 0.25  # seconds per Redis source before answering without it
 CANDIDATE_SLACK = 1.25  # candidates filtered per session slot (some will be invisible)
 
 
@@ -99,6 +98,8 @@ class FeedService:
         self._rebuilding: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.author_cache: CoalescingCache[int, list[Entry]] = CoalescingCache(ttl_seconds=2.0)
+        # Per Redis source: past it the page is answered without that source.
+        self.source_timeout = settings.feed_source_timeout_ms / 1000
 
     # -- public ----------------------------------------------------------------------------
 
@@ -282,12 +283,12 @@ class FeedService:
         try:
             if before == MAX_ID:
                 entries = await asyncio.wait_for(
-                    self.store.latest_or_none(viewer_id, limit), SOURCE_TIMEOUT
+                    self.store.latest_or_none(viewer_id, limit), self.source_timeout
                 )
             else:
                 entries = await asyncio.wait_for(
                     self.store.before(viewer_id, created_ms(before), before, limit),
-                    SOURCE_TIMEOUT,
+                    self.source_timeout,
                 )
                 if not entries and not await self.store.exists(viewer_id):
                     entries = None
@@ -310,7 +311,7 @@ class FeedService:
         try:
             found = await asyncio.wait_for(
                 self.author_cache.get_many(list(authors), self._load_author_indexes),
-                SOURCE_TIMEOUT,
+                self.source_timeout,
             )
         except (RedisError, TimeoutError, OSError):
             FEED_DEGRADED.labels("pull_source").inc()

@@ -60,6 +60,9 @@ async def create_post(
     body = clean_body(body, max_chars)
     check_visibility(visibility)
     now = datetime.now(UTC)
+    # Millisecond precision: the id and the timeline score carry ms, so SQL order by
+    # (created_at, id) and Redis order by (score, id) must agree.
+    now = now.replace(microsecond=now.microsecond // 1000 * 1000)
     post_id = int(await session.scalar(select(func.next_post_id(now))))
     if idempotency_key is not None:
         if not 1 <= len(idempotency_key) <= IDEMPOTENCY_KEY_MAX:

@@ -38,16 +38,17 @@ class Script:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
 
 
-# Add posts to many users' counts. KEYS: count keys. ARGV: ttl, max, now_ms, mode, n,
-# score1, member1, ..., scoreN, memberN, then one user id per key (for its channel name).
-# mode 'p': publish "count:latest:now" to fu:u:<id> when the count grew; returns publishes.
+# Add posts to many users' counts. KEYS: count keys. ARGV: ttl, max, now_ms, mode, channel
+# prefix, n, score1, member1, ..., scoreN, memberN, then one user id per key.
+# mode 'p': publish "count:latest:now" to <prefix><id> when the count grew; returns publishes.
 # mode 'r': publish nothing; returns a flat list count1, latest1, count2, latest2, ...
 ADD = Script(
     """
-local ttl, max, now, mode, n = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], tonumber(ARGV[5])
+local ttl, max, now, mode, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+local n = tonumber(ARGV[6])
 local zargs = {}
-for j = 6, 5 + 2 * n do zargs[#zargs + 1] = ARGV[j] end
-local base = 5 + 2 * n
+for j = 7, 6 + 2 * n do zargs[#zargs + 1] = ARGV[j] end
+local base = 6 + 2 * n
 local out, published = {}, 0
 for i = 1, #KEYS do
   local key = KEYS[i]
@@ -65,7 +66,7 @@ for i = 1, #KEYS do
   local latest = top[2] or '0'
   if mode == 'p' then
     if added > 0 then
-      redis.call('PUBLISH', 'fu:u:' .. ARGV[base + i], card .. ':' .. latest .. ':' .. now)
+      redis.call('PUBLISH', prefix .. ARGV[base + i], card .. ':' .. latest .. ':' .. now)
       published = published + 1
     end
   else
@@ -79,7 +80,7 @@ return out
 )
 
 # Reset after a fresh first page of the feed. KEYS: count key, reset key. ARGV: upto ms
-# ('' = everything), reset ms, ttl, now_ms, user id. Publishes the new count when it changed.
+# ('' = everything), reset ms, ttl, now_ms, user channel. Publishes the count when it changed.
 RESET = Script(
     """
 local removed
@@ -93,7 +94,7 @@ redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3])
 if removed > 0 then
   local card = redis.call('ZCARD', KEYS[1])
   local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  redis.call('PUBLISH', 'fu:u:' .. ARGV[5], card .. ':' .. (top[2] or '0') .. ':' .. ARGV[4])
+  redis.call('PUBLISH', ARGV[5], card .. ':' .. (top[2] or '0') .. ':' .. ARGV[4])
 end
 return removed
 """
@@ -124,7 +125,7 @@ def now_ms() -> int:
 
 
 def decode_count(data: bytes) -> FeedCount:
-    """A `fu:u:` message: b"count:latest_ms:published_ms" (latest 0 = none)."""
+    """A user-channel message: b"count:latest_ms:published_ms" (latest 0 = none)."""
     count, latest, published = data.split(b":")
     latest_ms = int(float(latest))
     return FeedCount(int(count), latest_ms or None, float(published))
@@ -164,12 +165,14 @@ async def _eval_users(
 
 
 def _head(
-    entries: Sequence[Entry], mode: str, settings: RealtimeSettings, now: int
+    redis: AnyRedis, entries: Sequence[Entry], mode: str, settings: RealtimeSettings
 ) -> list[Any]:
     flat: list[Any] = []
     for post_id, score in entries:
         flat += [int(score), int(post_id)]
-    return [settings.count_ttl_seconds, settings.count_max, now, mode, len(entries), *flat]
+    prefix = keys.Channels.for_redis(redis, settings.namespace).user_prefix
+    ttl, max_ = settings.count_ttl_seconds, settings.count_max
+    return [ttl, max_, now_ms(), mode, prefix, len(entries), *flat]
 
 
 async def add_and_publish(
@@ -186,7 +189,7 @@ async def add_and_publish(
     if not user_ids or not entries:
         return 0
     settings = settings or get_realtime_settings()
-    head = _head(entries, "p", settings, now_ms())
+    head = _head(redis, entries, "p", settings)
     published = sum(int(r) for r in await _eval_users(redis, ADD, list(user_ids), head))
     PUBLISHED.labels("user").inc(published)
     return published
@@ -207,7 +210,7 @@ async def add_for_users(
         return {}
     settings = settings or get_realtime_settings()
     ids = list(user_ids)
-    replies = await _eval_users(redis, ADD, ids, _head(entries, "r", settings, now_ms()))
+    replies = await _eval_users(redis, ADD, ids, _head(redis, entries, "r", settings))
     flat = [x for reply in replies for x in reply]
     out: dict[int, FeedCount] = {}
     for i, user_id in enumerate(ids):
@@ -216,7 +219,9 @@ async def add_for_users(
     return out
 
 
-async def reset_mark(redis: AnyRedis, user_id: int, settings: RealtimeSettings | None = None) -> int:
+async def reset_mark(
+    redis: AnyRedis, user_id: int, settings: RealtimeSettings | None = None
+) -> int:
     """When the user's count was last reset (ms); set to now on first use."""
     settings = settings or get_realtime_settings()
     raw = await _eval(
@@ -238,7 +243,8 @@ async def reset_new_post_count(
     now = now_ms()
     mark = now if seen_upto_ms is None else min(now, int(seen_upto_ms))
     upto = "" if seen_upto_ms is None else str(int(seen_upto_ms))
-    args = [upto, mark, settings.count_ttl_seconds, now, int(user_id)]
+    channel = keys.Channels.for_redis(redis, settings.namespace).user(user_id)
+    args = [upto, mark, settings.count_ttl_seconds, now, channel]
     removed = await _eval(redis, RESET, [keys.count_key(user_id), keys.reset_key(user_id)], args)
     if int(removed):
         PUBLISHED.labels("reset").inc()

@@ -4,19 +4,22 @@
   (member = post id, score = created_at ms): its ZCARD is `newPostCount`, idempotent under
   replayed fan-out batches because a re-added member changes nothing.
 - `fur:{<user_id>}` string: ms of the last reset; pull-mode posts newer than it are "new".
-- channel `fu:u:<user_id>`: "count:latest_ms:published_ms" after a user's count changed.
-- channel `fu:a:<author_id>`: "post_id:created_ms:visibility:published_ms" when a pull-mode
-  author posts; only API processes with a connected follower subscribe to it.
-- channel `fu:hub`: keeps the hub's pub/sub connection subscribed while it has no users.
+- channel `fu:<ns>:u:<user_id>`: "count:latest_ms:published_ms" after a user's count changed.
+- channel `fu:<ns>:a:<author_id>`: "post_id:created_ms:visibility:published_ms" when a
+  pull-mode author posts; only API processes with a connected follower subscribe to it.
+- channel `fu:<ns>:hub`: keeps a hub's pub/sub connection subscribed while it has no users.
 
-Braces are literal Redis Cluster hash tags: a user's two keys share a slot.
+Braces are literal Redis Cluster hash tags: a user's two keys share a slot. Pub/sub channels,
+unlike keys, are shared by every database of a server: `<ns>` (REALTIME_NAMESPACE, by default
+the database number) keeps two deployments or test runs on one server apart.
 """
 
 from __future__ import annotations
 
-HUB_CHANNEL = "fu:hub"
-USER_PREFIX = "fu:u:"
-AUTHOR_PREFIX = "fu:a:"
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 
 def count_key(user_id: int) -> str:
@@ -27,9 +30,37 @@ def reset_key(user_id: int) -> str:
     return f"fur:{{{int(user_id)}}}"
 
 
-def user_channel(user_id: int) -> str:
-    return f"{USER_PREFIX}{int(user_id)}"
+@dataclass(frozen=True)
+class Channels:
+    """Channel names of one namespace."""
 
+    namespace: str
 
-def author_channel(author_id: int) -> str:
-    return f"{AUTHOR_PREFIX}{int(author_id)}"
+    @classmethod
+    def for_redis(cls, redis: Redis | RedisCluster, namespace: str = "") -> Channels:
+        if not namespace:
+            db = (
+                0
+                if isinstance(redis, RedisCluster)
+                else redis.connection_pool.connection_kwargs.get("db", 0)
+            )
+            namespace = str(db)
+        return cls(namespace)
+
+    @property
+    def user_prefix(self) -> str:
+        return f"fu:{self.namespace}:u:"
+
+    @property
+    def author_prefix(self) -> str:
+        return f"fu:{self.namespace}:a:"
+
+    @property
+    def hub(self) -> str:
+        return f"fu:{self.namespace}:hub"
+
+    def user(self, user_id: int) -> str:
+        return f"{self.user_prefix}{int(user_id)}"
+
+    def author(self, author_id: int) -> str:
+        return f"{self.author_prefix}{int(author_id)}"

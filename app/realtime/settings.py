@@ -17,12 +17,17 @@ class RealtimeSettings(BaseSettings):
     # A subscriber whose pending update was not taken by its socket for this long is stuck
     # (its socket's send buffer is full): it is dropped and its socket closed (1013).
     stall_seconds: float = 10.0
+    # Kernel send buffer and transport high-water mark per websocket (bytes; 0 = leave the
+    # kernel's autotuning, up to ~4 MB a socket). Frames are ~150 B: 32 KiB is ~200 frames.
+    socket_send_buffer: int = 32 * 1024
     # New-post ids kept per user; the count saturates here ("200+" is plenty for a banner).
     count_max: int = 200
     # Counts of users who never come back expire; a reconnect after that starts from zero.
     count_ttl_seconds: int = 7 * 24 * 3600
     # How often each hub re-reads which pull-mode authors its subscribers follow.
     refresh_seconds: float = 30.0
+    # Pub/sub channel namespace; empty = the Redis database number (channels ignore databases).
+    namespace: str = ""
     # Concurrent pull-mode deliveries per process (each is one SQL check + one Redis call).
     author_concurrency: int = 8
 

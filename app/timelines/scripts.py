@@ -6,7 +6,8 @@ timeline above its bound or a half-built one. Scripts are registered once (SHA c
 locally) and run with EVALSHA; the store reloads them on NOSCRIPT.
 
 Conventions shared by all scripts:
-- members are post ids as 19 fixed-width decimal digits, scores are created_at in ms (> 0);
+- members are post ids as 19 fixed-width decimal digits, scores are created_at in ms (> 0),
+  always the id's own millisecond, so reads never need WITHSCORES;
 - the EMPTY marker (member "0000000000000000000", score 0) is present only in a timeline that
   is known and empty, so `EXISTS` stays true; every writer that adds a real entry removes it,
   every remover that empties a key puts it back; readers never see it (score bound "(0").
@@ -143,7 +144,7 @@ return removed
 )
 
 # Keyset page strictly older than (score, member) in (score desc, member desc) order.
-# KEYS[1]. ARGV: cursor score, limit.
+# KEYS[1]. ARGV: cursor score, limit. Returns members only: scores are derived from ids.
 # The score bound is INCLUSIVE so posts sharing the cursor's millisecond are not lost; the
 # caller drops the leading rows with that score and member >= cursor member. Fetching
 # ZCOUNT(score) + limit rows guarantees a full page survives that drop, however long the run.
@@ -153,7 +154,7 @@ BEFORE = LuaScript(
 local key = KEYS[1]
 local same = redis.call('ZCOUNT', key, ARGV[1], ARGV[1])
 return redis.call('ZRANGE', key, ARGV[1], '(0', 'BYSCORE', 'REV', 'LIMIT', 0,
-  same + tonumber(ARGV[2]), 'WITHSCORES')
+  same + tonumber(ARGV[2]))
 """,
 )
 

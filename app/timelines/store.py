@@ -8,7 +8,9 @@ commands on them. Encoding choice and figures: docs/decisions/0001-timeline-enco
 
 Invariants kept by every method here:
 - members are post ids as 19 fixed-width decimal digits (so equal scores order like ids),
-  scores are created_at ms as exact integers (< 2^53; never the 64-bit id itself);
+  scores are created_at ms as exact integers (< 2^53; never the 64-bit id itself) and always
+  equal the id's own millisecond (`created_at_ms(id)`, checked on write), so reads fetch
+  members only and derive scores: WITHSCORES formats every double and costs ~5x the range;
 - a timeline holds at most `timeline_max` entries, trimmed in the same script as the ZADD;
 - a missing key means "unknown, rebuild from Postgres"; a known-but-empty key holds only the
   EMPTY marker (member "0000000000000000000", score 0) that readers never return;
@@ -76,28 +78,34 @@ def _check_score(score_ms: int) -> int:
     return score
 
 
+def _check_entry(post_id: int, score_ms: int) -> tuple[int, str]:
+    """(score, member) of a post; the score must be the id's own creation millisecond.
+
+    Readers derive scores from ids instead of asking Redis for them (WITHSCORES formats every
+    double and made a 21-entry page ~5x dearer in server time), so a score that disagrees
+    with its id would corrupt keyset cursors: refuse it here.
+    """
+    member = encode_post_id(post_id)
+    score = _check_score(score_ms)
+    if score != created_at_ms(post_id):
+        raise ValueError(
+            f"score {score_ms} is not the creation ms of post {post_id} ({created_at_ms(post_id)})"
+        )
+    return score, member
+
+
 def _to_int(raw: Any) -> int:
-    """Parse an id or score reply (bytes, str, int or float) without float rounding of ids."""
-    if isinstance(raw, int):
-        return raw
-    if isinstance(raw, float):
-        return int(raw)
-    try:
-        return int(raw)
-    except ValueError:
-        return int(float(raw))
+    """Parse an id reply (bytes, str or int) without any float rounding."""
+    return raw if isinstance(raw, int) else int(raw)
 
 
-def _parse_entries(reply: Any) -> list[Entry]:
-    """ZRANGE ... WITHSCORES as (post_id, score) pairs, for RESP2 (flat) or RESP3 (pairs)."""
-    if not reply:
-        return []
-    if isinstance(reply[0], list | tuple):
-        rows = [(m, s) for m, s in reply]
-    else:
-        it = iter(reply)
-        rows = list(zip(it, it, strict=True))
-    return [(_to_int(m), _to_int(s)) for m, s in rows]
+def _parse_members(reply: Any) -> list[Entry]:
+    """ZRANGE members as (post_id, created_at_ms); the EMPTY marker comes back as id 0."""
+    out = []
+    for raw in reply or ():
+        pid = _to_int(raw)
+        out.append((pid, created_at_ms(pid) if pid else 0))
+    return out
 
 
 def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
@@ -108,8 +116,7 @@ def _flat_entries(entries: Iterable[Entry]) -> list[Any]:
     """(post_id, score) pairs as ZADD arguments: score1, member1, score2, member2, ..."""
     args: list[Any] = []
     for post_id, score_ms in entries:
-        args.append(_check_score(score_ms))
-        args.append(encode_post_id(post_id))
+        args.extend(_check_entry(post_id, score_ms))
     return args
 
 
@@ -192,17 +199,17 @@ class TimelineStore:
     ) -> int:
         """Fan one post into many timelines: ZADD + trim per key, one script call per batch.
 
-        Returns how many timelines gained the post. Idempotent: a replay adds nothing. With
-        `only_existing` (default) missing timelines are skipped: they are rebuilt from Postgres
-        on read, and a single pushed post would make a partial timeline look complete.
+        `score_ms` must be `created_at_ms(post_id)`. Returns how many timelines gained the
+        post. Idempotent: a replay adds nothing. With `only_existing` (default) missing
+        timelines are skipped: they are rebuilt from Postgres on read, and a single pushed
+        post would make a partial timeline look complete.
         A post older than every entry of a full timeline is added then trimmed at once (it
         still counts as added); the timeline keeps the newest `timeline_max` entries.
         """
         if not user_ids:
             return 0
         args = [
-            _check_score(score_ms),
-            encode_post_id(post_id),
+            *_check_entry(post_id, score_ms),
             self.timeline_max,
             1 if only_existing else 0,
             EMPTY_MEMBER,
@@ -280,8 +287,7 @@ class TimelineStore:
     async def push_author_post(self, author_id: int, post_id: int, score_ms: int) -> int:
         """Add a post to `posts:{author}`: one write whatever the follower count (pull mode)."""
         args = [
-            _check_score(score_ms),
-            encode_post_id(post_id),
+            *_check_entry(post_id, score_ms),
             self.author_posts_max,
             0,
             EMPTY_MEMBER,
@@ -368,12 +374,11 @@ class TimelineStore:
     def _latest_cmd(key: str, limit: int) -> tuple[Any, ...]:
         # -inf includes the EMPTY marker, which tells "known empty" from "missing" in one call;
         # limit + 1 so the marker never costs a real row.
-        return ("ZRANGE", key, "+inf", "-inf", "BYSCORE", "REV", "LIMIT", 0, limit + 1,
-                "WITHSCORES")  # fmt: skip
+        return ("ZRANGE", key, "+inf", "-inf", "BYSCORE", "REV", "LIMIT", 0, limit + 1)
 
     @staticmethod
     def _latest_rows(reply: Any, limit: int) -> list[Entry] | None:
-        rows = _parse_entries(reply)
+        rows = _parse_members(reply)
         if not rows:
             return None
         return [r for r in rows if r[1] > 0][:limit]
@@ -388,7 +393,7 @@ class TimelineStore:
         if limit <= 0:
             return []
         score = _check_score(score_ms)
-        rows = _parse_entries(await self._eval(BEFORE, [key], [score, limit]))
+        rows = _parse_members(await self._eval(BEFORE, [key], [score, limit]))
         # Leading rows share the cursor's millisecond with an id at or above the cursor's:
         # already served. Everything after the first older row is older too.
         skip = 0

@@ -18,7 +18,12 @@ export function h(tagSpec, attrs = {}, ...children) {
     if (value === undefined || value === null || value === false) continue;
     if (key === 'class') el.className = [el.className, value].filter(Boolean).join(' ');
     else if (key === 'dataset') Object.assign(el.dataset, value);
-    else if (key === 'style') Object.assign(el.style, value);
+    else if (key === 'style') {
+      for (const [prop, v] of Object.entries(value)) {
+        if (prop.startsWith('--')) el.style.setProperty(prop, v);
+        else el.style[prop] = v;
+      }
+    }
     else if (key.startsWith('on') && typeof value === 'function') {
       el.addEventListener(key.slice(2), value);
     } else if (key === 'html') el.innerHTML = value; // trusted, static markup only (icons)
@@ -100,8 +105,8 @@ export function initials(name, handle) {
 
 /** A stable hue per handle, for avatars. */
 export function hue(handle) {
-  let x = 0;
-  for (const ch of handle || '') x = (x * 31 + ch.charCodeAt(0)) >>> 0;
+  let x = 0x811c9dc5; // FNV-1a: nearby handles get far-apart hues
+  for (const ch of handle || '') x = Math.imul(x ^ ch.charCodeAt(0), 0x01000193) >>> 0;
   return x % 360;
 }
 

@@ -19,6 +19,7 @@ const PING_EVERY_MS = 20_000;
 const PONG_TIMEOUT_MS = 10_000;
 const BACKOFF_BASE_MS = 500;
 const BACKOFF_MAX_MS = 15_000;
+const SUBSCRIBE_SETTLE_MS = 400;
 const UNAVAILABLE_RETRY_MS = 30_000; // the server has no subscription yet: look again later
 
 // Close codes of the protocol.
@@ -162,7 +163,10 @@ export class LiveFeed extends EventTarget {
         this.attempt = 0;
         this.subscribe(ws, document);
         this.keepAlive(ws);
-        this.setStatus('live', 'Live: new posts are announced here.');
+        // The protocol has no "subscribed" answer: a schema without the subscription rejects
+        // it at once, so call it live after a short quiet period (or at the first `next`).
+        this.setStatus('connecting', 'Subscribing…');
+        this.timers.settle = setTimeout(() => this.markLive(), SUBSCRIBE_SETTLE_MS);
         break;
       case 'ping':
         this.send(ws, { type: 'pong' });
@@ -175,6 +179,7 @@ export class LiveFeed extends EventTarget {
         if (message.payload?.errors?.length) {
           this.failed(ws, message.payload.errors);
         } else if (message.payload?.data?.feedUpdates) {
+          this.markLive();
           this.dispatchEvent(new CustomEvent('update', { detail: message.payload.data.feedUpdates }));
         }
         break;
@@ -193,6 +198,13 @@ export class LiveFeed extends EventTarget {
     }
   }
 
+  markLive() {
+    clearTimeout(this.timers.settle);
+    if (this.ws && this.subscriptionId && this.status.state !== 'live') {
+      this.setStatus('live', 'Live: new posts are announced here.');
+    }
+  }
+
   subscribe(ws, document) {
     if (ws.readyState !== WebSocket.OPEN) return;
     this.subscriptionId = String(++this.seq);
@@ -205,11 +217,12 @@ export class LiveFeed extends EventTarget {
 
   failed(ws, errors) {
     const error = errorFromGraphQL(errors, this.operation);
+    clearTimeout(this.timers.settle);
     this.subscriptionId = null;
     if (error.code === 'NOT_IMPLEMENTED') {
       this.setStatus(
         'unavailable',
-        'Live updates are not available on this server yet (no feedUpdates subscription).',
+        'This server has no feedUpdates subscription yet.',
       );
     } else if (error.code === 'UNAUTHENTICATED') {
       this.setStatus('unauthorized', error.message);

@@ -54,9 +54,10 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false } = 
   }
 
   function remove() {
+    const node = root.parentElement?.tagName === 'LI' ? root.parentElement : root;
     root.classList.add('removing');
-    root.addEventListener('transitionend', () => root.remove(), { once: true });
-    setTimeout(() => root.remove(), 400); // in case no transition runs
+    root.addEventListener('transitionend', () => node.remove(), { once: true });
+    setTimeout(() => node.remove(), 400); // in case no transition runs
     onRemove(post);
   }
 

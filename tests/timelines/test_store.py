@@ -68,6 +68,16 @@ def test_key_layout_and_member_encoding() -> None:
         encode_post_id(0)
 
 
+async def test_score_must_be_the_ids_own_millisecond(store: TimelineStore) -> None:
+    """Reads derive scores from ids (no WITHSCORES), so a disagreeing score is refused."""
+    await store.rebuild(1, [])
+    with pytest.raises(ValueError, match="creation ms"):
+        await store.push_to_timelines(pid(BASE_MS), BASE_MS + 1, [1])
+    with pytest.raises(ValueError):
+        await store.rebuild(1, [(pid(BASE_MS), BASE_MS - 1)])
+    assert await store.latest_or_none(1, 5) == []
+
+
 async def test_push_trims_to_timeline_max_keeping_newest(
     redis: Redis, store: TimelineStore
 ) -> None:

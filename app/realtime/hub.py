@@ -1,0 +1,435 @@
+"""One hub per API process: a single Redis pub/sub connection multiplexed to every socket.
+
+Why one connection and per-user channels: Redis routes a notification only to the processes
+that hold a socket of that user (a PUBLISH nobody listens to is a dict lookup), and a process
+pays one connection whatever its socket count. Pull-mode authors publish once per post on
+their own channel; a process subscribes to it only while one of its users follows them.
+
+Why a one-slot queue per subscriber: updates carry the running count, so a newer one makes
+an older one worthless. The slot is overwritten (coalesced), never grows, and the hub never
+awaits a socket: a client whose socket stops draining keeps one pending update and is dropped
+after `stall_seconds`, while everyone else is served as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import replace
+from typing import Any
+
+from redis.asyncio.client import PubSub
+from redis.exceptions import RedisError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.realtime import counts, keys, queries
+from app.realtime.counts import AnyRedis, FeedCount
+from app.realtime.metrics import COALESCED, DELIVERED, DROPPED, LATENCY, RECEIVED, SUBSCRIBERS
+from app.realtime.settings import RealtimeSettings, get_realtime_settings
+
+log = logging.getLogger("app.realtime")
+
+# Close codes (RFC 6455): the client should reconnect later / the server is going away.
+CLOSE_TOO_SLOW = 1013
+CLOSE_GOING_AWAY = 1001
+CONFIRM_TIMEOUT = 5.0  # seconds to wait for Redis to confirm a SUBSCRIBE
+MAX_AUTHOR_BACKLOG = 1000  # pull-mode posts waiting for delivery; beyond it they are skipped
+
+OnDrop = Callable[[int, str], Awaitable[None]]
+
+
+class Subscriber:
+    """One `feedUpdates` subscription: a one-slot queue that merges updates."""
+
+    __slots__ = (
+        "_interval",
+        "_last_frame",
+        "_pending",
+        "_wake",
+        "dropped",
+        "on_drop",
+        "pending_since",
+        "user_id",
+    )
+
+    def __init__(self, user_id: int, on_drop: OnDrop, interval: float) -> None:
+        self.user_id = user_id
+        self.on_drop = on_drop
+        self.dropped = False
+        self.pending_since = 0.0
+        self._interval = interval
+        self._pending: FeedCount | None = None
+        self._last_frame = 0.0
+        self._wake = asyncio.Event()
+
+    @property
+    def pending(self) -> FeedCount | None:
+        return self._pending
+
+    def offer(self, state: FeedCount) -> None:
+        """Never blocks: replaces an update the socket has not taken yet."""
+        if self.dropped:
+            return
+        if self._pending is None:
+            self.pending_since = time.monotonic()
+        else:
+            COALESCED.inc()
+        self._pending = state
+        self._wake.set()
+
+    def offer_initial(self, state: FeedCount, read_at_ms: float) -> None:
+        """The count read at subscribe time, unless a notification published after the read
+        already arrived (it is newer)."""
+        if self._pending is None or self._pending.published_ms < read_at_ms:
+            self._pending = None
+            self.offer(state)
+
+    def mark_dropped(self) -> None:
+        self.dropped = True
+        self._pending = None
+        self._wake.set()
+
+    async def next(self) -> FeedCount:
+        """The next update to send; at most one per interval (a burst becomes one frame).
+
+        Once dropped it waits until cancelled: the hub is closing the socket, and ending the
+        stream here would race a 'complete' message against that close.
+        """
+        while True:
+            await self._wake.wait()
+            delay = self._last_frame + self._interval - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self.dropped:
+                await asyncio.get_running_loop().create_future()
+            state, self._pending = self._pending, None
+            self._wake.clear()
+            if state is None:
+                continue
+            self._last_frame = time.monotonic()
+            DELIVERED.inc()
+            if state.published_ms:
+                LATENCY.observe(max(0.0, time.time() - state.published_ms / 1000))
+            return state
+
+
+class Hub:
+    """Routes pub/sub notifications to this process's subscribers."""
+
+    def __init__(
+        self,
+        redis: AnyRedis,
+        sessions: async_sessionmaker[AsyncSession],
+        settings: RealtimeSettings | None = None,
+    ) -> None:
+        self.redis = redis
+        self.sessions = sessions
+        self.settings = settings or get_realtime_settings()
+        self.channels = keys.Channels.for_redis(redis, self.settings.namespace)
+        self._user_prefix = self.channels.user_prefix.encode()
+        self._author_prefix = self.channels.author_prefix.encode()
+        self._subs: dict[int, set[Subscriber]] = {}
+        self._follows: dict[int, set[int]] = {}  # local user -> pull-mode authors followed
+        self._followers: dict[int, set[int]] = {}  # pull-mode author -> local users
+        self._joined: set[str] = set()  # channels SUBSCRIBE was sent for
+        self._confirm: dict[bytes, asyncio.Future[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loops: list[asyncio.Task[None]] = []
+        self._author_sem = asyncio.Semaphore(self.settings.author_concurrency)
+        self._author_backlog = 0
+        self._pubsub: PubSub | None = None
+        self._running = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Never fails for Redis being down: the API serves feeds without live updates and
+        the read loop connects when Redis is back."""
+        self._pubsub = self.redis.pubsub()
+        self._running = True
+        self._loops = [
+            asyncio.create_task(self._read_loop(), name="realtime-read"),
+            asyncio.create_task(self._sweep_loop(), name="realtime-sweep"),
+            asyncio.create_task(self._refresh_loop(), name="realtime-refresh"),
+        ]
+
+    async def stop(self) -> None:
+        """Close every socket still subscribed (1001), then the pub/sub connection."""
+        self._running = False
+        for sub in [s for subs in self._subs.values() for s in subs]:
+            self.drop(sub, CLOSE_GOING_AWAY, "server shutting down", reason="shutdown")
+        for task in self._loops:
+            task.cancel()
+        pending = [*self._loops, *self._tasks]
+        if pending:
+            await asyncio.wait(pending, timeout=2.0)
+        if self._pubsub is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await self._pubsub.aclose()
+            self._pubsub = None
+
+    @property
+    def subscriber_count(self) -> int:
+        return sum(len(s) for s in self._subs.values())
+
+    # -- subscribers ----------------------------------------------------------------------
+
+    async def subscribe(self, user_id: int, on_drop: OnDrop) -> Subscriber:
+        """Register a subscriber and queue the user's current count as its first update."""
+        if not self._running:
+            raise RuntimeError("the realtime hub is not running")
+        sub = Subscriber(user_id, on_drop, self.settings.coalesce_ms / 1000)
+        self._subs.setdefault(user_id, set()).add(sub)
+        SUBSCRIBERS.inc()
+        try:
+            await self._join(self.channels.user(user_id))
+            authors = await self._learn_follows([user_id])
+            read_at = counts.now_ms()
+            entries: list[tuple[int, int]] = []
+            if authors.get(user_id):
+                # Pull-mode posts made while the user was away: count them now (idempotent).
+                since = await counts.reset_mark(self.redis, user_id, self.settings)
+                async with self.sessions() as session:
+                    entries = await queries.posts_since(
+                        session, sorted(authors[user_id]), since, self.settings.count_max
+                    )
+            state = (await counts.add_for_users(self.redis, [user_id], entries, self.settings))[
+                user_id
+            ]
+            sub.offer_initial(state, read_at)
+        except BaseException:
+            self.unsubscribe(sub)
+            raise
+        return sub
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        """Forget a subscriber (idempotent); channels nobody needs any more are left."""
+        subs = self._subs.get(sub.user_id)
+        if subs is None or sub not in subs:
+            return
+        subs.discard(sub)
+        SUBSCRIBERS.dec()
+        if subs:
+            return
+        del self._subs[sub.user_id]
+        channels = [self.channels.user(sub.user_id)]
+        for author in self._follows.pop(sub.user_id, set()):
+            followers = self._followers.get(author)
+            if followers is not None:
+                followers.discard(sub.user_id)
+                if not followers:
+                    del self._followers[author]
+                    channels.append(self.channels.author(author))
+        self._spawn(self._leave(channels))
+
+    def drop(self, sub: Subscriber, code: int, message: str, *, reason: str) -> None:
+        """Stop serving a subscriber and close its socket in the background."""
+        if sub.dropped:
+            return
+        sub.mark_dropped()
+        self.unsubscribe(sub)
+        DROPPED.labels(reason).inc()
+        self._spawn(self._close(sub, code, message))
+
+    async def _close(self, sub: Subscriber, code: int, message: str) -> None:
+        # A stuck socket may never accept the close frame; the server's websocket keep-alive
+        # (ping timeout) ends the connection then. Do not hold a task forever meanwhile.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(sub.on_drop(code, message), timeout=30)
+
+    # -- pub/sub --------------------------------------------------------------------------
+
+    async def _join(self, channel: str, *, wait: bool = True) -> None:
+        """SUBSCRIBE once per channel; wait for Redis to confirm so nothing published after
+        this returns is missed."""
+        assert self._pubsub is not None
+        raw = channel.encode()
+        if channel in self._joined:
+            fut = self._confirm.get(raw)
+        else:
+            self._joined.add(channel)
+            fut = asyncio.get_running_loop().create_future()
+            self._confirm[raw] = fut
+            try:
+                await self._pubsub.subscribe(channel)
+            except BaseException:
+                self._joined.discard(channel)
+                self._confirm.pop(raw, None)
+                raise
+        if wait and fut is not None:
+            await asyncio.wait_for(asyncio.shield(fut), CONFIRM_TIMEOUT)
+
+    async def _leave(self, channels: list[str]) -> None:
+        assert self._pubsub is not None
+        gone = [c for c in channels if c in self._joined and not self._wanted(c)]
+        for c in gone:
+            self._joined.discard(c)
+            self._confirm.pop(c.encode(), None)
+        if gone and self._running:
+            with contextlib.suppress(RedisError, OSError):
+                await self._pubsub.unsubscribe(*gone)
+
+    def _wanted(self, channel: str) -> bool:
+        users, authors = self.channels.user_prefix, self.channels.author_prefix
+        if channel.startswith(users):
+            return int(channel[len(users) :]) in self._subs
+        if channel.startswith(authors):
+            return int(channel[len(authors) :]) in self._followers
+        return True
+
+    async def _read_loop(self) -> None:
+        assert self._pubsub is not None
+        backoff = 0.1
+        resync = False
+        while True:
+            try:
+                if self.channels.hub not in self._joined:
+                    await self._join(self.channels.hub, wait=False)
+                message = await self._pubsub.get_message(timeout=None)
+            except (RedisError, OSError):
+                log.warning("realtime pub/sub connection lost; retrying", exc_info=True)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                resync = True
+                continue
+            backoff = 0.1
+            if resync:
+                resync = False  # messages were lost while disconnected: re-read every count
+                self._spawn(self._resync())
+            if message is not None:
+                try:
+                    self._handle(message)
+                except Exception:  # one bad message must not stop the process's live updates
+                    log.exception("bad realtime message on %r", message.get("channel"))
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        kind, channel = message["type"], message["channel"]
+        if kind == "subscribe":
+            fut = self._confirm.pop(channel, None)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+            return
+        if kind != "message":
+            return
+        if channel.startswith(self._user_prefix):
+            RECEIVED.labels("user").inc()
+            subs = self._subs.get(int(channel[len(self._user_prefix) :]))
+            if subs:
+                state = counts.decode_count(message["data"])
+                for sub in subs:
+                    sub.offer(state)
+        elif channel.startswith(self._author_prefix):
+            RECEIVED.labels("author").inc()
+            if self._author_backlog >= MAX_AUTHOR_BACKLOG:
+                log.warning("pull-mode notification backlog full; skipping one")
+                return
+            post_id, created, visibility, published = message["data"].split(b":")
+            self._author_backlog += 1
+            self._spawn(
+                self._deliver_author(
+                    int(channel[len(self._author_prefix) :]),
+                    int(post_id),
+                    int(created),
+                    visibility.decode(),
+                    float(published),
+                )
+            )
+
+    async def _deliver_author(
+        self, author_id: int, post_id: int, created: int, visibility: str, published: float
+    ) -> None:
+        """A pull-mode post: check follows and blocks now, count it, offer it locally."""
+        try:
+            async with self._author_sem:
+                local = sorted(self._followers.get(author_id, ()))
+                if not local or visibility == "private":
+                    return
+                async with self.sessions() as session:
+                    allowed = await queries.allowed_recipients(session, author_id, local)
+                states = await counts.add_for_users(
+                    self.redis, sorted(allowed), [(post_id, created)], self.settings
+                )
+                for user_id, state in states.items():
+                    for sub in self._subs.get(user_id, ()):
+                        sub.offer(replace(state, published_ms=published))
+        except Exception:
+            log.warning("pull-mode notification for author %d failed", author_id, exc_info=True)
+        finally:
+            self._author_backlog -= 1
+
+    # -- background upkeep ----------------------------------------------------------------
+
+    async def _learn_follows(self, user_ids: list[int]) -> dict[int, set[int]]:
+        """Re-read which pull-mode authors these local users follow; (un)subscribe authors."""
+        async with self.sessions() as session:
+            found = await queries.pull_followees(session, user_ids)
+        joined: list[str] = []
+        left: list[str] = []
+        for user_id in user_ids:
+            if user_id not in self._subs:
+                continue  # gone while we were reading
+            new = found.get(user_id, set())
+            old = self._follows.get(user_id, set())
+            for author in new - old:
+                followers = self._followers.setdefault(author, set())
+                if not followers:
+                    joined.append(self.channels.author(author))
+                followers.add(user_id)
+            for author in old - new:
+                followers = self._followers.get(author, set())
+                followers.discard(user_id)
+                if not followers:
+                    self._followers.pop(author, None)
+                    left.append(self.channels.author(author))
+            if new:
+                self._follows[user_id] = new
+            else:
+                self._follows.pop(user_id, None)
+        for channel in joined:
+            await self._join(channel)
+        if left:
+            await self._leave(left)
+        return found
+
+    async def _refresh_loop(self) -> None:
+        """New follows of pull-mode authors and mode switches reach live sockets this late."""
+        while True:
+            await asyncio.sleep(self.settings.refresh_seconds)
+            users = list(self._subs)
+            for i in range(0, len(users), 1000):
+                try:
+                    await self._learn_follows(users[i : i + 1000])
+                except Exception:
+                    log.warning("realtime follow refresh failed", exc_info=True)
+
+    async def _sweep_loop(self) -> None:
+        """Drop subscribers whose socket has not taken an update for `stall_seconds`."""
+        stall = self.settings.stall_seconds
+        while True:
+            await asyncio.sleep(min(1.0, stall / 4))
+            now = time.monotonic()
+            for subs in list(self._subs.values()):
+                for sub in list(subs):
+                    if sub.pending is not None and now - sub.pending_since > stall:
+                        self.drop(sub, CLOSE_TOO_SLOW, "too slow: reconnect", reason="slow")
+
+    async def _resync(self) -> None:
+        users = list(self._subs)
+        for i in range(0, len(users), 1000):
+            try:
+                states = await counts.add_for_users(
+                    self.redis, users[i : i + 1000], [], self.settings
+                )
+            except (RedisError, OSError):
+                return
+            for user_id, state in states.items():
+                for sub in self._subs.get(user_id, ()):
+                    sub.offer(state)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

@@ -1,0 +1,58 @@
+"""The fan-out service's notifier: what workers publish after they wrote timelines.
+
+Best effort by design: a failed publish is logged and the fan-out job still succeeds (the
+timelines are the truth; a missed banner is fixed by the next notification or reconnect).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from redis.exceptions import RedisError
+
+from app.realtime import counts, keys
+from app.realtime.counts import AnyRedis
+from app.realtime.metrics import PUBLISHED
+from app.realtime.settings import RealtimeSettings, get_realtime_settings
+
+log = logging.getLogger("app.realtime")
+
+PRIVATE = "private"
+
+
+def encode_author_post(post_id: int, created_ms: int, visibility: str, published_ms: int) -> str:
+    return f"{int(post_id)}:{int(created_ms)}:{visibility}:{int(published_ms)}"
+
+
+class RedisNotifier:
+    """Implements `app.fanout.service.FanoutNotifier` over Redis pub/sub."""
+
+    def __init__(self, redis: AnyRedis, settings: RealtimeSettings | None = None) -> None:
+        self.redis = redis
+        self.settings = settings or get_realtime_settings()
+        self.channels = keys.Channels.for_redis(redis, self.settings.namespace)
+
+    async def delivered(
+        self, author_id: int, entries: Sequence[Sequence[int]], user_ids: Sequence[int]
+    ) -> None:
+        """Pushed posts: count them per user and publish one message per user whose count grew
+        (one script call per batch; users nobody listens to cost Redis a dict lookup)."""
+        try:
+            await counts.add_and_publish(self.redis, user_ids, entries, self.settings)
+        except RedisError:
+            log.warning("live notification for %d users failed", len(user_ids), exc_info=True)
+
+    async def author_posted(
+        self, author_id: int, post_id: int, created_ms: int, visibility: str
+    ) -> None:
+        """Pull-mode post: one message for the author; each API process finds its followers."""
+        if visibility == PRIVATE:
+            return  # never announced to anyone
+        message = encode_author_post(post_id, created_ms, visibility, counts.now_ms())
+        try:
+            await self.redis.publish(self.channels.author(author_id), message)
+        except RedisError:
+            log.warning("live notification for author %d failed", author_id, exc_info=True)
+            return
+        PUBLISHED.labels("author").inc()

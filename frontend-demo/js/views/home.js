@@ -1,0 +1,253 @@
+// The home feed: compose, RANKED/CHRONOLOGICAL switch, infinite scroll over the opaque cursor,
+// the live "N new posts" banner and the websocket's state. The view is kept while you visit a
+// profile, so coming back restores the same feed session and scroll position.
+
+import { composer } from '../compose.js';
+import { clear, h, icon, plural, timeAgo } from '../dom.js';
+import { PagedList } from '../paged.js';
+
+const MODES = { RANKED: 'Ranked', CHRONOLOGICAL: 'Latest' };
+const MODE_KEY = 'hybridfeed.mode';
+
+let cached = null;
+
+export function homeView(app) {
+  if (cached && cached.viewerId === app.viewer.id) return cached;
+  cached?.destroy();
+  cached = createHome(app);
+  return cached;
+}
+
+export function forgetHome() {
+  cached?.destroy();
+  cached = null;
+}
+
+function createHome(app) {
+  let mode = MODES[localStorage.getItem(MODE_KEY)] ? localStorage.getItem(MODE_KEY) : 'RANKED';
+  let sessionId = null;
+  let degraded = false;
+  let scrollY = 0;
+  let unavailable = null;
+
+  const list = new PagedList(app, {
+    testid: 'feed',
+    empty: 'Your feed is empty. Follow someone (click an author) or post something.',
+    fetchPage: async (after, signal) => {
+      const data = await app.call('Feed', { first: app.pageSize, after, mode }, { signal });
+      if (!after) app.setNewPosts(0, null); // the server resets the count on a first page
+      return data.feed;
+    },
+    onPage: (page) => {
+      sessionId = page.sessionId ?? null;
+      degraded = Boolean(page.degraded);
+      unavailable = null;
+      renderMeta();
+    },
+    onError: (err, { first }) => {
+      if (err.code === 'CURSOR_EXPIRED') {
+        app.report(err);
+        window.scrollTo({ top: 0 });
+        list.reset();
+        return true;
+      }
+      if (err.code === 'NOT_IMPLEMENTED' && first) {
+        unavailable = err;
+        renderMeta();
+        return true;
+      }
+      return false;
+    },
+  });
+
+  // ------------------------------------------------------------------ toolbar
+
+  const modeButtons = Object.entries(MODES).map(([value, label]) =>
+    h(
+      'button.seg',
+      {
+        type: 'button',
+        dataset: { testid: `mode-${value}`, mode: value },
+        onclick: () => switchMode(value),
+      },
+      label,
+    ),
+  );
+  const refreshButton = h(
+    'button.icon-button',
+    { type: 'button', title: 'Refresh', 'aria-label': 'Refresh feed', dataset: { testid: 'refresh' }, onclick: () => refresh() },
+    icon('refresh'),
+  );
+  const toolbar = h(
+    'div.feed-toolbar',
+    h('h1', 'Home'),
+    h('div.segmented', { role: 'group', 'aria-label': 'Feed order' }, modeButtons),
+    refreshButton,
+  );
+
+  function switchMode(value) {
+    if (value === mode) return;
+    mode = value;
+    localStorage.setItem(MODE_KEY, mode);
+    syncModes();
+    window.scrollTo({ top: 0 });
+    list.reset();
+  }
+
+  function syncModes() {
+    for (const b of modeButtons) b.setAttribute('aria-pressed', String(b.dataset.mode === mode));
+  }
+
+  async function refresh() {
+    window.scrollTo({ top: 0, behavior: 'smooth' });
+    refreshButton.classList.add('spinning');
+    await list.reset({ highlight: true });
+    refreshButton.classList.remove('spinning');
+  }
+
+  // ------------------------------------------------------------------ live state
+
+  const banner = h(
+    'button.new-posts',
+    { type: 'button', hidden: true, dataset: { testid: 'new-posts-banner' }, onclick: () => refresh() },
+  );
+  const liveBar = h('div.live-bar', { hidden: true, role: 'status', dataset: { testid: 'live-bar' } });
+  let countdown = null;
+
+  function renderBanner() {
+    const n = app.newPosts;
+    banner.hidden = n <= 0;
+    banner.dataset.count = String(n);
+    banner.replaceChildren(
+      icon('up'),
+      h('span', `${plural(n, 'new post')}`),
+      app.latestPostAt ? h('small', ` · latest ${timeAgo(app.latestPostAt)}`) : null,
+    );
+  }
+
+  function renderLive(status) {
+    clearInterval(countdown);
+    const { state, detail, retryAt } = status;
+    liveBar.dataset.state = state;
+    liveBar.hidden = !['reconnecting', 'unavailable', 'unauthorized'].includes(state);
+    if (liveBar.hidden) return;
+    const text = h('span.live-text');
+    const paint = () => {
+      const secs = retryAt ? Math.max(0, Math.ceil((retryAt - Date.now()) / 1000)) : null;
+      const title =
+        state === 'reconnecting'
+          ? 'Reconnecting to live updates'
+          : state === 'unavailable'
+            ? 'Live updates unavailable'
+            : 'Live updates paused';
+      text.replaceChildren(
+        h('strong', title),
+        ' ',
+        detail || '',
+        secs !== null && secs > 0 ? h('span.muted', ` Next try in ${secs} s.`) : null,
+      );
+    };
+    paint();
+    countdown = setInterval(paint, 1000);
+    clear(liveBar).append(
+      h('span.pulse'),
+      text,
+      h('button.ghost.small', { type: 'button', onclick: () => app.live.retryNow(), dataset: { testid: 'live-retry' } }, 'Retry now'),
+    );
+  }
+
+  const onNewPosts = () => renderBanner();
+  const onLive = (e) => renderLive(e.detail);
+  app.addEventListener('new-posts', onNewPosts);
+  app.live.addEventListener('status', onLive);
+
+  // ------------------------------------------------------------------ meta
+
+  const notice = h('div.notices');
+  const meta = h('div.feed-meta', { dataset: { testid: 'feed-meta' } });
+
+  function renderMeta() {
+    clear(notice);
+    if (unavailable) {
+      notice.append(
+        h(
+          'div.card.unavailable',
+          { dataset: { testid: 'feed-unavailable' } },
+          h('strong', unavailable.title),
+          h('p', 'This server does not serve the home feed yet (its schema has no ', h('code', 'feed'), ' query).'),
+          h(
+            'p.muted',
+            'Everything else works: post, open ',
+            h('a', { href: `#/u/${encodeURIComponent(app.viewer.handle)}` }, 'your profile'),
+            ' or anyone’s, follow, like and comment.',
+          ),
+          h('button.ghost.small', { type: 'button', onclick: () => list.reset() }, 'Try again'),
+        ),
+      );
+    }
+    if (degraded) {
+      notice.append(
+        h(
+          'div.card.degraded',
+          { dataset: { testid: 'feed-degraded' } },
+          h('strong', 'Degraded mode. '),
+          'The server answered from a fallback path (ranking timed out, or the timeline store is unavailable): the order or freshness may be off. Nothing you may not see is ever shown.',
+        ),
+      );
+    }
+    const bits = [
+      h('span', `${MODES[mode]} feed`),
+      list.pages ? h('span', plural(list.pages, 'page')) : null,
+      list.pages ? h('span', plural(list.count, 'post')) : null,
+      sessionId ? h('span', { title: `Feed session ${sessionId}` }, `session ${String(sessionId).slice(0, 8)}`) : null,
+      list.duplicates ? h('span.warn', `${list.duplicates} repeated dropped`) : null,
+    ];
+    meta.replaceChildren(...bits.filter(Boolean));
+    meta.hidden = Boolean(unavailable);
+    meta.dataset.pages = String(list.pages);
+  }
+
+  const compose = composer(app, {
+    onPosted: (post) => {
+      if (!unavailable) list.prepend(post);
+      renderMeta();
+    },
+  });
+
+  const el = h(
+    'section.home',
+    compose,
+    toolbar,
+    liveBar,
+    h('div.banner-slot', banner),
+    notice,
+    list.el,
+    meta,
+  );
+
+  syncModes();
+  renderBanner();
+  renderLive(app.live.status);
+  list.reset();
+
+  return {
+    viewerId: app.viewer.id,
+    el,
+    title: 'Home',
+    mount() {
+      list.attach();
+      renderBanner();
+      requestAnimationFrame(() => window.scrollTo({ top: scrollY }));
+    },
+    unmount() {
+      scrollY = window.scrollY;
+      list.detach();
+    },
+    destroy() {
+      list.detach();
+      clearInterval(countdown);
+      app.removeEventListener('new-posts', onNewPosts);
+      app.live.removeEventListener('status', onLive);
+    },
+  };
+}
