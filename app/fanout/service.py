@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.db.models import FANOUT_PULL, Follow, Post
+from app.db.models import FANOUT_PULL, Follow, Post, User
 from app.fanout import lanes
 from app.fanout.modes import ModeDecision, resolve_mode
 from app.fanout.queries import active_follower_pages, active_since, author_posts, followee_posts
@@ -29,6 +29,8 @@ Enqueue = Callable[..., Awaitable[Any]]
 # A post committed while a rebuild was reading may be skipped by both the fan-out (no
 # timeline yet) and the rebuild snapshot; re-reading this window after the write closes it.
 REBUILD_CATCH_UP = timedelta(seconds=30)
+# How far before a push->pull switch posts may still have been split in pull mode (lag).
+PULL_SWITCH_MARGIN = timedelta(hours=1)
 
 
 class FanoutNotifier(Protocol):
@@ -121,7 +123,9 @@ class FanoutService:
     ) -> int:
         """Back to PUSH: posts made while in PULL are only in posts:{author}; push them."""
         assert decision.pull_since is not None
-        since_ms = int(decision.pull_since.timestamp() * 1000)
+        # A post created shortly before the switch to PULL may have been split after it;
+        # re-pushing a post that was already pushed is a no-op, missing one is not.
+        since_ms = int((decision.pull_since - PULL_SWITCH_MARGIN).timestamp() * 1000)
         entries = [
             (post_id, score)
             for post_id, score in await self.store.author_latest(
@@ -153,6 +157,10 @@ class FanoutService:
         async with self.sessions() as session:
             if not await _follows(session, follower_id, followee_id):
                 return 0  # unfollowed again before we ran
+            if await session.scalar(select(User.fanout_mode).where(User.id == followee_id)) == (
+                FANOUT_PULL
+            ):
+                return 0  # read from posts:{author} at read time; no per-follower copies
             entries = await author_posts(session, followee_id, self.settings.backfill_posts)
         if entries:
             await self.store.push_entries(follower_id, entries)

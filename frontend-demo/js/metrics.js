@@ -140,20 +140,22 @@ export class OperatorPanel {
     const hist = histogramBuckets(samples, METRIC.latency);
     this.history.push({ t: now, inserts, buckets: hist?.buckets ?? null });
     while (this.history.length > 2 && now - this.history[0].t > WINDOW_MS) this.history.shift();
-    const oldest = this.history[0];
+    // The oldest sample in the window that has the metric (a process may start exporting late).
+    const past = this.history.slice(0, -1);
+    const insertsBase = past.find((x) => x.inserts !== null);
+    const bucketsBase = past.find((x) => x.buckets !== null);
 
     // Timeline inserts per second over the window.
     let rate = null;
-    if (inserts !== null && this.history.length > 1 && oldest.inserts !== null) {
-      const dt = (now - oldest.t) / 1000;
-      rate = dt > 0 ? Math.max(0, inserts - oldest.inserts) / dt : null;
+    if (inserts !== null && insertsBase) {
+      const dt = (now - insertsBase.t) / 1000;
+      rate = dt > 0 ? Math.max(0, inserts - insertsBase.inserts) / dt : null;
     }
     // p99 over the window; before any request in the window, since the process started.
     let p99 = null;
     let p99Scope = '';
     if (hist) {
-      const base = this.history.length > 1 ? oldest.buckets : null;
-      const windowed = base ? bucketDelta(hist.buckets, base) : null;
+      const windowed = bucketsBase ? bucketDelta(hist.buckets, bucketsBase.buckets) : null;
       const recent = Boolean(windowed) && windowed[windowed.length - 1][1] > 0;
       p99 = quantile(0.99, recent ? windowed : hist.buckets);
       p99Scope = `${hist.scope}, ${recent ? 'last 30 s' : 'since start'}`;

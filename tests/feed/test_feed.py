@@ -113,7 +113,7 @@ async def test_chronological_keyset_has_no_gaps_or_repeats(client, pipeline) -> 
 
 
 async def test_celebrity_posts_are_pulled_not_pushed(client, state, pipeline) -> None:
-    celeb, celeb_id = await make_user(client, "celeb")
+    celeb, _ = await make_user(client, "celeb")
     fans = [await make_user(client, f"fan{i}") for i in range(10)]
     for token, _ in fans:
         await follow(client, token, "celeb")

@@ -8,7 +8,7 @@ import socket
 import time
 
 import pytest
-from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
+from websockets.exceptions import ConnectionClosed
 
 from app.realtime.counts import now_ms
 from app.realtime.keys import Channels
@@ -66,10 +66,10 @@ async def test_server_shutdown_closes_sockets_with_a_code(state) -> None:
     await live.next_update()
     stopped = time.monotonic()
     api.proc.send_signal(signal.SIGTERM)
-    with pytest.raises(ConnectionClosed) as closed:
+    with pytest.raises(ConnectionClosed):
         async with asyncio.timeout(5):
             await live.ws.recv()
-    assert not isinstance(closed.value, ConnectionClosedOK) or True
-    assert live.ws.close_code == 1012  # service restart: reconnect
-    assert await asyncio.to_thread(api.proc.wait, 10) == 0
+    assert live.ws.close_code == 1012  # service restart: the client reconnects
+    # Uvicorn re-raises the signal once its shutdown (lifespan included) completed.
+    assert await asyncio.to_thread(api.proc.wait, 10) in (0, -signal.SIGTERM)
     assert time.monotonic() - stopped < 5
