@@ -4,23 +4,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.fanout.service import FanoutService
+from app.fanout.service import Enqueue, FanoutService
 
 
 def _service(ctx: dict[str, Any]) -> FanoutService:
     return ctx["fanout"]  # type: ignore[no-any-return]
 
 
-async def _enqueue(ctx: dict[str, Any], function: str, *args: Any, job_id: str, lane: str) -> None:
-    await ctx["redis"].enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)
+def _enqueuer(ctx: dict[str, Any]) -> Enqueue:
+    """The service's way to schedule follow-up jobs on this worker's ARQ connection."""
+
+    async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
+        await ctx["redis"].enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)
+
+    return enqueue
 
 
 async def fanout_post(ctx: dict[str, Any], post_id: int) -> int:
-    async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
-        await _enqueue(ctx, function, *args, job_id=job_id, lane=lane)
-
-    result = await _service(ctx).split_post(post_id, enqueue)
+    result = await _service(ctx).split_post(post_id, _enqueuer(ctx))
     return result.batches if result else 0
+
+
+async def fanout_pages(
+    ctx: dict[str, Any],
+    author_id: int,
+    entries: list[list[int]],
+    lane: str,
+    job_prefix: str,
+    after: int,
+) -> int:
+    batches, _ = await _service(ctx).enqueue_pages(
+        author_id, entries, lane, job_prefix, after, _enqueuer(ctx)
+    )
+    return batches
 
 
 async def fanout_batch(

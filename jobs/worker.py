@@ -31,6 +31,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 FUNCTIONS = [
     func(tasks.fanout_post, name=lanes.FANOUT_POST),
+    func(tasks.fanout_pages, name=lanes.FANOUT_PAGES),
     func(tasks.fanout_batch, name=lanes.FANOUT_BATCH),
     func(tasks.backfill_follow, name=lanes.BACKFILL_FOLLOW),
     func(tasks.cleanup_author, name=lanes.CLEANUP_AUTHOR),

@@ -13,6 +13,7 @@ LANES = {"default": DEFAULT, "big": BIG}
 # Job (function) names, shared by the relay, the workers and the tests.
 FANOUT_POST = "fanout_post"
 FANOUT_BATCH = "fanout_batch"
+FANOUT_PAGES = "fanout_pages"  # continuation of a split past SPLIT_PAGES batches
 BACKFILL_FOLLOW = "backfill_follow"
 CLEANUP_AUTHOR = "cleanup_author"
 REBUILD_TIMELINE = "rebuild_timeline"

@@ -50,10 +50,9 @@ def active_since(active_days: int) -> datetime:
 
 
 async def active_follower_pages(
-    session: AsyncSession, author_id: int, since: datetime, page_size: int
+    session: AsyncSession, author_id: int, since: datetime, page_size: int, after: int = 0
 ) -> AsyncIterator[list[int]]:
-    """Pages of active follower ids in id order; each page is one indexed range scan."""
-    after = 0
+    """Pages of active follower ids above `after`, in id order; one range scan each."""
     while True:
         rows = await session.execute(
             _ACTIVE_FOLLOWERS, {"author": author_id, "after": after, "since": since, "n": page_size}

@@ -29,6 +29,8 @@ Enqueue = Callable[..., Awaitable[Any]]
 # A post committed while a rebuild was reading may be skipped by both the fan-out (no
 # timeline yet) and the rebuild snapshot; re-reading this window after the write closes it.
 REBUILD_CATCH_UP = timedelta(seconds=30)
+# FanoutBatch jobs one split job enqueues before handing over to a continuation job.
+SPLIT_PAGES = 50
 # How far before a push->pull switch posts may still have been split in pull mode (lag).
 PULL_SWITCH_MARGIN = timedelta(hours=1)
 
@@ -81,30 +83,45 @@ class FanoutService:
             if self.notifier is not None:
                 await self.notifier.author_posted(post.author_id, post.id, score, post.visibility)
             return SplitResult(decision.mode, 0, 0, reconciled)
-        batches, followers = await self._enqueue_batches(
-            post.author_id, [(post.id, score)], decision, enqueue, f"fb:{post.id}"
+        lane = self.lane_for(decision.follower_count)
+        batches, followers = await self.enqueue_pages(
+            post.author_id, [(post.id, score)], lane, f"fb:{post.id}", 0, enqueue
         )
         return SplitResult(decision.mode, batches, followers, reconciled)
 
-    async def _enqueue_batches(
+    def lane_for(self, follower_count: int) -> str:
+        return lanes.BIG if follower_count >= self.settings.big_author_followers else lanes.DEFAULT
+
+    async def enqueue_pages(
         self,
         author_id: int,
-        entries: list[tuple[int, int]],
-        decision: ModeDecision,
-        enqueue: Enqueue,
+        entries: Sequence[Sequence[int]],
+        lane: str,
         job_prefix: str,
+        after: int,
+        enqueue: Enqueue,
     ) -> tuple[int, int]:
-        lane = (
-            lanes.BIG
-            if decision.follower_count >= self.settings.big_author_followers
-            else lanes.DEFAULT
-        )
+        """Turn up to SPLIT_PAGES pages of active followers above `after` into FanoutBatch
+        jobs, then hand the rest to a continuation job: each job stays short, so a worker
+        killed mid-split loses little and the retry (same job ids) repeats nothing."""
         since = active_since(self.settings.active_days)
         batches = followers = 0
         async with self.sessions() as session:
             async for page in active_follower_pages(
-                session, author_id, since, self.settings.fanout_batch_size
+                session, author_id, since, self.settings.fanout_batch_size, after
             ):
+                if batches == SPLIT_PAGES:
+                    await enqueue(
+                        lanes.FANOUT_PAGES,
+                        author_id,
+                        entries,
+                        lane,
+                        job_prefix,
+                        after,
+                        job_id=f"{job_prefix}:from:{after}",
+                        lane=lanes.DEFAULT,
+                    )
+                    break
                 # Deterministic id: a replayed split re-enqueues the same batch, not a new one.
                 await enqueue(
                     lanes.FANOUT_BATCH,
@@ -116,6 +133,7 @@ class FanoutService:
                 )
                 batches += 1
                 followers += len(page)
+                after = page[-1]
         return batches, followers
 
     async def _reconcile_pull_era(
@@ -134,8 +152,13 @@ class FanoutService:
             if score >= since_ms
         ]
         if entries:
-            await self._enqueue_batches(
-                author_id, entries, decision, enqueue, f"rc:{author_id}:{decision.version}"
+            await self.enqueue_pages(
+                author_id,
+                entries,
+                self.lane_for(decision.follower_count),
+                f"rc:{author_id}:{decision.version}",
+                0,
+                enqueue,
             )
         return len(entries)
 
