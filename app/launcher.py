@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -224,7 +225,17 @@ def cmd_run() -> int:
     stop = _Stop()
     try:
         env = provision.ensure_services()
-        child_env = {**os.environ, **env, "PORT": str(port), "PYTHONUNBUFFERED": "1"}
+        # Workers and API processes share metrics through prometheus multiprocess files.
+        metrics_dir = provision.RUN_DIR / "prometheus"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        child_env = {
+            **os.environ,
+            **env,
+            "PORT": str(port),
+            "PYTHONUNBUFFERED": "1",
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+        }
         provision.migrate(env["DATABASE_URL"])
         _seed_if_empty(env["DATABASE_URL"], child_env)
         signal.signal(signal.SIGINT, stop.handler)

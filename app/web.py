@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -32,6 +33,7 @@ from app.api.subscriptions import ABORT_KEY, SocketContext
 from app.auth.tokens import user_id_from_header
 from app.config import PROJECT_ROOT, get_settings
 from app.errors import AppError
+from app.observability.exposition import render as render_metrics
 from app.observability.metrics import GRAPHQL_LATENCY
 from app.realtime.hub import Hub
 from app.realtime.settings import get_realtime_settings
@@ -181,6 +183,9 @@ def create_app(state: AppState | None = None) -> Starlette:
         hub = Hub(holder["state"].redis, holder["state"].sessions)
         await hub.start()
         hubs["hub"] = hub
+        # Imported modules are never garbage: keep their objects out of every full
+        # collection, whose pause grows with the heap (thousands of sockets make it long).
+        gc.freeze()
         try:
             yield
         finally:
@@ -208,7 +213,8 @@ def create_app(state: AppState | None = None) -> Starlette:
         return JSONResponse({"status": "ok"})
 
     async def metrics(request: Request) -> Response:
-        return PlainTextResponse(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        body = await render_metrics(current_state())
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     async def index(request: Request) -> Response:
         page = DEMO_DIR / "index.html"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Histogram
 
 GRAPHQL_REQUESTS = Counter(
     "feed_graphql_requests_total", "GraphQL HTTP requests by outcome", ["outcome"]
@@ -12,19 +12,12 @@ GRAPHQL_LATENCY = Histogram(
     "GraphQL HTTP request latency",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
 )
-OUTBOX_OLDEST_AGE = Gauge(
-    "feed_outbox_oldest_unpublished_seconds", "Age of the oldest unpublished outbox event"
-)
 POST_TO_TIMELINE = Histogram(
     "feed_post_to_timeline_seconds",
     "From a post's creation to its id being written into follower timelines",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
 )
 TIMELINE_INSERTS = Counter("feed_timeline_inserts_total", "Timeline entries written by fan-out")
-FANOUT_LAG = Gauge(
-    "feed_fanout_oldest_job_age_seconds", "Age of the oldest pending job per lane", ["lane"]
-)
-FANOUT_QUEUED = Gauge("feed_fanout_queued_jobs", "Jobs waiting per lane", ["lane"])
 FEED_STAGE = Histogram(
     "feed_read_stage_seconds",
     "Feed read latency per stage",

@@ -3,6 +3,7 @@ Redis timelines. Thresholds are shrunk in conftest (pull at 10, push below 8, ba
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from app.fanout import lanes
@@ -130,3 +131,30 @@ async def test_cold_start_rebuilds_on_log_in(client, state, pipeline) -> None:
     assert not await state.timelines.exists(reader_id)
     (await gql(client, "LogIn", {"handle": "reader", "password": "password123"})).ok()
     assert await timeline_ids(state, reader_id) == list(reversed(made))
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not exported")
+
+
+async def test_metrics_report_outbox_age_and_lane_lag_in_seconds(client, pipeline) -> None:
+    author, _, _ = await _network(client, 2)
+    await pipeline.settle()
+    await post(client, author, "waiting")
+    await asyncio.sleep(1.1)
+    text = (await client.get("/metrics")).text
+    assert _metric(text, "feed_outbox_oldest_unpublished_seconds") >= 1.0
+    await pipeline.relay.drain()  # relayed, not yet worked on
+    await asyncio.sleep(1.1)
+    text = (await client.get("/metrics")).text
+    assert _metric(text, "feed_outbox_oldest_unpublished_seconds") == 0
+    assert _metric(text, 'feed_fanout_oldest_job_age_seconds{lane="default"}') >= 1.0
+    assert _metric(text, 'feed_fanout_queued_jobs{lane="default"}') == 1
+    await pipeline.settle()
+    text = (await client.get("/metrics")).text
+    assert _metric(text, 'feed_fanout_oldest_job_age_seconds{lane="default"}') == 0
+    assert _metric(text, "feed_timeline_inserts_total") >= 2
+    assert "feed_post_to_timeline_seconds_bucket" in text

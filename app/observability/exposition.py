@@ -1,0 +1,66 @@
+"""What /metrics serves: this process's metrics, the workers' (prometheus multiprocess mode
+when PROMETHEUS_MULTIPROC_DIR is set, as `make run` does) and live gauges read at scrape
+time: fan-out lag per lane in seconds and the age of the oldest unpublished outbox event."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+from sqlalchemy import text
+
+from app.fanout.lag import lane_lag_seconds
+from app.state import AppState
+
+_OUTBOX_AGE = text(
+    "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM outbox "
+    "WHERE published_at IS NULL"
+)
+
+
+class _Live(Collector):
+    def __init__(self) -> None:
+        self.lag: dict[str, tuple[float, int]] = {}
+        self.outbox_age = 0.0
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        lag = GaugeMetricFamily(
+            "feed_fanout_oldest_job_age_seconds",
+            "Age of the oldest job waiting per lane (seconds, not messages)",
+            labels=["lane"],
+        )
+        queued = GaugeMetricFamily(
+            "feed_fanout_queued_jobs", "Jobs waiting per lane", labels=["lane"]
+        )
+        for lane, (age, waiting) in sorted(self.lag.items()):
+            lag.add_metric([lane], age)
+            queued.add_metric([lane], waiting)
+        yield lag
+        yield queued
+        yield GaugeMetricFamily(
+            "feed_outbox_oldest_unpublished_seconds",
+            "Age of the oldest outbox event not yet relayed",
+            value=self.outbox_age,
+        )
+
+
+_live = _Live()
+
+
+async def render(state: AppState) -> bytes:
+    try:
+        _live.lag = await lane_lag_seconds(state.redis)
+        async with state.engine.connect() as conn:
+            _live.outbox_age = float((await conn.execute(_OUTBOX_AGE)).scalar_one())
+    except Exception:  # a scrape must answer even when a backend is down
+        _live.lag, _live.outbox_age = {}, 0.0
+    registry = CollectorRegistry()
+    registry.register(_live)
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        MultiProcessCollector(registry)
+        return generate_latest(registry)
+    return generate_latest(REGISTRY) + generate_latest(registry)
