@@ -17,7 +17,7 @@ from strawberry.types import ExecutionContext
 
 from app.api.mutations import Mutation
 from app.api.queries import Query
-from app.api.subscriptions import Subscription
+from app.api.subscriptions import EventScopedExecutor, Subscription
 from app.config import get_settings
 from app.errors import AppError
 
@@ -53,6 +53,8 @@ def build_schema(subscription: type | None = Subscription) -> FeedSchema:
         query=Query,
         mutation=Mutation,
         subscription=subscription,
+        # Only changes subscriptions: see EventScopedExecutor (a per-frame leak otherwise).
+        execution_context_class=EventScopedExecutor,
         extensions=[
             # Factories: a fresh extension per request; the two caches are module-level LRUs.
             lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),

@@ -154,7 +154,8 @@ async def _eval_users(
         pipe = redis.pipeline(transaction=False)
         for ids in chunks:
             ks = [keys.count_key(u) for u in ids]
-            pipe.evalsha(script.sha, len(ks), *ks, *head, *ids)
+            args: list[Any] = [*ks, *head, *ids]
+            pipe.evalsha(script.sha, len(ks), *args)
         try:
             return list(await pipe.execute())
         except NoScriptError:

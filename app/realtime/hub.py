@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
+from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -116,6 +117,15 @@ class Subscriber:
             return state
 
 
+def _pubsub_client(redis: AnyRedis) -> Redis:
+    """Classic pub/sub on a cluster reaches every node, so any one node will do (redis-py's
+    asyncio cluster client has no pubsub of its own)."""
+    if isinstance(redis, Redis):
+        return redis
+    node = redis.get_default_node()
+    return Redis(host=node.host, port=int(node.port), health_check_interval=30)
+
+
 class Hub:
     """Routes pub/sub notifications to this process's subscribers."""
 
@@ -141,6 +151,10 @@ class Hub:
         self._author_sem = asyncio.Semaphore(self.settings.author_concurrency)
         self._author_backlog = 0
         self._pubsub: PubSub | None = None
+        self._pubsub_redis: Redis | None = None
+        # PubSub.connect() is not safe to race: two first callers would each take a
+        # connection, and one would hear confirmations nobody reads.
+        self._send_lock = asyncio.Lock()
         self._running = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -148,8 +162,13 @@ class Hub:
     async def start(self) -> None:
         """Never fails for Redis being down: the API serves feeds without live updates and
         the read loop connects when Redis is back."""
-        self._pubsub = self.redis.pubsub()
+        self._pubsub_redis = _pubsub_client(self.redis)
+        self._pubsub = self._pubsub_redis.pubsub()
         self._running = True
+        try:
+            await self._join(self.channels.hub, wait=False)
+        except (RedisError, OSError):
+            log.warning("Redis unavailable at start: live updates wait for it", exc_info=True)
         self._loops = [
             asyncio.create_task(self._read_loop(), name="realtime-read"),
             asyncio.create_task(self._sweep_loop(), name="realtime-sweep"),
@@ -169,6 +188,8 @@ class Hub:
         if self._pubsub is not None:
             with contextlib.suppress(RedisError, OSError):
                 await self._pubsub.aclose()
+                if self._pubsub_redis is not None and self._pubsub_redis is not self.redis:
+                    await self._pubsub_redis.aclose()
             self._pubsub = None
 
     @property
@@ -254,7 +275,8 @@ class Hub:
             fut = asyncio.get_running_loop().create_future()
             self._confirm[raw] = fut
             try:
-                await self._pubsub.subscribe(channel)
+                async with self._send_lock:
+                    await self._pubsub.subscribe(channel)
             except BaseException:
                 self._joined.discard(channel)
                 self._confirm.pop(raw, None)
@@ -270,7 +292,8 @@ class Hub:
             self._confirm.pop(c.encode(), None)
         if gone and self._running:
             with contextlib.suppress(RedisError, OSError):
-                await self._pubsub.unsubscribe(*gone)
+                async with self._send_lock:
+                    await self._pubsub.unsubscribe(*gone)
 
     def _wanted(self, channel: str) -> bool:
         users, authors = self.channels.user_prefix, self.channels.author_prefix

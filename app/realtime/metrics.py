@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-SUBSCRIBERS = Gauge("feed_realtime_subscribers", "Live feedUpdates subscriptions in this process")
+SUBSCRIBERS = Gauge(
+    "feed_realtime_subscribers",
+    "Live feedUpdates subscriptions (summed over live processes in multiprocess mode)",
+    multiprocess_mode="livesum",
+)
 PUBLISHED = Counter(
     "feed_realtime_notifications_published_total",
     "Notifications published to Redis pub/sub, by kind (user, author, reset)",

@@ -51,7 +51,8 @@ class RedisNotifier:
             return  # never announced to anyone
         message = encode_author_post(post_id, created_ms, visibility, counts.now_ms())
         try:
-            await self.redis.publish(self.channels.author(author_id), message)
+            # A raw command: redis-py's cluster client has no publish(); a cluster broadcasts.
+            await self.redis.execute_command("PUBLISH", self.channels.author(author_id), message)
         except RedisError:
             log.warning("live notification for author %d failed", author_id, exc_info=True)
             return

@@ -143,19 +143,4 @@ return removed
 """,
 )
 
-# Keyset page strictly older than (score, member) in (score desc, member desc) order.
-# KEYS[1]. ARGV: cursor score, limit. Returns members only: scores are derived from ids.
-# The score bound is INCLUSIVE so posts sharing the cursor's millisecond are not lost; the
-# caller drops the leading rows with that score and member >= cursor member. Fetching
-# ZCOUNT(score) + limit rows guarantees a full page survives that drop, however long the run.
-BEFORE = LuaScript(
-    "before",
-    """
-local key = KEYS[1]
-local same = redis.call('ZCOUNT', key, ARGV[1], ARGV[1])
-return redis.call('ZRANGE', key, ARGV[1], '(0', 'BYSCORE', 'REV', 'LIMIT', 0,
-  same + tonumber(ARGV[2]))
-""",
-)
-
-ALL_SCRIPTS = (PUSH_MANY, PUSH_ENTRIES, REBUILD, REMOVE, BEFORE)
+ALL_SCRIPTS = (PUSH_MANY, PUSH_ENTRIES, REBUILD, REMOVE)

@@ -28,7 +28,6 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from app.timelines.scripts import (
-    BEFORE,
     EMPTY_MEMBER,
     PUSH_ENTRIES,
     PUSH_MANY,
@@ -393,10 +392,12 @@ class TimelineStore:
         if limit <= 0:
             return []
         score = _check_score(score_ms)
-        rows = _parse_members(await self._eval(BEFORE, [key], [score, limit]))
-        # Leading rows share the cursor's millisecond with an id at or above the cursor's:
-        # already served. Everything after the first older row is older too.
-        skip = 0
-        while skip < len(rows) and rows[skip][1] == score and rows[skip][0] >= post_id:
-            skip += 1
-        return rows[skip : skip + limit]
+        # One round trip, two ranges: the cursor's own millisecond (inclusive bound; its ids at
+        # or above the cursor were served already) and everything strictly older. A long run
+        # of equal scores costs rows, never correctness; no Lua, so no per-call script cost.
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.execute_command("ZRANGE", key, score, score, "BYSCORE", "REV")
+        pipe.execute_command("ZRANGE", key, f"({score}", "(0", "BYSCORE", "REV", "LIMIT", 0, limit)
+        same, older = await pipe.execute()
+        rows = [e for e in _parse_members(same) if e[0] < post_id]
+        return (rows + _parse_members(older))[:limit]

@@ -28,8 +28,14 @@ class App extends EventTarget {
       toasts: document.getElementById('toasts'),
     };
     this.operator = new OperatorPanel(this.els.operator);
+    this.feedSeenUpTo = 0; // createdAt (ms) of the newest post on the feed's first page
     this.live.addEventListener('update', (e) => {
-      this.setNewPosts(e.detail.newPostCount, e.detail.latestPostAt);
+      const { newPostCount, latestPostAt } = e.detail;
+      // A frame sent before our last first page was read can arrive after it: when its newest
+      // post is no newer than what the page already shows, there is nothing new to offer.
+      const latest = Date.parse(latestPostAt || '');
+      const stale = Number.isFinite(latest) && latest <= this.feedSeenUpTo;
+      this.setNewPosts(stale ? 0 : newPostCount, stale ? null : latestPostAt);
     });
     this.live.addEventListener('status', () => this.renderHeader());
     this.live.addEventListener('unauthorized', () => this.checkSession());
@@ -86,6 +92,7 @@ class App extends EventTarget {
     this.viewer = null;
     this.live.stop();
     forgetHome();
+    this.feedSeenUpTo = 0;
     this.setNewPosts(0, null);
     this.notice = notice;
     this.applyOperator();

@@ -87,7 +87,8 @@ export class LiveFeed extends EventTarget {
       this.setStatus('unauthorized', 'Log in to get live updates.');
       return;
     }
-    this.setStatus(this.attempt === 0 ? 'connecting' : 'reconnecting', 'Connecting…');
+    if (this.attempt === 0) this.setStatus('connecting', 'Connecting…');
+    else this.setStatus('reconnecting', this.status.detail); // retryAt null: trying now
     let ws;
     try {
       ws = new WebSocket(this.url, PROTOCOL);
@@ -126,8 +127,14 @@ export class LiveFeed extends EventTarget {
       this.schedule(UNAVAILABLE_RETRY_MS, 'unavailable', this.status.detail);
       return;
     }
-    const why = event.code === 1006 || !event.code ? 'connection lost' : `closed (${event.code})`;
-    this.scheduleReconnect(`Live updates ${why}.`);
+    const why =
+      {
+        1001: 'The server went away.',
+        1011: 'The server hit an error.',
+        1012: 'The server is restarting.',
+        1013: 'The server is busy.',
+      }[event.code] || (event.code === 1006 || !event.code ? 'Connection lost.' : `Closed (${event.code}).`);
+    this.scheduleReconnect(why);
   }
 
   scheduleReconnect(detail) {

@@ -14,6 +14,7 @@ export const METRIC = {
   queued: 'feed_fanout_queued_jobs',
   inserts: 'feed_timeline_inserts_total',
   latency: 'feed_graphql_request_seconds',
+  stages: 'feed_read_stage_seconds',
   outbox: 'feed_outbox_oldest_unpublished_seconds',
 };
 
@@ -66,6 +67,22 @@ export function histogramBuckets(samples, name) {
     sums.set(le, (sums.get(le) || 0) + s.value);
   }
   return { scope, buckets: [...sums.entries()].sort((a, b) => a[0] - b[0]) };
+}
+
+/** Cumulative buckets per value of one label: Map(label value -> [[le, count], ...]). */
+export function histogramByLabel(samples, name, label) {
+  const series = new Map();
+  for (const s of samples) {
+    if (s.name !== `${name}_bucket` || s.labels[label] === undefined) continue;
+    const key = s.labels[label];
+    if (!series.has(key)) series.set(key, new Map());
+    const sums = series.get(key);
+    const le = parseValue(s.labels.le);
+    sums.set(le, (sums.get(le) || 0) + s.value);
+  }
+  const out = new Map();
+  for (const [key, sums] of series) out.set(key, [...sums.entries()].sort((a, b) => a[0] - b[0]));
+  return out;
 }
 
 /** histogram_quantile over cumulative [[le, count], ...] (linear inside a bucket). */
@@ -138,7 +155,8 @@ export class OperatorPanel {
   update(samples, now) {
     const inserts = counterTotal(samples, METRIC.inserts);
     const hist = histogramBuckets(samples, METRIC.latency);
-    this.history.push({ t: now, inserts, buckets: hist?.buckets ?? null });
+    const stages = histogramByLabel(samples, METRIC.stages, 'stage');
+    this.history.push({ t: now, inserts, buckets: hist?.buckets ?? null, stages });
     while (this.history.length > 2 && now - this.history[0].t > WINDOW_MS) this.history.shift();
     // The oldest sample in the window that has the metric (a process may start exporting late).
     const past = this.history.slice(0, -1);
@@ -160,6 +178,14 @@ export class OperatorPanel {
       p99 = quantile(0.99, recent ? windowed : hist.buckets);
       p99Scope = `${hist.scope}, ${recent ? 'last 30 s' : 'since start'}`;
     }
+    // Feed read stages (read path's own histogram), p99 over the same window.
+    const stageBase = past.find((x) => x.stages.size)?.stages;
+    const stageP99 = [...stages.entries()].map(([stage, buckets]) => {
+      const windowed = stageBase?.has(stage) ? bucketDelta(buckets, stageBase.get(stage)) : null;
+      const recent = Boolean(windowed) && windowed[windowed.length - 1][1] > 0;
+      return { stage, p99: quantile(0.99, recent ? windowed : buckets) };
+    }).filter((x) => x.p99 !== null);
+
     const lanes = samples
       .filter((s) => s.name === METRIC.lag)
       .map((s) => ({
@@ -176,7 +202,7 @@ export class OperatorPanel {
       if (!this.series.lag.has(lane)) this.series.lag.set(lane, []);
       push(this.series.lag.get(lane), age);
     }
-    this.show({ rate, p99, p99Scope, lanes, outbox, hasInserts: inserts !== null });
+    this.show({ rate, p99, p99Scope, stageP99, lanes, outbox, hasInserts: inserts !== null });
   }
 
   // ---------------------------------------------------------------------- view
@@ -195,7 +221,7 @@ export class OperatorPanel {
         this.stateEl,
       ),
       section('Fan-out lag per lane', 'age of the oldest pending job', this.lanesEl),
-      section('Timeline inserts', 'per second, last 30 s', this.insertsEl),
+      section('Timeline inserts', 'per second, as this /metrics counts them', this.insertsEl),
       section('Feed p99', 'request latency', this.p99El),
       section('Outbox', 'oldest unpublished event', this.outboxEl),
     );
@@ -207,7 +233,7 @@ export class OperatorPanel {
     this.stateEl.dataset.kind = kind;
   }
 
-  show({ rate, p99, p99Scope, lanes, outbox, hasInserts, initial }) {
+  show({ rate, p99, p99Scope, stageP99 = [], lanes, outbox, hasInserts, initial }) {
     clear(this.lanesEl);
     if (!lanes.length) {
       this.lanesEl.append(missing(initial ? '…' : `${METRIC.lag} not exported by this API process`));
@@ -238,8 +264,17 @@ export class OperatorPanel {
       'ms',
       this.series.p99,
       initial ? '…' : `no ${METRIC.latency} samples yet`,
-      p99Scope,
+      p99Scope ? `p99 of ${p99Scope}` : '',
     );
+    if (stageP99.length) {
+      this.p99El.append(
+        h(
+          'div.op-stages',
+          { dataset: { testid: 'operator-stages' } },
+          stageP99.map(({ stage, p99: v }) => h('span', h('b', stage), ` ${formatSeconds(v)}`)),
+        ),
+      );
+    }
     figure(
       this.outboxEl,
       outbox === null ? null : formatSeconds(outbox),
@@ -276,6 +311,8 @@ function push(list, value) {
 
 function formatSeconds(s) {
   if (s === null || s === undefined || Number.isNaN(s)) return '—';
+  if (s === 0) return '0 s';
+  if (s < 0.01) return `${(s * 1000).toFixed(1)} ms`;
   if (s < 1) return `${Math.round(s * 1000)} ms`;
   if (s < 120) return `${s.toFixed(1)} s`;
   return `${Math.round(s / 60)} min`;

@@ -61,18 +61,43 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false } = 
     onRemove(post);
   }
 
+  // Likes are optimistic and never drop a click: the card shows the state you asked for at
+  // once, and one request at a time walks the server there (a quick like-unlike-like sends
+  // what is still needed when the previous answer arrives).
+  let wantLiked = null;
+  let liking = false;
+  let beforeLikes = post;
+
   async function toggleLike() {
-    if (busy) return;
-    const before = post;
-    const liked = post.viewerHasLiked;
-    // Optimistic: flip now, then take the server's counts (or restore on failure).
-    post = { ...post, viewerHasLiked: !liked, likeCount: post.likeCount + (liked ? -1 : 1) };
+    if (!liking) beforeLikes = post;
+    const target = !(wantLiked ?? post.viewerHasLiked);
+    if (target !== post.viewerHasLiked) {
+      post = { ...post, viewerHasLiked: target, likeCount: Math.max(0, post.likeCount + (target ? 1 : -1)) };
+    }
+    wantLiked = target;
     render();
-    const ok = await run(liked ? 'UnlikePost' : 'LikePost', { id: post.id }, (data) => {
-      post = data.likePost || data.unlikePost;
-    });
-    if (!ok) {
-      post = before;
+    if (liking) return;
+    liking = true;
+    let confirmed = null;
+    try {
+      while (wantLiked !== null && wantLiked !== confirmed?.viewerHasLiked) {
+        const goal = wantLiked;
+        const data = await app.call(goal ? 'LikePost' : 'UnlikePost', { id: post.id });
+        confirmed = data.likePost || data.unlikePost;
+        if (wantLiked === goal) break;
+      }
+      if (confirmed) post = confirmed;
+    } catch (err) {
+      if (err.code === 'NOT_FOUND') {
+        app.report(err, 'This post was deleted or is no longer visible to you.');
+        remove();
+      } else {
+        app.report(err);
+        post = confirmed ?? beforeLikes; // what the server last said, or the state before
+      }
+    } finally {
+      wantLiked = null;
+      liking = false;
       render();
     }
   }

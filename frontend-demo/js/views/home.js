@@ -35,7 +35,12 @@ function createHome(app) {
     empty: 'Your feed is empty. Follow someone (click an author) or post something.',
     fetchPage: async (after, signal) => {
       const data = await app.call('Feed', { first: app.pageSize, after, mode }, { signal });
-      if (!after) app.setNewPosts(0, null); // the server resets the count on a first page
+      if (!after) {
+        // The server resets its count when it serves a first page; so do we.
+        const times = data.feed.edges.map((e) => Date.parse(e.node.createdAt)).filter(Number.isFinite);
+        app.feedSeenUpTo = Math.max(0, ...times);
+        app.setNewPosts(0, null);
+      }
       return data.feed;
     },
     onPage: (page) => {
@@ -144,7 +149,11 @@ function createHome(app) {
         h('strong', title),
         ' ',
         detail || '',
-        secs !== null && secs > 0 ? h('span.muted', ` Next try in ${secs} s.`) : null,
+        state === 'reconnecting' && (secs === null || secs === 0)
+          ? h('span.muted', ' Trying now…')
+          : secs !== null && secs > 0
+            ? h('span.muted', ` Next try in ${secs} s.`)
+            : null,
       );
     };
     paint();

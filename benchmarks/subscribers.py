@@ -1,0 +1,349 @@
+"""Realtime subscribers benchmark (issue 5): N concurrent `feedUpdates` websockets against one
+API process, publish-to-deliver latency, server CPU idle and under notifications, and memory
+per idle socket.
+
+    python -m benchmarks.subscribers --subscribers 100,1000,5000
+
+It starts its own `uvicorn app.web:app` (one process, as `make run` does) against a scratch
+database `feedbench_realtime` (re-created) and Redis db 14 (FLUSHED), uses DATABASE_URL/
+REDIS_URL or the embedded servers, and runs the clients in this process (uvloop, `websockets`,
+compression negotiated as a browser does). Client and server share the machine's cores, so
+latencies include the client's own parsing. Per size:
+
+- connect: N sockets (connection_init + subscribe + first frame), 100 at a time;
+- memory: server RSS growth / N after the sockets settle;
+- idle: server CPU over --idle-seconds (uvicorn's websocket pings every 20 s included);
+- spread: notifications through the workers' own path (`RedisNotifier.delivered`, one
+  script call per batch), round-robin over the users so no user gets two inside the
+  coalescing window, N/5 per second (20..1000); latency = PUBLISH call to frame received;
+- celebrity: a pull-mode author followed by all N posts (`RedisNotifier.author_posted`, one
+  message); every socket gets a frame: latency per socket, 3 rounds.
+Results go to docs/decisions/0004-realtime.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+import orjson
+import psutil
+import uvloop
+from redis.asyncio import Redis
+from websockets.asyncio.client import ClientConnection, connect
+
+from app import provision
+from app.auth.tokens import issue_token
+from app.config import PROJECT_ROOT, Settings
+from app.realtime.notifier import RedisNotifier
+from app.realtime.settings import RealtimeSettings
+
+DB_NAME = "feedbench_realtime"
+REDIS_DB = 14
+NAMESPACE = "bench"
+SECRET = "benchmark-secret-key-that-is-long-enough-for-hs256"
+SUBSCRIBE = json.dumps(
+    {
+        "id": "1",
+        "type": "subscribe",
+        "payload": {"query": "subscription { feedUpdates { newPostCount latestPostAt } }"},
+    }
+)
+BASE_POST_ID = 1_600_000_000_000_000_000  # 19 digits, any value works for counting
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Clients:
+    """N subscribed sockets and what they received."""
+
+    sockets: list[ClientConnection] = field(default_factory=list)
+    readers: list[asyncio.Task[None]] = field(default_factory=list)
+    sent_at: dict[int, float] = field(default_factory=dict)  # user -> PUBLISH time
+    latencies: list[float] = field(default_factory=list)
+    frames: int = 0
+    all_in: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def on_frame(self, user_id: int, now: float) -> None:
+        self.frames += 1
+        sent = self.sent_at.pop(user_id, None)
+        if sent is not None:
+            self.latencies.append(now - sent)
+            if not self.sent_at:
+                self.all_in.set()
+
+    async def read(self, ws: ClientConnection, user_id: int) -> None:
+        with contextlib.suppress(Exception):
+            async for raw in ws:
+                now = time.time()
+                message = orjson.loads(raw)
+                if message["type"] == "next":
+                    self.on_frame(user_id, now)
+                elif message["type"] == "ping":
+                    await ws.send('{"type":"pong"}')
+
+
+async def open_socket(url: str, token: str) -> ClientConnection:
+    ws = await connect(url, subprotocols=["graphql-transport-ws"], open_timeout=60)  # type: ignore[list-item]
+    await ws.send(json.dumps({"type": "connection_init", "payload": {"authorization": token}}))
+    ack = orjson.loads(await ws.recv())
+    if ack["type"] != "connection_ack":
+        raise RuntimeError(f"not acknowledged: {ack}")
+    await ws.send(SUBSCRIBE)
+    first = orjson.loads(await ws.recv())
+    if first["type"] != "next":
+        raise RuntimeError(f"no first frame: {first}")
+    return ws
+
+
+class Server:
+    def __init__(self, env: dict[str, str], deflate: bool) -> None:
+        self.port = free_port()
+        args = ["--ws-per-message-deflate", "false"] if not deflate else []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "app.web:app", "--host", "127.0.0.1",
+             "--port", str(self.port), "--log-level", "warning", *args],
+            cwd=PROJECT_ROOT, env={**os.environ, **env},
+        )  # fmt: skip
+        self.ps = psutil.Process(self.proc.pid)
+        self.ws_url = f"ws://127.0.0.1:{self.port}/graphql"
+
+    async def ready(self) -> None:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.port}") as client:
+            for _ in range(400):
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get("/healthz")).status_code == 200:
+                        return
+                await asyncio.sleep(0.05)
+        raise TimeoutError("server did not start")
+
+    def cpu(self) -> float:
+        t = self.ps.cpu_times()
+        return float(t.user + t.system)
+
+    def rss(self) -> int:
+        return int(self.ps.memory_info().rss)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+async def seed(database_url: str, users: int) -> int:
+    """Users 1..N, all active, all following one pull-mode author (id N+1)."""
+    conn = await asyncpg.connect(provision.asyncpg_url(database_url))
+    try:
+        await conn.execute("TRUNCATE users RESTART IDENTITY CASCADE")
+        await conn.execute(
+            """INSERT INTO users (handle, password_hash, display_name, last_active_at)
+               SELECT 'bench' || g, 'x', 'bench ' || g, now() FROM generate_series(1, $1) g""",
+            users,
+        )
+        author = await conn.fetchval(
+            """INSERT INTO users (handle, password_hash, display_name, fanout_mode,
+                                  follower_count, last_active_at)
+               VALUES ('celebrity', 'x', 'Celebrity', 1, $1, now()) RETURNING id""",
+            users,
+        )
+        await conn.execute(
+            "INSERT INTO follows (follower_id, followee_id) "
+            "SELECT g, $1 FROM generate_series(1, $2) g",
+            author,
+            users,
+        )
+        return int(author)
+    finally:
+        await conn.close()
+
+
+async def measure(
+    n: int, server: Server, redis: Redis, settings: Settings, author: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    notifier = RedisNotifier(redis, RealtimeSettings(namespace=NAMESPACE))
+    clients = Clients()
+    rss0 = server.rss()
+    gate = asyncio.Semaphore(100)
+
+    async def one(user_id: int) -> None:
+        async with gate:
+            ws = await open_socket(server.ws_url, f"Bearer {issue_token(settings, user_id)}")
+        clients.sockets.append(ws)
+        clients.readers.append(asyncio.create_task(clients.read(ws, user_id)))
+
+    started, cpu0 = time.perf_counter(), server.cpu()
+    await asyncio.gather(*(one(u) for u in range(1, n + 1)))
+    connect_s = time.perf_counter() - started
+    connect_cpu = server.cpu() - cpu0
+    # The client shares the machine: keep its own full collections (thousands of sockets'
+    # objects) out of the latencies it measures.
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    await asyncio.sleep(3)
+    rss1 = server.rss()
+    # Warm up both paths (script loads, statement preparation) before timing anything.
+    await notifier.delivered(author, [(BASE_POST_ID, int(time.time() * 1000))], [1])
+    await notifier.author_posted(author, BASE_POST_ID, int(time.time() * 1000), "public")
+    await asyncio.sleep(1.0)
+
+    cpu0, t0 = server.cpu(), time.perf_counter()
+    await asyncio.sleep(args.idle_seconds)
+    idle_pct = 100 * (server.cpu() - cpu0) / (time.perf_counter() - t0)
+
+    # Spread: round-robin batches every 10 ms, each batch one worker-style script call.
+    rate = max(20, min(1000, n // 5))
+    per_tick = max(1, rate // 100)
+    ticks = int(args.load_seconds * rate / per_tick)
+    order = list(range(1, n + 1))
+    post_id, cursor = BASE_POST_ID, 0
+    cpu0, t0 = server.cpu(), time.perf_counter()
+    for tick in range(ticks):
+        target = t0 + tick * per_tick / rate
+        await asyncio.sleep(max(0.0, target - time.perf_counter()))
+        batch = [order[(cursor + i) % n] for i in range(per_tick)]
+        cursor += per_tick
+        post_id += 1
+        now = time.time()
+        for user_id in batch:
+            clients.sent_at[user_id] = now
+        await notifier.delivered(author, [(post_id, int(now * 1000))], batch)
+    await asyncio.sleep(1.0)
+    load_pct = 100 * (server.cpu() - cpu0) / (time.perf_counter() - t0)
+    spread = list(clients.latencies)
+    lost = len(clients.sent_at)
+    clients.sent_at.clear()
+
+    # Celebrity: one message, every socket gets a frame.
+    celebrity: list[float] = []
+    last: list[float] = []
+    celebrity_cpu: list[float] = []
+    for _ in range(3):
+        await asyncio.sleep(1.0)
+        clients.latencies.clear()
+        post_id += 1
+        now = time.time()
+        clients.sent_at.update(dict.fromkeys(range(1, n + 1), now))
+        clients.all_in.clear()
+        cpu0 = server.cpu()
+        await notifier.author_posted(author, post_id, int(now * 1000), "public")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(clients.all_in.wait(), 60)
+        celebrity_cpu.append(server.cpu() - cpu0)
+        celebrity += clients.latencies
+        last.append(max(clients.latencies, default=float("nan")))
+        lost += len(clients.sent_at)
+        clients.sent_at.clear()
+
+    for ws in clients.sockets:
+        with contextlib.suppress(Exception):
+            await ws.close()
+    for task in clients.readers:
+        task.cancel()
+    gc.enable()
+    gc.unfreeze()
+    return {
+        "subscribers": n,
+        "connect_s": round(connect_s, 1),
+        "connect_cpu_ms_per_socket": round(1000 * connect_cpu / n, 2),
+        "rss_per_socket_kb": round((rss1 - rss0) / n / 1024, 1),
+        "server_rss_mb": round(rss1 / 2**20),
+        "idle_cpu_pct": round(idle_pct, 2),
+        "spread_rate_per_s": rate,
+        "spread_cpu_pct": round(load_pct, 1),
+        "spread_p50_ms": round(1000 * percentile(spread, 0.5), 1),
+        "spread_p99_ms": round(1000 * percentile(spread, 0.99), 1),
+        "celebrity_p50_ms": round(1000 * percentile(celebrity, 0.5), 1),
+        "celebrity_p99_ms": round(1000 * percentile(celebrity, 0.99), 1),
+        "celebrity_last_ms": round(1000 * statistics.median(last), 1),
+        "celebrity_cpu_ms": round(1000 * statistics.median(celebrity_cpu), 1),
+        "lost": lost,
+    }
+
+
+def with_db(url: str, db: int) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+async def main(args: argparse.Namespace) -> int:
+    sizes = [int(s) for s in args.subscribers.split(",")]
+    env = provision.ensure_services()
+    database_url = await provision.acreate_database(env["DATABASE_URL"], DB_NAME, replace=True)
+    await asyncio.to_thread(provision.migrate, database_url)
+    redis_url = with_db(env["REDIS_URL"], REDIS_DB)
+    server_env = {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "SECRET_KEY": SECRET,
+        "REALTIME_NAMESPACE": NAMESPACE,
+    }
+    settings = Settings(database_url=database_url, redis_url=redis_url, secret_key=SECRET)
+    redis = Redis.from_url(redis_url)
+    results = []
+    try:
+        for n in sizes:
+            author = await seed(database_url, n)
+            await redis.flushdb()
+            server = Server(server_env, deflate=not args.no_deflate)
+            try:
+                await server.ready()
+                result = await measure(n, server, redis, settings, author, args)
+            finally:
+                server.stop()
+            results.append(result)
+            print(json.dumps(result), flush=True)
+    finally:
+        await redis.aclose()
+        await provision.adrop_database(env["DATABASE_URL"], DB_NAME)
+    keys = list(results[0])
+    print("\n| " + " | ".join(keys) + " |")
+    print("|" + " --- |" * len(keys))
+    for r in results:
+        print("| " + " | ".join(str(r[k]) for k in keys) + " |")
+    return 0
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subscribers", default="100,1000,5000")
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--load-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--no-deflate", action="store_true", help="server without permessage-deflate"
+    )
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(uvloop.run(main(parse(sys.argv[1:]))))

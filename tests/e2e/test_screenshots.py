@@ -1,0 +1,139 @@
+"""Regenerate docs/screenshots/*.png from the running system (opt-in: they are committed).
+
+    E2E_SCREENSHOTS=1 make test ARGS='tests/e2e/test_screenshots.py'
+
+Everything on them is real: users, posts and follows made through the API, fan-out through
+the real write path, the page talking to a real server.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from playwright.async_api import expect
+
+from app.config import PROJECT_ROOT
+from tests.e2e.conftest import ServerProcess
+from tests.e2e.helpers import feed_post, follow, log_in, make_user, post
+from tests.graphql_client import gql
+
+OUT = PROJECT_ROOT / "docs" / "screenshots"
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("E2E_SCREENSHOTS"),
+    reason="regenerates the committed docs/screenshots: set E2E_SCREENSHOTS=1 to run",
+)
+
+PEOPLE = {
+    "alice": "Alice Nguyen",
+    "bob": "Bob Tan",
+    "carol": "Carol Lim",
+    "dave": "Dave Okafor",
+    "erin": "Erin Walsh",
+    "nova": "Nova Lights",
+}
+POSTS = [
+    ("nova", "New single out at midnight. Thank you for 10 years of listening."),
+    ("bob", "Starter is named Doughlores and she is thriving."),
+    ("carol", "Developed a roll of Portra 400 and every frame came out. A miracle."),
+    ("dave", "Week 9 of marathon training: 52 km, zero injuries, one very tired Dave."),
+    ("erin", "The monstera has a new leaf and I am unreasonably proud."),
+    ("bob", "80 km ride before breakfast, then a well-earned kopi peng."),
+    ("carol", "Golden hour at the harbour, no filter needed."),
+    ("nova", "Soundcheck in Kuala Lumpur. This room sounds incredible."),
+    ("dave", "Tempo run at 4:45/km. Lungs say no, legs say yes."),
+]
+FANS = 10  # FANOUT_PULL_THRESHOLD in the test settings: nova becomes a pull-mode author
+
+
+async def _world(http, pipeline) -> dict[str, str]:
+    tokens = {h: await make_user(http, h, name) for h, name in PEOPLE.items()}
+    for handle in PEOPLE:
+        if handle != "alice":
+            await follow(http, tokens["alice"], handle)
+    await follow(http, tokens["bob"], "carol")
+    for i in range(FANS - 1):
+        await follow(http, await make_user(http, f"fan{i}"), "nova")
+    await post(http, tokens["alice"], "Sent my first V5 tonight. Forearms are filing a complaint.")
+    for handle, body in POSTS:
+        made = await post(http, tokens[handle], body)
+        for liker in ("bob", "carol", "erin", "alice")[: len(body) % 5]:
+            if liker != handle:
+                (await gql(http, "LikePost", {"id": made["id"]}, token=tokens[liker])).ok()
+        if "Portra" in body or "V5" in body:
+            variables = {"postId": made["id"], "body": "Beautiful!"}
+            (await gql(http, "AddComment", variables, token=tokens["bob"])).ok()
+    await post(http, tokens["alice"], "Notes to self: chalk, tape, new shoes.", "PRIVATE")
+    await pipeline.settle()
+    return tokens
+
+
+async def _shot(page, name: str) -> None:
+    await page.wait_for_timeout(400)  # let transitions finish
+    await page.screenshot(path=str(OUT / name))
+
+
+async def test_screenshots(pages, http, pipeline, test_database) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    tokens = await _world(http, pipeline)
+
+    login = await pages.new()
+    await login.goto("/#/login")
+    await expect(login.get_by_test_id("auth-submit")).to_be_visible()
+    await _shot(login, "login.png")
+
+    home = await pages.new()
+    await log_in(home, "alice")
+    await expect(feed_post(home, "Starter is named Doughlores")).to_be_visible()
+    await expect(home.get_by_test_id("live-status")).to_have_attribute("data-state", "live")
+    await post(http, tokens["erin"], "First tomato of the season. Ate it standing in the garden.")
+    await post(http, tokens["bob"], "Crumb shot incoming. I'm not even sorry.")
+    await pipeline.settle()
+    await expect(home.get_by_test_id("new-posts-banner")).to_contain_text("new posts")
+    await home.wait_for_timeout(4500)  # two operator polls: rates and a windowed p99
+    await _shot(home, "home.png")
+
+    await home.get_by_test_id("new-posts-banner").click()
+    await expect(feed_post(home, "Crumb shot incoming")).to_be_visible()
+    await home.get_by_test_id("nav-profile").click()
+    own = home.get_by_test_id("user-posts").get_by_test_id("post").filter(has_text="first V5")
+    await own.get_by_test_id("comment").click()
+    await own.get_by_test_id("comment-input").fill("It was the crimpy one on the left wall")
+    await own.get_by_test_id("post-menu").click()
+    await _shot(home, "post-actions.png")
+
+    await home.goto("/#/u/nova")
+    await expect(home.get_by_test_id("fanout-mode")).to_have_text("PULL")
+    await _shot(home, "profile-pull.png")
+
+    (await gql(http, "Block", {"handle": "alice"}, token=tokens["dave"])).ok()
+    await home.goto("/#/u/dave")
+    await expect(home.get_by_test_id("fanout-mode")).to_have_text("PUSH")
+    await home.get_by_test_id("follow").click()
+    await expect(home.get_by_test_id("toast").filter(has_text="Not allowed")).to_be_visible()
+    await _shot(home, "error-forbidden.png")
+
+    phone = await pages.new(width=390, height=844, device_scale_factor=2, is_mobile=True)
+    await log_in(phone, "bob")
+    await expect(feed_post(phone, "Portra 400")).to_be_visible()
+    await _shot(phone, "mobile.png")
+
+    dark = await pages.new(color_scheme="dark")
+    await log_in(dark, "alice")
+    await expect(feed_post(dark, "Crumb shot incoming")).to_be_visible()
+    await _shot(dark, "home-dark.png")
+
+    # The websocket drops: a server of its own, stopped under the page.
+    server = ServerProcess()
+    server.start()
+    try:
+        offline = await pages.new(server=server)
+        await log_in(offline, "alice")
+        await expect(offline.get_by_test_id("live-status")).to_have_attribute("data-state", "live")
+        server.stop()
+        await expect(offline.get_by_test_id("live-bar")).to_contain_text("Reconnecting")
+        await offline.wait_for_timeout(1200)
+        await _shot(offline, "reconnecting.png")
+    finally:
+        server.stop()
