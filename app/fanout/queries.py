@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
@@ -49,21 +49,14 @@ def active_since(active_days: int) -> datetime:
     return datetime.now(UTC) - timedelta(days=active_days)
 
 
-async def active_follower_pages(
-    session: AsyncSession, author_id: int, since: datetime, page_size: int, after: int = 0
-) -> AsyncIterator[list[int]]:
-    """Pages of active follower ids above `after`, in id order; one range scan each."""
-    while True:
-        rows = await session.execute(
-            _ACTIVE_FOLLOWERS, {"author": author_id, "after": after, "since": since, "n": page_size}
-        )
-        page = [r[0] for r in rows]
-        if not page:
-            return
-        yield page
-        if len(page) < page_size:
-            return
-        after = page[-1]
+async def active_followers(
+    session: AsyncSession, author_id: int, since: datetime, after: int, limit: int
+) -> list[int]:
+    """Active follower ids above `after`, in id order: one indexed range scan (keyset)."""
+    rows = await session.execute(
+        _ACTIVE_FOLLOWERS, {"author": author_id, "after": after, "since": since, "n": limit}
+    )
+    return [r[0] for r in rows]
 
 
 def _entries(ids: Sequence[int]) -> list[tuple[int, int]]:
