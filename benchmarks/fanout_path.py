@@ -27,8 +27,8 @@ from redis.asyncio import Redis
 
 from app.config import PROJECT_ROOT
 from app.posts.ids import EPOCH_MS
-from app.timelines.store import timeline_key
 from app.provision import create_database, drop_database, migrate
+from app.timelines.store import timeline_key
 
 BENCH_ENV = {
     "FANOUT_PULL_THRESHOLD": "100000000",  # keep the author in PUSH whatever the size
@@ -55,7 +55,8 @@ async def raw_rates(redis: Redis, url: str, n: int = 200_000) -> dict[str, float
     binary = shutil.which("redis-benchmark")
     if binary:
         p = urlsplit(url)
-        out = subprocess.run(
+        out = await asyncio.to_thread(
+            subprocess.run,
             [
                 binary,
                 "-h",
@@ -109,7 +110,8 @@ async def seed(dsn: str, followers: int) -> int:
             followers,
         )
         await conn.execute(
-            "INSERT INTO follows (follower_id, followee_id) SELECT id, $1 FROM users WHERE id <> $1",
+            "INSERT INTO follows (follower_id, followee_id) "
+            "SELECT id, $1 FROM users WHERE id <> $1",
             author,
         )
         await conn.execute("ANALYZE")
@@ -174,11 +176,12 @@ async def run(args: argparse.Namespace) -> None:
         author = await seed(dsn, args.followers)
         env = {**os.environ, **BENCH_ENV, "DATABASE_URL": dsn, "REDIS_URL": redis_url}
         os.environ.update(env)
+        from arq import create_pool
+
         from app.outbox.relay import OutboxRelay
         from app.posts.service import create_post
         from app.state import create_state
         from jobs.worker import redis_settings
-        from arq import create_pool
 
         state = create_state()
         arq = await create_pool(redis_settings())
