@@ -58,6 +58,8 @@ class Settings(BaseSettings):
     ranking_budget_ms: int = 50  # past this, RANKED falls back to freshness (degraded)
     lag_threshold_seconds: float = 5.0  # lane lag above which reads pull recent posts too
     job_timeout_seconds: int = 60  # a killed worker's job is retried this long + 10 s later
+    # Mounts /bench/graphql (app/api/bench.py): naive and in-memory feeds for benchmarks only.
+    benchmark_endpoints: bool = False
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:

@@ -144,6 +144,16 @@ class Server:
                 await asyncio.sleep(0.05)
         raise TimeoutError("server did not start")
 
+    async def metric(self, prefix: str) -> float:
+        """Sum of every sample of one metric on the server's /metrics."""
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.port}") as client:
+            text = (await client.get("/metrics")).text
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(prefix) and not line.startswith("#")
+        )
+
     def cpu(self) -> float:
         t = self.ps.cpu_times()
         return float(t.user + t.system)
@@ -248,6 +258,7 @@ async def measure(
     celebrity: list[float] = []
     last: list[float] = []
     celebrity_cpu: list[float] = []
+    lost_celebrity = 0
     for _ in range(3):
         await asyncio.sleep(1.0)
         clients.latencies.clear()
@@ -262,9 +273,10 @@ async def measure(
         celebrity_cpu.append(server.cpu() - cpu0)
         celebrity += clients.latencies
         last.append(max(clients.latencies, default=float("nan")))
-        lost += len(clients.sent_at)
+        lost_celebrity += len(clients.sent_at)
         clients.sent_at.clear()
 
+    dropped = await server.metric("feed_realtime_subscribers_dropped_total")
     for ws in clients.sockets:
         with contextlib.suppress(Exception):
             await ws.close()
@@ -287,7 +299,9 @@ async def measure(
         "celebrity_p99_ms": round(1000 * percentile(celebrity, 0.99), 1),
         "celebrity_last_ms": round(1000 * statistics.median(last), 1),
         "celebrity_cpu_ms": round(1000 * statistics.median(celebrity_cpu), 1),
-        "lost": lost,
+        "lost_spread": lost,
+        "lost_celebrity": lost_celebrity,
+        "dropped": dropped,
     }
 
 

@@ -9,6 +9,7 @@ from app.api.context import Context
 from app.api.resolvers import check_first
 from app.api.types import FeedConnection, FeedMode, PageInfo, Post, PostEdge
 from app.feed.cursor import CursorCodec, fingerprint
+from app.realtime.counts import reset_new_post_count
 
 
 async def resolve_feed(
@@ -22,6 +23,9 @@ async def resolve_feed(
     fp = fingerprint(viewer_id, mode_name)
     cursor = codec.decode(after, fp) if after else None
     page = await ctx.state.feed.page(viewer_id, mode_name, size, cursor)
+    if after is None:
+        # A fresh first page shows everything announced so far: the live count restarts.
+        await reset_new_post_count(ctx.state.redis, viewer_id)
     ctx.loaders.prime_posts(page.posts)
     edges = [
         PostEdge(cursor=codec.encode(position, fp), node=Post(row=post))

@@ -28,6 +28,15 @@ class CoalescingCache(Generic[K, V]):
         self, keys: Sequence[K], load: Callable[[list[K]], Awaitable[dict[K, V]]]
     ) -> dict[K, V]:
         """Cached values for keys; misses load together, joining any load already running."""
+        return (await self.get_many_counted(keys, load))[0]
+
+    async def get_many_counted(
+        self, keys: Sequence[K], load: Callable[[list[K]], Awaitable[dict[K, V]]]
+    ) -> tuple[dict[K, V], int]:
+        """get_many plus how many of these keys this call loaded itself (its misses).
+
+        Per call, because the shared `hits`/`misses` totals move under concurrent callers.
+        """
         now = time.monotonic()
         found: dict[K, V] = {}
         waits: list[asyncio.Future[dict[K, V]]] = []
@@ -61,7 +70,7 @@ class CoalescingCache(Generic[K, V]):
             found.update(loaded)
         for wait in waits:
             found.update({k: v for k, v in (await wait).items() if k in keys})
-        return found
+        return found, len(missing)
 
     def _store(self, loaded: dict[K, V]) -> None:
         if len(self._values) + len(loaded) > self.max_entries:

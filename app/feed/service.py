@@ -307,18 +307,17 @@ class FeedService:
     async def _pulled(self, authors: Sequence[int]) -> dict[int, list[Entry]]:
         if not authors:
             return {}
-        before_hits = self.author_cache.hits
         try:
-            found = await asyncio.wait_for(
-                self.author_cache.get_many(list(authors), self._load_author_indexes),
+            found, misses = await asyncio.wait_for(
+                self.author_cache.get_many_counted(list(authors), self._load_author_indexes),
                 self.source_timeout,
             )
         except (RedisError, TimeoutError, OSError):
             FEED_DEGRADED.labels("pull_source").inc()
             return {}
-        hits = self.author_cache.hits - before_hits
-        FEED_CACHE.labels("author_index", "hit").inc(hits)
-        FEED_CACHE.labels("author_index", "miss").inc(len(authors) - hits)
+        # Per call: the cache's shared totals also move with concurrent readers.
+        FEED_CACHE.labels("author_index", "hit").inc(len(authors) - misses)
+        FEED_CACHE.labels("author_index", "miss").inc(misses)
         return found
 
     async def _load_author_indexes(self, authors: list[int]) -> dict[int, list[Entry]]:

@@ -190,10 +190,37 @@ async def add_and_publish(
     if not user_ids or not entries:
         return 0
     settings = settings or get_realtime_settings()
+    online = await online_users(redis, user_ids, settings)
+    if not online:
+        return 0
     head = _head(redis, entries, "p", settings)
-    published = sum(int(r) for r in await _eval_users(redis, ADD, list(user_ids), head))
+    published = sum(int(r) for r in await _eval_users(redis, ADD, online, head))
     PUBLISHED.labels("user").inc(published)
     return published
+
+
+async def online_users(
+    redis: AnyRedis, user_ids: Sequence[int], settings: RealtimeSettings
+) -> list[int]:
+    """The users a hub held a socket for within the grace period (one ZMSCORE)."""
+    key = keys.Channels.for_redis(redis, settings.namespace).online_key
+    seen = await redis.execute_command("ZMSCORE", key, *user_ids)
+    cutoff = now_ms() - settings.online_grace_seconds * 1000
+    return [
+        u for u, ms in zip(user_ids, seen, strict=True) if ms is not None and float(ms) >= cutoff
+    ]
+
+
+async def mark_online(redis: AnyRedis, user_ids: Sequence[int], settings: RealtimeSettings) -> None:
+    """Hubs call this for their connected users on subscribe and periodically after."""
+    if not user_ids:
+        return
+    key = keys.Channels.for_redis(redis, settings.namespace).online_key
+    now = now_ms()
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.zadd(key, {str(u): now for u in user_ids})
+        pipe.zremrangebyscore(key, "-inf", now - settings.online_grace_seconds * 1000)
+        await pipe.execute()
 
 
 async def add_for_users(

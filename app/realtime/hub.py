@@ -26,10 +26,12 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.config import get_settings
 from app.realtime import counts, keys, queries
 from app.realtime.counts import AnyRedis, FeedCount
 from app.realtime.metrics import COALESCED, DELIVERED, DROPPED, LATENCY, RECEIVED, SUBSCRIBERS
 from app.realtime.settings import RealtimeSettings, get_realtime_settings
+from app.timelines.store import TimelineStore
 
 log = logging.getLogger("app.realtime")
 
@@ -138,6 +140,10 @@ class Hub:
         self.redis = redis
         self.sessions = sessions
         self.settings = settings or get_realtime_settings()
+        app_settings = get_settings()
+        self.timelines = TimelineStore(
+            redis, app_settings.timeline_max, app_settings.author_posts_max
+        )
         self.channels = keys.Channels.for_redis(redis, self.settings.namespace)
         self._user_prefix = self.channels.user_prefix.encode()
         self._author_prefix = self.channels.author_prefix.encode()
@@ -207,14 +213,21 @@ class Hub:
         SUBSCRIBERS.inc()
         try:
             await self._join(self.channels.user(user_id))
+            await counts.mark_online(self.redis, [user_id], self.settings)
             authors = await self._learn_follows([user_id])
             read_at = counts.now_ms()
-            entries: list[tuple[int, int]] = []
+            # Posts that arrived while the user was away (no count was kept for them while
+            # offline): pushed ones from the timeline, pull-mode ones from Postgres.
+            # Counting them again is idempotent.
+            since = await counts.reset_mark(self.redis, user_id, self.settings)
+            entries = [
+                (post_id, ms)
+                for post_id, ms in await self.timelines.latest(user_id, self.settings.count_max)
+                if ms > since
+            ]
             if authors.get(user_id):
-                # Pull-mode posts made while the user was away: count them now (idempotent).
-                since = await counts.reset_mark(self.redis, user_id, self.settings)
                 async with self.sessions() as session:
-                    entries = await queries.posts_since(
+                    entries += await queries.posts_since(
                         session, sorted(authors[user_id]), since, self.settings.count_max
                     )
             state = (await counts.add_for_users(self.redis, [user_id], entries, self.settings))[
@@ -424,6 +437,7 @@ class Hub:
             users = list(self._subs)
             for i in range(0, len(users), 1000):
                 try:
+                    await counts.mark_online(self.redis, users[i : i + 1000], self.settings)
                     await self._learn_follows(users[i : i + 1000])
                 except Exception:
                     log.warning("realtime follow refresh failed", exc_info=True)

@@ -8,6 +8,9 @@
 - channel `fu:<ns>:a:<author_id>`: "post_id:created_ms:visibility:published_ms" when a
   pull-mode author posts; only API processes with a connected follower subscribe to it.
 - channel `fu:<ns>:hub`: keeps a hub's pub/sub connection subscribed while it has no users.
+- key `fu:<ns>:online` zset: user id -> last ms a hub held a socket of that user. Fan-out
+  keeps counts only for these users; anyone else's count is rebuilt from the timeline when
+  they subscribe, so an offline follower costs the fan-out one lookup, not five writes.
 
 Braces are literal Redis Cluster hash tags: a user's two keys share a slot. Pub/sub channels,
 unlike keys, are shared by every database of a server: `<ns>` (REALTIME_NAMESPACE, by default
@@ -58,6 +61,10 @@ class Channels:
     @property
     def hub(self) -> str:
         return f"fu:{self.namespace}:hub"
+
+    @property
+    def online_key(self) -> str:
+        return f"fu:{self.namespace}:online"
 
     def user(self, user_id: int) -> str:
         return f"{self.user_prefix}{int(user_id)}"

@@ -24,6 +24,9 @@ class RealtimeSettings(BaseSettings):
     count_max: int = 200
     # Counts of users who never come back expire; a reconnect after that starts from zero.
     count_ttl_seconds: int = 7 * 24 * 3600
+    # A user counts as online this long after their last socket closed: short reconnects keep
+    # their running count without a rebuild.
+    online_grace_seconds: float = 300.0
     # How often each hub re-reads which pull-mode authors its subscribers follow.
     refresh_seconds: float = 30.0
     # Pub/sub channel namespace; empty = the Redis database number (channels ignore databases).

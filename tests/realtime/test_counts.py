@@ -28,7 +28,19 @@ async def _messages(pubsub) -> list[FeedCount]:
     return out
 
 
+async def test_offline_users_cost_the_fan_out_nothing(state) -> None:
+    pubsub = await _listen(state, 5)
+    assert await add_and_publish(state.redis, [5, 6], [(1001, 5_000)], SETTINGS) == 0
+    assert await _messages(pubsub) == []
+    assert await add_for_users(state.redis, [5], [], SETTINGS) == {5: FeedCount(0, None)}
+    await counts.mark_online(state.redis, [5], SETTINGS)
+    assert await add_and_publish(state.redis, [5, 6], [(1002, 6_000)], SETTINGS) == 1
+    assert [m.count for m in await _messages(pubsub)] == [1]
+    await pubsub.aclose()
+
+
 async def test_counts_are_idempotent_and_announced_once(state) -> None:
+    await counts.mark_online(state.redis, [7, 8], SETTINGS)
     pubsub = await _listen(state, 7)
     entries = [(1001, 5_000), (1002, 6_000)]
     assert await add_and_publish(state.redis, [7, 8], entries, SETTINGS) == 2
@@ -44,12 +56,14 @@ async def test_counts_are_idempotent_and_announced_once(state) -> None:
 
 async def test_the_count_saturates_at_its_bound(state) -> None:
     small = RealtimeSettings(namespace=TEST_DB, count_max=5)
+    await counts.mark_online(state.redis, [3], small)
     for i in range(8):
         await add_and_publish(state.redis, [3], [(2000 + i, 10_000 + i)], small)
     assert (await add_for_users(state.redis, [3], [], small))[3] == FeedCount(5, 10_007)
 
 
 async def test_reset_forgets_what_was_seen_and_tells_every_socket(state) -> None:
+    await counts.mark_online(state.redis, [4], SETTINGS)
     await add_and_publish(state.redis, [4], [(1, 1_000), (2, 2_000), (3, 3_000)], SETTINGS)
     pubsub = await _listen(state, 4)
     await reset_new_post_count(state.redis, 4, seen_upto_ms=2_000)
