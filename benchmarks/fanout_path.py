@@ -55,7 +55,7 @@ async def raw_rates(redis: Redis, url: str, n: int = 200_000) -> dict[str, float
     binary = shutil.which("redis-benchmark")
     if binary:
         p = urlsplit(url)
-        out = await asyncio.to_thread(
+        done = await asyncio.to_thread(
             subprocess.run,
             [
                 binary,
@@ -81,7 +81,8 @@ async def raw_rates(redis: Redis, url: str, n: int = 200_000) -> dict[str, float
             capture_output=True,
             text=True,
             check=True,
-        ).stdout
+        )
+        out = done.stdout
         rates["redis-benchmark ZADD -P 64"] = float(
             out.strip().splitlines()[-1].split(",")[1].strip('"')
         )
