@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from graphql import (
+    DefinitionNode,
     DocumentNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
@@ -42,7 +43,7 @@ def _spreads(node: OperationDefinitionNode | FragmentDefinitionNode) -> set[str]
 @lru_cache
 def operations() -> dict[str, str]:
     """Operation name -> document text, for every operation under graphql/operations/."""
-    definitions = []
+    definitions: list[DefinitionNode] = []
     for path in sorted(OPERATIONS_DIR.glob("*.graphql")):
         definitions.extend(parse(path.read_text()).definitions)
     fragments = {d.name.value: d for d in definitions if isinstance(d, FragmentDefinitionNode)}

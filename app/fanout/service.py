@@ -235,7 +235,7 @@ class FanoutService:
                     select(Post.author_id, Post.deleted_at).where(Post.id == post_id)
                 )
             ).one_or_none()
-        await BodyCache(self.store.redis).invalidate([post_id])
+        await BodyCache(self.store.redis).invalidate([post_id])  # type: ignore[arg-type]
         if row is not None and row.deleted_at is not None:
             await self.store.remove_author_post(row.author_id, post_id)
 

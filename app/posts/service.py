@@ -63,7 +63,7 @@ async def create_post(
     # Millisecond precision: the id and the timeline score carry ms, so SQL order by
     # (created_at, id) and Redis order by (score, id) must agree.
     now = now.replace(microsecond=now.microsecond // 1000 * 1000)
-    post_id = int(await session.scalar(select(func.next_post_id(now))))
+    post_id: int = (await session.execute(select(func.next_post_id(now)))).scalar_one()
     if idempotency_key is not None:
         if not 1 <= len(idempotency_key) <= IDEMPOTENCY_KEY_MAX:
             raise BadInput(f"An idempotency key is 1-{IDEMPOTENCY_KEY_MAX} characters.")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from sqlalchemy import ColumnElement, and_, exists, false, or_, select
+from sqlalchemy.orm import InstrumentedAttribute
 
 from app.db.models import Block, Follow, Post
 
 
-def blocked_between(viewer_id: int, author_col: ColumnElement[int]) -> ColumnElement[bool]:
+def blocked_between(
+    viewer_id: int, author_col: ColumnElement[int] | InstrumentedAttribute[int]
+) -> ColumnElement[bool]:
     """True when either side blocked the other: nothing flows between them."""
     return exists(
         select(Block.blocker_id).where(
