@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import strawberry
+from sqlalchemy.ext.asyncio import AsyncSession
 from strawberry.types import Info
 
 from app.api.context import Context
 from app.api.types import AuthPayload, Comment, Post, User, Visibility
 from app.auth.tokens import issue_token
+from app.db import models
 from app.errors import NotFound
 from app.posts import service as posts
 from app.posts.ids import parse_post_id
@@ -26,6 +30,19 @@ async def _writer(info: Info[Context, None]) -> int:
     viewer_id = info.context.require_viewer()
     await info.context.limit_writes()
     return viewer_id
+
+
+GraphChange = Callable[[AsyncSession, int, models.User], Awaitable[bool]]
+
+
+async def _change_graph(info: Info[Context, None], handle: str, change: GraphChange) -> User:
+    """Follow/unfollow/block/unblock: one transaction, the target returned with new counts."""
+    viewer_id = await _writer(info)
+    async with info.context.transaction() as session:
+        target = await graph.require_user(session, handle)
+        await change(session, viewer_id, target)
+        await session.refresh(target)
+    return User(row=target)
 
 
 @strawberry.type
@@ -104,38 +121,19 @@ class Mutation:
 
     @strawberry.mutation
     async def follow(self, info: Info[Context, None], handle: str) -> User:
-        viewer_id = await _writer(info)
-        async with info.context.transaction() as session:
-            target = await graph.require_user(session, handle)
-            await graph.follow(session, viewer_id, target)
-            await session.refresh(target)
-        return User(row=target)
+        return await _change_graph(info, handle, graph.follow)
 
     @strawberry.mutation
     async def unfollow(self, info: Info[Context, None], handle: str) -> User:
-        viewer_id = await _writer(info)
-        async with info.context.transaction() as session:
-            target = await graph.require_user(session, handle)
-            await graph.unfollow(session, viewer_id, target)
-            await session.refresh(target)
-        return User(row=target)
+        return await _change_graph(info, handle, graph.unfollow)
 
     @strawberry.mutation
     async def block(self, info: Info[Context, None], handle: str) -> User:
-        viewer_id = await _writer(info)
-        async with info.context.transaction() as session:
-            target = await graph.require_user(session, handle)
-            await graph.block(session, viewer_id, target)
-            await session.refresh(target)
-        return User(row=target)
+        return await _change_graph(info, handle, graph.block)
 
     @strawberry.mutation
     async def unblock(self, info: Info[Context, None], handle: str) -> User:
-        viewer_id = await _writer(info)
-        async with info.context.transaction() as session:
-            target = await graph.require_user(session, handle)
-            await graph.unblock(session, viewer_id, target)
-        return User(row=target)
+        return await _change_graph(info, handle, graph.unblock)
 
     @strawberry.mutation
     async def like_post(self, info: Info[Context, None], id: strawberry.ID) -> Post:
