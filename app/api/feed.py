@@ -10,6 +10,7 @@ from app.api.resolvers import check_first
 from app.api.types import FeedConnection, FeedMode, PageInfo, Post, PostEdge
 from app.feed.cursor import CursorCodec, fingerprint
 from app.realtime.counts import reset_new_post_count
+from app.users import activity
 
 
 async def resolve_feed(
@@ -22,11 +23,13 @@ async def resolve_feed(
     codec = CursorCodec(ctx.state.settings.secret_key)
     fp = fingerprint(viewer_id, mode_name)
     cursor = codec.decode(after, fp) if after else None
+    if cursor is None:
+        await activity.touch(ctx.state, viewer_id)
     page = await ctx.state.feed.page(viewer_id, mode_name, size, cursor)
     if after is None:
         # A fresh first page shows everything announced so far: the live count restarts.
         await reset_new_post_count(ctx.state.redis, viewer_id)
-    ctx.loaders.prime_posts(page.posts)
+    ctx.loaders.prime_page(page.posts, page.authors, page.liked)
     edges = [
         PostEdge(cursor=codec.encode(position, fp), node=Post(row=post))
         for (_, position), post in zip(page.rows, page.posts, strict=True)

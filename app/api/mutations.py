@@ -16,6 +16,7 @@ from app.errors import NotFound
 from app.posts import service as posts
 from app.posts.ids import parse_post_id
 from app.social import engagement, graph
+from app.users import activity
 from app.users import service as users
 
 
@@ -65,9 +66,8 @@ class Mutation:
         await info.context.limit_writes()
         async with info.context.transaction() as session:
             user = await users.log_in(session, handle, password)
-        state = info.context.state
-        if not await state.timelines.exists(user.id):
-            await state.fanout.rebuild_timeline(user.id)  # cold start, bounded
+        # Back after a while (or Redis lost the timeline): rebuild it now, bounded.
+        await activity.touch(info.context.state, user.id, force=True)
         return AuthPayload(
             token=issue_token(info.context.state.settings, user.id), user=User(row=user)
         )

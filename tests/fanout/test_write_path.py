@@ -158,3 +158,22 @@ async def test_metrics_report_outbox_age_and_lane_lag_in_seconds(client, pipelin
     assert _metric(text, 'feed_fanout_oldest_job_age_seconds{lane="default"}') == 0
     assert _metric(text, "feed_timeline_inserts_total") >= 2
     assert "feed_post_to_timeline_seconds_bucket" in text
+
+
+async def test_a_user_back_from_inactivity_gets_a_fresh_timeline(client, state, pipeline) -> None:
+    author, _ = await make_user(client, "author")
+    reader, reader_id = await make_user(client, "reader")
+    await follow(client, reader, "author")
+    await pipeline.settle()
+    await sql(
+        "UPDATE users SET last_active_at = now() - interval '40 days' WHERE id = $1", reader_id
+    )
+    missed = await post(client, author, "while you were away")
+    await pipeline.settle()
+    assert missed not in await timeline_ids(state, reader_id)  # inactive: not pushed
+    data = (await gql(client, "Feed", {"first": 10}, token=reader)).ok()["feed"]
+    assert [int(e["node"]["id"]) for e in data["edges"]] == [missed]
+    assert await timeline_ids(state, reader_id) == [missed]  # rebuilt on return
+    newer = await post(client, author, "now you are back")
+    await pipeline.settle()
+    assert await timeline_ids(state, reader_id) == [newer, missed]  # active again: pushed
