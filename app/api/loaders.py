@@ -1,17 +1,19 @@
 """DataLoaders built per request: one IN query per kind of data, results in key order.
 
 Each batch takes its own pooled session: Strawberry resolves sibling fields concurrently
-and one AsyncSession must never be shared across concurrent awaits.
+and one AsyncSession must never be shared across concurrent awaits. The sessions are in
+autocommit (read_sessions): a lone SELECT needs no BEGIN/ROLLBACK round trips around it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 
 from sqlalchemy import select
 from strawberry.dataloader import DataLoader
 
 from app.db.models import Follow, Like, Post, User
+from app.feed.rows import FeedAuthor, FeedPost, read_sessions
 from app.posts.visibility import visible_to
 from app.state import AppState
 
@@ -20,18 +22,18 @@ class Loaders:
     def __init__(self, state: AppState, viewer_id: int | None) -> None:
         self.state = state
         self.viewer_id = viewer_id
-        self.user_by_id = DataLoader(self._users)
-        self.visible_post_by_id = DataLoader(self._posts)
+        self.user_by_id: DataLoader[int, User | FeedAuthor | None] = DataLoader(self._users)
+        self.visible_post_by_id: DataLoader[int, Post | FeedPost | None] = DataLoader(self._posts)
         self.viewer_follows_user = DataLoader(self._viewer_follows)
         self.viewer_liked_post = DataLoader(self._viewer_liked)
 
-    async def _users(self, ids: Sequence[int]) -> list[User | None]:
-        async with self.state.sessions() as session:
+    async def _users(self, ids: Sequence[int]) -> list[User | FeedAuthor | None]:
+        async with read_sessions(self.state.sessions)() as session:
             rows = {u.id: u for u in await session.scalars(select(User).where(User.id.in_(ids)))}
         return [rows.get(i) for i in ids]
 
-    async def _posts(self, ids: Sequence[int]) -> list[Post | None]:
-        async with self.state.sessions() as session:
+    async def _posts(self, ids: Sequence[int]) -> list[Post | FeedPost | None]:
+        async with read_sessions(self.state.sessions)() as session:
             found = await session.scalars(
                 select(Post).where(Post.id.in_(ids), visible_to(self.viewer_id))
             )
@@ -41,7 +43,7 @@ class Loaders:
     async def _viewer_follows(self, user_ids: Sequence[int]) -> list[bool]:
         if self.viewer_id is None:
             return [False] * len(user_ids)
-        async with self.state.sessions() as session:
+        async with read_sessions(self.state.sessions)() as session:
             found = set(
                 await session.scalars(
                     select(Follow.followee_id).where(
@@ -54,7 +56,7 @@ class Loaders:
     async def _viewer_liked(self, post_ids: Sequence[int]) -> list[bool]:
         if self.viewer_id is None:
             return [False] * len(post_ids)
-        async with self.state.sessions() as session:
+        async with read_sessions(self.state.sessions)() as session:
             found = set(
                 await session.scalars(
                     select(Like.post_id).where(
@@ -64,7 +66,21 @@ class Loaders:
             )
         return [p in found for p in post_ids]
 
-    def prime_posts(self, posts: Sequence[Post]) -> None:
+    def prime_posts(self, posts: Sequence[Post | FeedPost]) -> None:
         """Posts already loaded through a visibility-checked query need no second lookup."""
         for post in posts:
             self.visible_post_by_id.prime(post.id, post)
+
+    def prime_page(
+        self,
+        posts: Sequence[FeedPost],
+        authors: Mapping[int, FeedAuthor],
+        liked: Set[int],
+    ) -> None:
+        """A feed page arrives with its authors and the viewer's likes (one query in the read
+        path), so `author` and `viewerHasLiked` resolve without a batch query each."""
+        self.prime_posts(posts)
+        for author_id, author in authors.items():
+            self.user_by_id.prime(author_id, author)
+        for post in posts:
+            self.viewer_liked_post.prime(post.id, post.id in liked)

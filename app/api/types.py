@@ -10,6 +10,7 @@ from strawberry.types import Info
 
 from app.db import models
 from app.db.models import FANOUT_PULL
+from app.feed.rows import FeedAuthor, FeedPost
 
 
 @strawberry.enum
@@ -41,7 +42,7 @@ class PageInfo:
 
 @strawberry.type
 class User:
-    row: strawberry.Private[models.User]
+    row: strawberry.Private[models.User | FeedAuthor]
 
     @strawberry.field
     def id(self) -> strawberry.ID:
@@ -82,7 +83,7 @@ class User:
 
 @strawberry.type
 class Post:
-    row: strawberry.Private[models.Post]
+    row: strawberry.Private[models.Post | FeedPost]
 
     @strawberry.field
     def id(self) -> strawberry.ID:

@@ -1,21 +1,30 @@
-"""Opaque, signed feed cursors (itsdangerous: HMAC over a compact JSON payload).
+"""Opaque, signed feed cursors: base64url(payload + keyed BLAKE2b tag).
 
-Two kinds: a session position ({"s": session id, "p": next position}) for RANKED pages
-inside a frozen feed session, and a keyset ({"k": [created_ms, post_id]}) for CHRONOLOGICAL
-pages and for RANKED pages past the end of the session. Both carry a fingerprint of the
-viewer and mode, so a cursor is never applied to another user's or another mode's feed.
+Two kinds: a session position ("s", session id, next position) for RANKED pages inside a
+frozen feed session, and a keyset ("k", created_ms, post_id) for CHRONOLOGICAL pages and for
+RANKED pages past the end of the session. Both carry a fingerprint of the viewer and mode, so
+a cursor is never applied to another user's or another mode's feed; any change to a byte
+breaks the 128-bit tag and the cursor is rejected.
+
+Why not itsdangerous (what this used before): every page signs one cursor per edge, and its
+JSON + per-call key derivation + HMAC-SHA1 cost ~25 us each, ~0.5 ms of CPU per 20-post page;
+this costs ~3 us. The key is derived once per secret. Cursors of the old format no longer
+decode: BAD_USER_INPUT, the client restarts from the top (sessions live 30 minutes anyway).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import hmac
 from dataclasses import dataclass
-
-from itsdangerous import BadSignature, URLSafeSerializer
+from functools import lru_cache
 
 from app.errors import BadInput
 
-_SALT = "feed-cursor-v1"
+_SALT = b"feed-cursor-v2"
+_TAG = 16  # bytes of BLAKE2b tag
 
 
 @dataclass(frozen=True)
@@ -37,29 +46,43 @@ def fingerprint(viewer_id: int, mode: str) -> str:
     return hashlib.blake2b(f"{viewer_id}:{mode}".encode(), digest_size=6).hexdigest()
 
 
+@lru_cache(maxsize=4)
+def _key(secret: str) -> bytes:
+    return hashlib.blake2b(secret.encode(), key=_SALT, digest_size=32).digest()
+
+
 class CursorCodec:
     def __init__(self, secret: str) -> None:
-        self._serializer = URLSafeSerializer(secret, salt=_SALT)
+        self._key = _key(secret)
+
+    def _tag(self, payload: bytes) -> bytes:
+        return hashlib.blake2b(payload, key=self._key, digest_size=_TAG).digest()
 
     def encode(self, cursor: Cursor, fp: str) -> str:
         if isinstance(cursor, SessionPosition):
-            payload: dict[str, object] = {"s": cursor.session_id, "p": cursor.position, "f": fp}
+            text = f"s|{cursor.session_id}|{cursor.position}|{fp}"
         else:
-            payload = {"k": [cursor.created_ms, cursor.post_id], "f": fp}
-        return str(self._serializer.dumps(payload))
+            text = f"k|{cursor.created_ms}|{cursor.post_id}|{fp}"
+        payload = text.encode()
+        return base64.urlsafe_b64encode(payload + self._tag(payload)).rstrip(b"=").decode()
 
     def decode(self, raw: str, fp: str) -> Cursor:
         invalid = BadInput("The 'after' cursor is not valid for this feed; start from the top.")
         try:
-            payload = self._serializer.loads(raw)
-        except BadSignature:
+            blob = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+        except (binascii.Error, ValueError):
             raise invalid from None
-        if not isinstance(payload, dict) or payload.get("f") != fp:
+        payload, tag = blob[:-_TAG], blob[-_TAG:]
+        if len(blob) <= _TAG or not hmac.compare_digest(tag, self._tag(payload)):
             raise invalid
         try:
-            if "s" in payload:
-                return SessionPosition(str(payload["s"]), int(payload["p"]))
-            created_ms, post_id = payload["k"]
-            return Keyset(int(created_ms), int(post_id))
-        except (KeyError, TypeError, ValueError):
-            raise invalid from None
+            kind, first, second, cursor_fp = payload.decode().split("|")
+            if cursor_fp != fp:
+                raise invalid
+            if kind == "s":
+                return SessionPosition(first, int(second))
+            if kind == "k":
+                return Keyset(int(first), int(second))
+        except (UnicodeDecodeError, ValueError):
+            pass
+        raise invalid

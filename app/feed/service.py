@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
+from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.db import models
 from app.errors import CursorExpired
 from app.fanout.lag import LagProbe
 from app.fanout.queries import author_posts
@@ -22,7 +24,7 @@ from app.feed import rows as sql
 from app.feed.bodies import BodyCache
 from app.feed.cursor import Cursor, Keyset, SessionPosition
 from app.feed.hot_cache import CoalescingCache
-from app.feed.rows import FeedRow, ViewerContext
+from app.feed.rows import FeedAuthor, FeedPost, FeedRow, ViewerContext, read_sessions
 from app.feed.sessions import FeedSessionStore
 from app.observability.metrics import (
     FEED_CACHE,
@@ -34,10 +36,12 @@ from app.observability.metrics import (
     FEED_STAGE,
 )
 from app.posts.ids import created_ms
-from app.ranking.scoring import Candidate, RankingTimeout, freshness_order, rank
+from app.ranking.scoring import RankingTimeout, freshness_order, rank
 from app.timelines.store import Entry, TimelineStore
 
 log = logging.getLogger("app.feed")
+T = TypeVar("T")
+U = TypeVar("U")
 
 RANKED, CHRONOLOGICAL = "ranked", "chronological"
 MAX_ID = 2**63 - 1
@@ -54,8 +58,19 @@ class FeedPage:
     has_next: bool
     session_id: str | None
     degraded: bool
-    posts: list[models.Post] = field(default_factory=list)
+    posts: list[FeedPost] = field(default_factory=list)
     first_page: bool = False
+    # Hydrated with the page so the Post/User fields need no DataLoader queries of their own.
+    authors: dict[int, FeedAuthor] = field(default_factory=dict)
+    liked: set[int] = field(default_factory=set)
+
+
+_Timeline = tuple[list[int], bool, bool]  # (ids newest first, maybe more, degraded)
+
+
+def _keyset_limit(first: int) -> int:
+    """Candidates read per keyset round: room for some to be filtered out."""
+    return first * 2 + 10
 
 
 @dataclass
@@ -63,6 +78,10 @@ class _Candidates:
     ids: list[int]  # newest first, deduped
     maybe_more: bool  # a source was cut at its limit: older posts may exist
     degraded: bool
+
+
+_STAGE_METRICS: dict[str, Histogram] = {}
+_SOURCE_METRICS: dict[str, Counter] = {}
 
 
 class _Stages:
@@ -73,8 +92,33 @@ class _Stages:
 
     def done(self, stage: str) -> None:
         now = time.perf_counter()
-        FEED_STAGE.labels(stage).observe(now - self.mark)
+        metric = _STAGE_METRICS.get(stage)
+        if metric is None:  # labels() takes a lock and builds a key: once per label, not per read
+            metric = _STAGE_METRICS[stage] = FEED_STAGE.labels(stage)
+        metric.observe(now - self.mark)
         self.mark = now
+
+
+def _count_source(source: str, n: int) -> None:
+    metric = _SOURCE_METRICS.get(source)
+    if metric is None:
+        metric = _SOURCE_METRICS[source] = FEED_CANDIDATES.labels(source)
+    metric.inc(n)
+
+
+async def _concurrently(
+    first: Coroutine[object, object, T], second: Coroutine[object, object, U]
+) -> tuple[T, U]:
+    """Both at once, with one extra task (asyncio.gather makes two)."""
+    task = asyncio.ensure_future(second)
+    try:
+        result = await first
+    except BaseException:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        raise
+    return result, await task
 
 
 class FeedService:
@@ -89,6 +133,8 @@ class FeedService:
         rebuild: Callable[[int], Awaitable[int]],
     ) -> None:
         self.sessions = sessions
+        # The read path only SELECTs: autocommit spares each query a BEGIN and a ROLLBACK.
+        self.reads = read_sessions(sessions)
         self.store = store
         self.feed_sessions = feed_sessions
         self.bodies = bodies
@@ -108,50 +154,60 @@ class FeedService:
         if isinstance(cursor, SessionPosition):
             page = await self._session_page(viewer_id, cursor, first, stages)
         else:
-            async with self.sessions() as session:
-                context = await sql.viewer_context(
-                    session, viewer_id, datetime.now(UTC) - RECENT_WINDOW, OWN_POSTS
-                )
-            stages.done("context")
-            if cursor is None and mode == RANKED:
-                page = await self._ranked_first_page(viewer_id, context, first, stages)
+            ranked_first = cursor is None and mode == RANKED
+            before = cursor.post_id if isinstance(cursor, Keyset) else MAX_ID
+            if ranked_first:
+                limit = int(self.settings.feed_session_size * CANDIDATE_SLACK)
             else:
-                before = cursor.post_id if isinstance(cursor, Keyset) else MAX_ID
-                page = await self._keyset_page(viewer_id, context, before, first, stages)
+                limit = _keyset_limit(first)
+            # Independent sources, read at once: the viewer's graph (Postgres; affinity only
+            # where ranking uses it) and the home timeline (Redis).
+            context, timeline = await _concurrently(
+                self._context(viewer_id, affinity=ranked_first),
+                self._timeline(viewer_id, before, limit),
+            )
+            stages.done("context")
+            if ranked_first:
+                page = await self._ranked_first_page(viewer_id, context, timeline, first, stages)
+            else:
+                page = await self._keyset_page(viewer_id, context, before, first, stages, timeline)
                 page.first_page = cursor is None
-        page.posts = await self._hydrate([row for row, _ in page.rows])
+        await self._hydrate(viewer_id, page)
         stages.done("hydrate")
         return page
 
     # -- pages -----------------------------------------------------------------------------
 
     async def _ranked_first_page(
-        self, viewer_id: int, context: ViewerContext, first: int, stages: _Stages
+        self,
+        viewer_id: int,
+        context: ViewerContext,
+        timeline: _Timeline,
+        first: int,
+        stages: _Stages,
     ) -> FeedPage:
         size = self.settings.feed_session_size
-        found = await self._candidates(viewer_id, context, MAX_ID, int(size * CANDIDATE_SLACK))
+        found = await self._candidates(
+            viewer_id, context, MAX_ID, int(size * CANDIDATE_SLACK), timeline
+        )
         stages.done("candidates")
         visible = await self._filter(viewer_id, found.ids)
         stages.done("filter")
         ordered = [visible[i] for i in found.ids if i in visible]
         window, beyond = ordered[:size], len(ordered) > size or found.maybe_more
         degraded = found.degraded
-        candidates = [
-            Candidate(r.post_id, r.author_id, r.created_ms, r.likes, r.comments) for r in window
-        ]
         try:
             ranked = rank(
-                candidates,
+                window,
                 context.affinity,
                 int(time.time() * 1000),
                 self.settings.ranking_budget_ms / 1000,
             )
         except RankingTimeout:
             FEED_DEGRADED.labels("ranking_timeout").inc()
-            ranked, degraded = freshness_order(candidates), True
+            ranked, degraded = freshness_order(window), True
         stages.done("rank")
-        by_id = {r.post_id: r for r in window}
-        ids = [c.post_id for c in ranked]
+        ids = [r.post_id for r in ranked]
         tail = (window[-1].created_ms, window[-1].post_id) if window and beyond else None
         try:
             frozen = await self.feed_sessions.create(viewer_id, ids, tail)
@@ -167,8 +223,8 @@ class FeedService:
                 first_page=True,
             )
         stages.done("session")
-        taken = [
-            (by_id[i], SessionPosition(frozen.session_id, n + 1)) for n, i in enumerate(ids[:first])
+        taken: list[tuple[FeedRow, Cursor]] = [
+            (r, SessionPosition(frozen.session_id, n + 1)) for n, r in enumerate(ranked[:first])
         ]
         has_next = len(ids) > first or tail is not None
         return FeedPage(taken, has_next, frozen.session_id, degraded, first_page=True)
@@ -207,23 +263,30 @@ class FeedService:
         if frozen.tail is None or len(taken) == first:
             return FeedPage(taken, frozen.tail is not None, frozen.session_id, False)
         # The frozen window is used up: continue below its oldest post, newest first.
-        async with self.sessions() as session:
-            context = await sql.viewer_context(
-                session, viewer_id, datetime.now(UTC) - RECENT_WINDOW, OWN_POSTS
-            )
+        context = await self._context(viewer_id, affinity=False)
         rest = await self._keyset_page(
             viewer_id, context, frozen.tail[1], first - len(taken), stages
         )
         return FeedPage(taken + rest.rows, rest.has_next, frozen.session_id, rest.degraded)
 
     async def _keyset_page(
-        self, viewer_id: int, context: ViewerContext, before: int, first: int, stages: _Stages
+        self,
+        viewer_id: int,
+        context: ViewerContext,
+        before: int,
+        first: int,
+        stages: _Stages,
+        timeline: _Timeline | None = None,
     ) -> FeedPage:
+        """Newest first below `before`; `timeline` is the first round's timeline, if read."""
         taken: list[tuple[FeedRow, Cursor]] = []
         degraded = False
         bound = before
         for _ in range(4):
-            found = await self._candidates(viewer_id, context, bound, first * 2 + 10)
+            found = await self._candidates(
+                viewer_id, context, bound, _keyset_limit(first), timeline
+            )
+            timeline = None  # later rounds read below a new bound
             degraded = degraded or found.degraded
             visible = await self._filter(viewer_id, found.ids)
             for post_id in found.ids:
@@ -242,15 +305,32 @@ class FeedService:
 
     # -- stages ----------------------------------------------------------------------------
 
+    async def _context(self, viewer_id: int, affinity: bool) -> ViewerContext:
+        async with self.reads() as session:
+            return await sql.viewer_context(
+                session, viewer_id, datetime.now(UTC) - RECENT_WINDOW, OWN_POSTS, affinity
+            )
+
     async def _candidates(
-        self, viewer_id: int, context: ViewerContext, before: int, limit: int
+        self,
+        viewer_id: int,
+        context: ViewerContext,
+        before: int,
+        limit: int,
+        timeline: _Timeline | None = None,
     ) -> _Candidates:
-        """Timeline + pulled authors + own posts (+ recent followee posts under lag)."""
-        timeline, pulled, lagging = await asyncio.gather(
-            self._timeline(viewer_id, before, limit),
-            self._pulled(context.pull_authors),
-            self._lagging(),
-        )
+        """Timeline + pulled authors + own posts (+ recent followee posts under lag).
+
+        The pulled authors and the lag probe are in-process caches that almost always answer
+        without I/O, so they are awaited in turn rather than as gathered tasks.
+        """
+        if timeline is None:
+            timeline, pulled = await _concurrently(
+                self._timeline(viewer_id, before, limit), self._pulled(context.pull_authors)
+            )
+        else:
+            pulled = await self._pulled(context.pull_authors)
+        lagging = await self._lagging()
         tl_ids, tl_full, degraded = timeline
         sources: dict[str, list[int]] = {
             "timeline": tl_ids,
@@ -258,7 +338,7 @@ class FeedService:
             "own": [p for p in context.own_posts if p < before],
         }
         if lagging:
-            async with self.sessions() as session:
+            async with self.reads() as session:
                 recent = await sql.recent_followee_posts(
                     session, viewer_id, datetime.now(UTC) - LAG_WINDOW, limit
                 )
@@ -267,7 +347,7 @@ class FeedService:
         merged: set[int] = set()
         total = 0
         for name, ids in sources.items():
-            FEED_CANDIDATES.labels(name).inc(len(ids))
+            _count_source(name, len(ids))
             total += len(ids)
             merged.update(ids)
         FEED_DEDUPED.inc(total - len(merged))
@@ -275,23 +355,18 @@ class FeedService:
         cut = len(ordered) > limit
         return _Candidates(ordered[:limit], tl_full or cut, degraded)
 
-    async def _timeline(
-        self, viewer_id: int, before: int, limit: int
-    ) -> tuple[list[int], bool, bool]:
+    async def _timeline(self, viewer_id: int, before: int, limit: int) -> _Timeline:
         """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers."""
         entries: list[Entry] | None
         try:
-            if before == MAX_ID:
-                entries = await asyncio.wait_for(
-                    self.store.latest_or_none(viewer_id, limit), self.source_timeout
-                )
-            else:
-                entries = await asyncio.wait_for(
-                    self.store.before(viewer_id, created_ms(before), before, limit),
-                    self.source_timeout,
-                )
-                if not entries and not await self.store.exists(viewer_id):
-                    entries = None
+            # asyncio.timeout, not wait_for: no extra task per read.
+            async with asyncio.timeout(self.source_timeout):
+                if before == MAX_ID:
+                    entries = await self.store.latest_or_none(viewer_id, limit)
+                else:
+                    entries = await self.store.before(viewer_id, created_ms(before), before, limit)
+            if before != MAX_ID and not entries and not await self.store.exists(viewer_id):
+                entries = None
             redis_ok = True
         except (RedisError, TimeoutError, OSError):
             entries, redis_ok = None, False
@@ -300,7 +375,7 @@ class FeedService:
         FEED_DEGRADED.labels("timeline_missing" if redis_ok else "redis_down").inc()
         if redis_ok:
             self._schedule_rebuild(viewer_id)
-        async with self.sessions() as session:
+        async with self.reads() as session:
             ids = await sql.followee_posts_before(session, viewer_id, before, limit)
         return ids, len(ids) >= limit, True
 
@@ -308,10 +383,10 @@ class FeedService:
         if not authors:
             return {}
         try:
-            found, misses = await asyncio.wait_for(
-                self.author_cache.get_many_counted(list(authors), self._load_author_indexes),
-                self.source_timeout,
-            )
+            async with asyncio.timeout(self.source_timeout):
+                found, misses = await self.author_cache.get_many_counted(
+                    list(authors), self._load_author_indexes
+                )
         except (RedisError, TimeoutError, OSError):
             FEED_DEGRADED.labels("pull_source").inc()
             return {}
@@ -326,7 +401,7 @@ class FeedService:
         result = {a: entries for a, entries in found.items() if entries is not None}
         if missing:
             # A lost index is rebuilt from Postgres (bounded) and served meanwhile.
-            async with self.sessions() as session:
+            async with self.reads() as session:
                 for author_id in missing:
                     entries = await author_posts(session, author_id, self.settings.author_posts_max)
                     await self.store.rebuild_author(author_id, entries)
@@ -340,37 +415,52 @@ class FeedService:
             return False
 
     async def _filter(self, viewer_id: int, ids: Sequence[int]) -> dict[int, FeedRow]:
-        async with self.sessions() as session:
+        async with self.reads() as session:
             visible = await sql.feed_rows(session, viewer_id, ids)
         FEED_FILTERED.inc(len(ids) - len(visible))
         return visible
 
-    async def _hydrate(self, page: Sequence[FeedRow]) -> list[models.Post]:
+    async def _hydrate(self, viewer_id: int, page: FeedPage) -> None:
+        """Bodies (Redis cache, Postgres for misses) and, at the same time, the authors and the
+        viewer's likes of the page (one query): a fixed number of round trips per page."""
+        rows = [row for row, _ in page.rows]
+        if not rows:
+            return
+        versions = {r.post_id: r.version for r in rows}
+        texts, (page.authors, page.liked) = await _concurrently(
+            self._bodies(versions), self._extras(viewer_id, rows)
+        )
+        page.posts = [
+            FeedPost(
+                r.post_id,
+                r.author_id,
+                r.created_at,
+                texts.get(r.post_id, ""),
+                r.visibility,
+                r.version,
+                r.edited_at,
+                r.likes,
+                r.comments,
+            )
+            for r in rows
+        ]
+
+    async def _bodies(self, versions: dict[int, int]) -> dict[int, str]:
         async def load(ids: list[int]) -> dict[int, tuple[int, str]]:
-            async with self.sessions() as session:
+            async with self.reads() as session:
                 return await sql.bodies(session, ids)
 
-        versions = {r.post_id: r.version for r in page}
         try:
-            texts = await self.bodies.get_many(versions, load)
+            return await self.bodies.get_many(versions, load)
         except RedisError:
-            texts = {i: body for i, (_, body) in (await load(list(versions))).items()}
-        posts = []
-        for r in page:
-            posts.append(
-                models.Post(
-                    id=r.post_id,
-                    author_id=r.author_id,
-                    created_at=r.created_at,
-                    body=texts.get(r.post_id, ""),
-                    visibility=r.visibility,
-                    version=r.version,
-                    edited_at=r.edited_at,
-                    like_count=r.likes,
-                    comment_count=r.comments,
-                )
-            )
-        return posts
+            return {i: body for i, (_, body) in (await load(list(versions))).items()}
+
+    async def _extras(
+        self, viewer_id: int, rows: Sequence[FeedRow]
+    ) -> tuple[dict[int, FeedAuthor], set[int]]:
+        authors = list(dict.fromkeys(r.author_id for r in rows))
+        async with self.reads() as session:
+            return await sql.page_extras(session, viewer_id, authors, [r.post_id for r in rows])
 
     def _schedule_rebuild(self, viewer_id: int) -> None:
         """Rebuild a missing timeline in the background; the current read uses Postgres."""

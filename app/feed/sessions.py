@@ -1,9 +1,14 @@
 """Feed sessions: the ranked ids of a first page, frozen in Redis for a while.
 
-Key `fs:{<viewer>}:<session>` (hash tag = the viewer, same slot as the timeline): field
-`ids` = packed 8-byte big-endian post ids in rank order, `tail` = "created_ms:post_id" of
-the oldest candidate in the window, where RANKED scrolling continues as a keyset once the
-frozen ids run out. The TTL is the session's lifetime; a missing key means expired.
+Key `fs:{<viewer>}:<session>` (hash tag = the viewer, same slot as the timeline), a string:
+"<tail>\n<ids>", where tail = "created_ms:post_id" of the oldest candidate in the window
+(where RANKED scrolling continues as a keyset once the frozen ids run out) or empty, and ids
+= packed 8-byte big-endian post ids in rank order. The TTL is the session's lifetime; a
+missing key means expired.
+
+One SET ... EX per session (not HSET + EXPIRE in MULTI/EXEC): one command on every RANKED
+first page instead of four. A key left in the older hash format answers WRONGTYPE, which
+the read path treats like a lost session (CURSOR_EXPIRED).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ def _key(viewer_id: int, session_id: str) -> str:
 
 
 def _pack(ids: Sequence[int]) -> bytes:
-    return b"".join(_ID.pack(i) for i in ids)
+    return struct.pack(f">{len(ids)}Q", *ids)
 
 
 def _unpack(raw: bytes) -> list[int]:
@@ -46,23 +51,21 @@ class FeedSessionStore:
         self, viewer_id: int, ids: Sequence[int], tail: tuple[int, int] | None
     ) -> FeedSession:
         session_id = secrets.token_urlsafe(9)
-        key = _key(viewer_id, session_id)
-        fields = {"ids": _pack(ids), "tail": f"{tail[0]}:{tail[1]}" if tail else ""}
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping=fields)
-            pipe.expire(key, self.ttl)
-            await pipe.execute()
+        head = f"{tail[0]}:{tail[1]}" if tail else ""
+        value = head.encode() + b"\n" + _pack(ids)
+        await self.redis.set(_key(viewer_id, session_id), value, ex=self.ttl)
         return FeedSession(session_id, list(ids), tail)
 
     async def load(self, viewer_id: int, session_id: str) -> FeedSession | None:
-        raw_ids, raw_tail = await self.redis.hmget(_key(viewer_id, session_id), ["ids", "tail"])
-        if raw_ids is None:
+        raw = await self.redis.get(_key(viewer_id, session_id))
+        if raw is None:
             return None
+        head, _, packed = raw.partition(b"\n")  # the tail is ASCII: the first newline splits
         tail = None
-        if raw_tail:
-            score, _, post_id = raw_tail.decode().partition(":")
+        if head:
+            score, _, post_id = head.decode().partition(":")
             tail = (int(score), int(post_id))
-        return FeedSession(session_id, _unpack(raw_ids), tail)
+        return FeedSession(session_id, _unpack(packed), tail)
 
     async def drop(self, viewer_id: int, session_id: str) -> None:
         await self.redis.delete(_key(viewer_id, session_id))
