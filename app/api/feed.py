@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import strawberry
+from redis.exceptions import RedisError
 from strawberry.types import Info
 
 from app.api.context import Context
@@ -28,8 +31,9 @@ async def resolve_feed(
     page = await ctx.state.feed.page(viewer_id, mode_name, size, cursor)
     if after is None:
         # A fresh first page shows everything announced so far: the live count restarts.
-        await reset_new_post_count(ctx.state.redis, viewer_id)
-    ctx.loaders.prime_page(page.posts, page.authors, page.liked)
+        with contextlib.suppress(RedisError):  # Redis down: the page matters more
+            await reset_new_post_count(ctx.state.redis, viewer_id)
+    ctx.loaders.prime_page(page.posts, page.extras)
     edges = [
         PostEdge(cursor=codec.encode(position, fp), node=Post(row=post))
         for (_, position), post in zip(page.rows, page.posts, strict=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from redis.exceptions import RedisError
 from sqlalchemy import text
 
 from app.state import AppState
@@ -30,10 +31,13 @@ def _gate_key(user_id: int) -> str:
 
 async def touch(state: AppState, user_id: int, *, force: bool = False) -> None:
     """Record activity; rebuild the timeline of a user coming back from inactivity."""
-    if not force and not await state.redis.set(
-        _gate_key(user_id), b"1", nx=True, ex=TOUCH_EVERY_SECONDS
-    ):
-        return
+    try:
+        if not force and not await state.redis.set(
+            _gate_key(user_id), b"1", nx=True, ex=TOUCH_EVERY_SECONDS
+        ):
+            return
+    except RedisError:
+        return  # Redis down: the feed still answers; activity is marked on a later read
     async with state.engine.begin() as conn:
         previous = (await conn.execute(_TOUCH, {"user": user_id})).scalar_one_or_none()
     cutoff = datetime.now(UTC) - timedelta(days=state.settings.active_days)

@@ -77,6 +77,11 @@ async def test_scrolling_while_the_world_changes(client, state, pipeline) -> Non
             for victim in unseen[:5]:
                 (await gql(client, "DeletePost", {"id": str(victim)}, token=tokens["ben"])).ok()
                 deleted.add(victim)
+            # A privacy change during pagination applies at once, like a delete.
+            private = next(p for p in authored["ann"] if p not in seen)
+            variables = {"id": str(private), "visibility": "PRIVATE"}
+            (await gql(client, "SetPostVisibility", variables, token=tokens["ann"])).ok()
+            deleted.add(private)
         if pages == 3:
             await unfollow(client, viewer, "cat")
             gone_authors["cat"] = len(seen)
@@ -269,3 +274,40 @@ async def _drop_body_cache(state) -> None:
     keys = [k async for k in state.redis.scan_iter("pb:*")]
     if keys:
         await state.redis.delete(*keys)
+
+
+async def test_redis_down_serves_the_feed_from_postgres(client, state, pipeline) -> None:
+    import dataclasses
+
+    import httpx
+
+    from app.state import create_state
+    from app.web import create_app
+
+    alice, _ = await make_user(client, "alice")
+    bob, _ = await make_user(client, "bob")
+    carol, _ = await make_user(client, "carol")
+    await follow(client, alice, "bob")
+    made = [await post(client, bob, f"b{i}") for i in range(5)]
+    hidden = await post(client, carol, "not followed")
+    await pipeline.settle()
+
+    dead = create_state(state.settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"}))
+    broken = dataclasses.replace(dead, engine=state.engine, sessions=state.sessions)
+    app = create_app(broken)
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://t"
+        ) as c:
+            for mode in ("RANKED", "CHRONOLOGICAL"):
+                first = (await feed_page(c, alice, first=3, mode=mode)).ok()["feed"]
+                assert first["degraded"] is True
+                ids = [int(e["node"]["id"]) for e in first["edges"]]
+                after = first["pageInfo"]["endCursor"]
+                rest = (await feed_page(c, alice, first=10, after=after, mode=mode)).ok()["feed"]
+                ids += [int(e["node"]["id"]) for e in rest["edges"]]
+                assert sorted(ids, reverse=True) == list(reversed(made)), mode
+                assert hidden not in ids
+    finally:
+        await dead.redis.aclose()
+        await dead.engine.dispose()
