@@ -22,6 +22,7 @@ from app.timelines import (
     timeline_key,
 )
 from app.timelines.scripts import EMPTY_MEMBER
+from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
 
 def _test_redis_url() -> str:
@@ -252,13 +253,23 @@ async def test_author_index(redis: Redis, store: TimelineStore) -> None:
 CLUSTER_URL = os.environ.get("TIMELINE_TEST_REDIS_CLUSTER_URL")
 
 
-@pytest.mark.skipif(not CLUSTER_URL, reason="set TIMELINE_TEST_REDIS_CLUSTER_URL to a test cluster")
+@pytest.mark.skipif(
+    not CLUSTER_URL and redis_server_binary() is None, reason="no redis-server to build a cluster"
+)
 async def test_cluster_groups_keys_by_slot() -> None:
-    """On Redis Cluster a multi-key script must stay in one slot: the store groups by slot."""
+    """On Redis Cluster a multi-key script must stay in one slot: the store groups by slot.
+    Runs on a real 3-node cluster started on loopback (or TIMELINE_TEST_REDIS_CLUSTER_URL)."""
+    if CLUSTER_URL:
+        await _cluster_checks(CLUSTER_URL)
+        return
+    async with local_cluster() as url:
+        await _cluster_checks(url)
+
+
+async def _cluster_checks(url: str) -> None:
     from redis.asyncio.cluster import RedisCluster
 
-    assert CLUSTER_URL is not None
-    cluster = RedisCluster.from_url(CLUSTER_URL)
+    cluster = RedisCluster.from_url(url)
     try:
         await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
         await cluster.script_flush()  # routed to every primary: exercises NOSCRIPT

