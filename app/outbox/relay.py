@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +18,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.fanout import lanes
+from app.fanout.service import Enqueue
 from app.outbox import events
 
 log = logging.getLogger("app.relay")
-
-Enqueue = Callable[..., Awaitable[Any]]
 
 _CLAIM = text(
     """
