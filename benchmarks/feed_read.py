@@ -350,9 +350,13 @@ async def closed_loop(
         while time.perf_counter() < deadline:
             headers, body = rng.choice(requests)
             start = time.perf_counter()
-            reply = await client.post(variant.path, content=body, headers=headers)
+            try:
+                reply = await client.post(variant.path, content=body, headers=headers)
+            except httpx.HTTPError as exc:  # a dropped connection is an error, not the end
+                ok, degraded, error = False, False, f"{type(exc).__name__}: {exc}"
+            else:
+                ok, degraded, error = check(reply, variant.top)
             elapsed = time.perf_counter() - start
-            ok, degraded, error = check(reply, variant.top)
             result.latencies.append(elapsed)
             result.requests += 1
             result.degraded += degraded

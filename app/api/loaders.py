@@ -7,13 +7,13 @@ autocommit (read_sessions): a lone SELECT needs no BEGIN/ROLLBACK round trips ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Sequence
 
 from sqlalchemy import select
 from strawberry.dataloader import DataLoader
 
 from app.db.models import Follow, Like, Post, User
-from app.feed.rows import FeedAuthor, FeedPost, read_sessions
+from app.feed.rows import FeedAuthor, FeedPost, PageExtras, read_sessions
 from app.posts.visibility import visible_to
 from app.state import AppState
 
@@ -71,16 +71,12 @@ class Loaders:
         for post in posts:
             self.visible_post_by_id.prime(post.id, post)
 
-    def prime_page(
-        self,
-        posts: Sequence[FeedPost],
-        authors: Mapping[int, FeedAuthor],
-        liked: Set[int],
-    ) -> None:
-        """A feed page arrives with its authors and the viewer's likes (one query in the read
-        path), so `author` and `viewerHasLiked` resolve without a batch query each."""
+    def prime_page(self, posts: Sequence[FeedPost], extras: PageExtras) -> None:
+        """A feed page arrives with its authors and the viewer's likes (read with its rows),
+        so `author` and `viewerHasLiked` resolve without a batch query each."""
         self.prime_posts(posts)
-        for author_id, author in authors.items():
+        for author_id, author in extras.authors.items():
             self.user_by_id.prime(author_id, author)
         for post in posts:
-            self.viewer_liked_post.prime(post.id, post.id in liked)
+            if post.id in extras.covered:
+                self.viewer_liked_post.prime(post.id, post.id in extras.liked)

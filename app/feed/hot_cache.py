@@ -20,7 +20,7 @@ class CoalescingCache(Generic[K, V]):
         self.ttl = ttl_seconds
         self.max_entries = max_entries
         self._values: dict[K, tuple[float, V]] = {}
-        self._inflight: dict[K, asyncio.Future[dict[K, V]]] = {}
+        self._inflight: dict[K, asyncio.Task[dict[K, V]]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -39,7 +39,7 @@ class CoalescingCache(Generic[K, V]):
         """
         now = time.monotonic()
         found: dict[K, V] = {}
-        waits: list[asyncio.Future[dict[K, V]]] = []
+        waits: dict[int, asyncio.Task[dict[K, V]]] = {}
         missing: list[K] = []
         for key in keys:
             cached = self._values.get(key)
@@ -47,30 +47,38 @@ class CoalescingCache(Generic[K, V]):
                 found[key] = cached[1]
                 self.hits += 1
             elif key in self._inflight:
-                waits.append(self._inflight[key])
+                task = self._inflight[key]
+                waits[id(task)] = task
                 self.hits += 1
             else:
                 missing.append(key)
         if missing:
             self.misses += len(missing)
-            future: asyncio.Future[dict[K, V]] = asyncio.get_running_loop().create_future()
+            # The load runs as its own task: a caller that gives up (its timeout, a client
+            # gone) cancels only its own wait, never the load the other callers share.
+            task = asyncio.ensure_future(self._load(missing, load))
+            task.add_done_callback(_retrieve)
             for key in missing:
-                self._inflight[key] = future
-            try:
-                loaded = await load(missing)
-                future.set_result(loaded)
-            except BaseException as exc:
-                future.set_exception(exc)
-                future.exception()  # mark retrieved: the waiters re-raise it themselves
-                raise
-            finally:
-                for key in missing:
-                    self._inflight.pop(key, None)
-            self._store(loaded)
-            found.update(loaded)
-        for wait in waits:
-            found.update({k: v for k, v in (await wait).items() if k in keys})
+                self._inflight[key] = task
+            waits[id(task)] = task
+        wanted = set(keys)
+        for task in waits.values():
+            loaded = await asyncio.shield(task)
+            found.update({k: v for k, v in loaded.items() if k in wanted})
         return found, len(missing)
+
+    async def _load(
+        self, keys: list[K], load: Callable[[list[K]], Awaitable[dict[K, V]]]
+    ) -> dict[K, V]:
+        try:
+            loaded = await load(keys)
+            self._store(loaded)
+            return loaded
+        finally:
+            this = asyncio.current_task()
+            for key in keys:
+                if self._inflight.get(key) is this:
+                    del self._inflight[key]
 
     def _store(self, loaded: dict[K, V]) -> None:
         if len(self._values) + len(loaded) > self.max_entries:
@@ -84,3 +92,10 @@ class CoalescingCache(Generic[K, V]):
 
     def invalidate(self, key: K) -> None:
         self._values.pop(key, None)
+
+
+def _retrieve(task: asyncio.Task[object]) -> None:
+    """Mark a load's failure as seen: every waiter re-raises it, and if all of them gave up
+    there is nobody left to, which asyncio would log as 'exception never retrieved'."""
+    if not task.cancelled():
+        task.exception()

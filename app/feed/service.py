@@ -24,8 +24,16 @@ from app.feed import rows as sql
 from app.feed.bodies import BodyCache
 from app.feed.cursor import Cursor, Keyset, SessionPosition
 from app.feed.hot_cache import CoalescingCache
-from app.feed.rows import FeedAuthor, FeedPost, FeedRow, ViewerContext, read_sessions
-from app.feed.sessions import FeedSessionStore
+from app.feed.rows import (
+    FeedPost,
+    FeedRow,
+    PageExtras,
+    RankColumns,
+    Reads,
+    ViewerContext,
+    read_sessions,
+)
+from app.feed.sessions import FeedSession, FeedSessionStore
 from app.observability.metrics import (
     FEED_CACHE,
     FEED_CANDIDATES,
@@ -36,7 +44,7 @@ from app.observability.metrics import (
     FEED_STAGE,
 )
 from app.posts.ids import created_ms
-from app.ranking.scoring import RankingTimeout, freshness_order, rank
+from app.ranking.scoring import RankingTimeout, rank_columns
 from app.timelines.store import Entry, TimelineStore
 
 log = logging.getLogger("app.feed")
@@ -60,9 +68,8 @@ class FeedPage:
     degraded: bool
     posts: list[FeedPost] = field(default_factory=list)
     first_page: bool = False
-    # Hydrated with the page so the Post/User fields need no DataLoader queries of their own.
-    authors: dict[int, FeedAuthor] = field(default_factory=dict)
-    liked: set[int] = field(default_factory=set)
+    # Read with the rows, so the Post/User fields need no DataLoader queries of their own.
+    extras: PageExtras = field(default_factory=PageExtras)
 
 
 _Timeline = tuple[list[int], bool, bool]  # (ids newest first, maybe more, degraded)
@@ -133,8 +140,9 @@ class FeedService:
         rebuild: Callable[[int], Awaitable[int]],
     ) -> None:
         self.sessions = sessions
-        # The read path only SELECTs: autocommit spares each query a BEGIN and a ROLLBACK.
-        self.reads = read_sessions(sessions)
+        # The read path only SELECTs: autocommit Core (see app.feed.rows), same engine.
+        self.reads = Reads(sessions.kw["bind"])
+        self.read_sessions = read_sessions(sessions)
         self.store = store
         self.feed_sessions = feed_sessions
         self.bodies = bodies
@@ -151,8 +159,9 @@ class FeedService:
 
     async def page(self, viewer_id: int, mode: str, first: int, cursor: Cursor | None) -> FeedPage:
         stages = _Stages()
+        extras = PageExtras()
         if isinstance(cursor, SessionPosition):
-            page = await self._session_page(viewer_id, cursor, first, stages)
+            page = await self._session_page(viewer_id, cursor, first, stages, extras)
         else:
             ranked_first = cursor is None and mode == RANKED
             before = cursor.post_id if isinstance(cursor, Keyset) else MAX_ID
@@ -168,11 +177,16 @@ class FeedService:
             )
             stages.done("context")
             if ranked_first:
-                page = await self._ranked_first_page(viewer_id, context, timeline, first, stages)
+                page = await self._ranked_first_page(
+                    viewer_id, context, timeline, first, stages, extras
+                )
             else:
-                page = await self._keyset_page(viewer_id, context, before, first, stages, timeline)
+                page = await self._keyset_page(
+                    viewer_id, context, before, first, stages, extras, timeline
+                )
                 page.first_page = cursor is None
-        await self._hydrate(viewer_id, page)
+        page.extras = extras
+        await self._hydrate(page)
         stages.done("hydrate")
         return page
 
@@ -185,52 +199,62 @@ class FeedService:
         timeline: _Timeline,
         first: int,
         stages: _Stages,
+        extras: PageExtras,
     ) -> FeedPage:
         size = self.settings.feed_session_size
         found = await self._candidates(
             viewer_id, context, MAX_ID, int(size * CANDIDATE_SLACK), timeline
         )
         stages.done("candidates")
-        visible = await self._filter(viewer_id, found.ids)
+        # Ranking needs four columns of each candidate; the shown rows are read in full below.
+        visible = await sql.rank_rows(self.reads, viewer_id, found.ids)
+        FEED_FILTERED.inc(len(found.ids) - len(visible.post_ids))
         stages.done("filter")
-        ordered = [visible[i] for i in found.ids if i in visible]
-        window, beyond = ordered[:size], len(ordered) > size or found.maybe_more
+        window = RankColumns(*(column[:size] for column in visible))  # newest first
+        beyond = len(visible.post_ids) > size or found.maybe_more
         degraded = found.degraded
         try:
-            ranked = rank(
-                window,
+            order = rank_columns(
+                *window,
                 context.affinity,
                 int(time.time() * 1000),
                 self.settings.ranking_budget_ms / 1000,
             )
         except RankingTimeout:
             FEED_DEGRADED.labels("ranking_timeout").inc()
-            ranked, degraded = freshness_order(window), True
+            order, degraded = list(range(len(window.post_ids))), True  # already newest first
         stages.done("rank")
-        ids = [r.post_id for r in ranked]
-        tail = (window[-1].created_ms, window[-1].post_id) if window and beyond else None
+        ids = [window.post_ids[i] for i in order]
+        oldest = window.post_ids[-1] if window.post_ids else None
+        tail = (created_ms(oldest), oldest) if oldest is not None and beyond else None
         try:
             frozen = await self.feed_sessions.create(viewer_id, ids, tail)
         except RedisError:
             # No session store: serve the freshest window as a keyset feed instead.
             FEED_DEGRADED.labels("session_store").inc()
-            page_rows = sorted(window, key=lambda r: r.post_id, reverse=True)[:first]
+            newest = sorted(ids, reverse=True)[: first + 5]
+            rows = await self._filter(viewer_id, newest, extras)
+            shown = [rows[i] for i in newest if i in rows][:first]
             return FeedPage(
-                [(r, Keyset(r.created_ms, r.post_id)) for r in page_rows],
-                len(window) > first or beyond,
+                [(r, Keyset(r.created_ms, r.post_id)) for r in shown],
+                len(window.post_ids) > first or beyond,
                 None,
                 True,
                 first_page=True,
             )
         stages.done("session")
-        taken: list[tuple[FeedRow, Cursor]] = [
-            (r, SessionPosition(frozen.session_id, n + 1)) for n, r in enumerate(ranked[:first])
-        ]
-        has_next = len(ids) > first or tail is not None
-        return FeedPage(taken, has_next, frozen.session_id, degraded, first_page=True)
+        # The page itself is the session's first positions, read like any later page.
+        page = await self._from_session(viewer_id, frozen, 0, first, stages, extras, False)
+        page.degraded, page.first_page = degraded, True
+        return page
 
     async def _session_page(
-        self, viewer_id: int, cursor: SessionPosition, first: int, stages: _Stages
+        self,
+        viewer_id: int,
+        cursor: SessionPosition,
+        first: int,
+        stages: _Stages,
+        extras: PageExtras,
     ) -> FeedPage:
         try:
             frozen = await self.feed_sessions.load(viewer_id, cursor.session_id)
@@ -240,14 +264,29 @@ class FeedService:
             FEED_CURSOR_EXPIRED.inc()
             raise CursorExpired("This feed session has expired; load the feed again from the top.")
         stages.done("session")
+        return await self._from_session(
+            viewer_id, frozen, cursor.position, first, stages, extras, True
+        )
+
+    async def _from_session(
+        self,
+        viewer_id: int,
+        frozen: FeedSession,
+        position: int,
+        first: int,
+        stages: _Stages,
+        extras: PageExtras,
+        continue_below: bool,
+    ) -> FeedPage:
+        """`first` visible posts from `position` of a frozen session; past its end (if
+        `continue_below`), newest first below its oldest candidate."""
         taken: list[tuple[FeedRow, Cursor]] = []
-        position = cursor.position
         ids = frozen.ids
-        # Later pages re-check every id now: deletes, blocks and unfollows apply at once,
-        # and the gaps they leave are filled from the following positions.
+        # Every id is re-checked now: deletes, blocks and unfollows apply at once, and the
+        # gaps they leave are filled from the following positions.
         while len(taken) < first and position < len(ids):
             chunk = ids[position : position + first - len(taken) + 5]
-            visible = await self._filter(viewer_id, chunk)
+            visible = await self._filter(viewer_id, chunk, extras)
             for offset, post_id in enumerate(chunk):
                 row = visible.get(post_id)
                 if row is not None:
@@ -260,12 +299,12 @@ class FeedService:
         stages.done("filter")
         if position < len(ids):
             return FeedPage(taken, True, frozen.session_id, False)
-        if frozen.tail is None or len(taken) == first:
+        if frozen.tail is None or len(taken) == first or not continue_below:
             return FeedPage(taken, frozen.tail is not None, frozen.session_id, False)
         # The frozen window is used up: continue below its oldest post, newest first.
         context = await self._context(viewer_id, affinity=False)
         rest = await self._keyset_page(
-            viewer_id, context, frozen.tail[1], first - len(taken), stages
+            viewer_id, context, frozen.tail[1], first - len(taken), stages, extras
         )
         return FeedPage(taken + rest.rows, rest.has_next, frozen.session_id, rest.degraded)
 
@@ -276,6 +315,7 @@ class FeedService:
         before: int,
         first: int,
         stages: _Stages,
+        extras: PageExtras,
         timeline: _Timeline | None = None,
     ) -> FeedPage:
         """Newest first below `before`; `timeline` is the first round's timeline, if read."""
@@ -288,7 +328,9 @@ class FeedService:
             )
             timeline = None  # later rounds read below a new bound
             degraded = degraded or found.degraded
-            visible = await self._filter(viewer_id, found.ids)
+            # Candidates are newest first: the newest `first - taken + 1` visible ones decide
+            # both the page and whether there is more.
+            visible = await self._filter(viewer_id, found.ids, extras, first - len(taken) + 1)
             for post_id in found.ids:
                 row = visible.get(post_id)
                 if row is None:
@@ -306,10 +348,9 @@ class FeedService:
     # -- stages ----------------------------------------------------------------------------
 
     async def _context(self, viewer_id: int, affinity: bool) -> ViewerContext:
-        async with self.reads() as session:
-            return await sql.viewer_context(
-                session, viewer_id, datetime.now(UTC) - RECENT_WINDOW, OWN_POSTS, affinity
-            )
+        return await sql.viewer_context(
+            self.reads, viewer_id, datetime.now(UTC) - RECENT_WINDOW, OWN_POSTS, affinity
+        )
 
     async def _candidates(
         self,
@@ -338,10 +379,9 @@ class FeedService:
             "own": [p for p in context.own_posts if p < before],
         }
         if lagging:
-            async with self.reads() as session:
-                recent = await sql.recent_followee_posts(
-                    session, viewer_id, datetime.now(UTC) - LAG_WINDOW, limit
-                )
+            recent = await sql.recent_followee_posts(
+                self.reads, viewer_id, datetime.now(UTC) - LAG_WINDOW, limit
+            )
             sources["lag"] = [p for p in recent if p < before]
             FEED_DEGRADED.labels("queue_lag").inc()
         merged: set[int] = set()
@@ -375,8 +415,7 @@ class FeedService:
         FEED_DEGRADED.labels("timeline_missing" if redis_ok else "redis_down").inc()
         if redis_ok:
             self._schedule_rebuild(viewer_id)
-        async with self.reads() as session:
-            ids = await sql.followee_posts_before(session, viewer_id, before, limit)
+        ids = await sql.followee_posts_before(self.reads, viewer_id, before, limit)
         return ids, len(ids) >= limit, True
 
     async def _pulled(self, authors: Sequence[int]) -> dict[int, list[Entry]]:
@@ -401,7 +440,7 @@ class FeedService:
         result = {a: entries for a, entries in found.items() if entries is not None}
         if missing:
             # A lost index is rebuilt from Postgres (bounded) and served meanwhile.
-            async with self.reads() as session:
+            async with self.read_sessions() as session:
                 for author_id in missing:
                     entries = await author_posts(session, author_id, self.settings.author_posts_max)
                     await self.store.rebuild_author(author_id, entries)
@@ -414,22 +453,26 @@ class FeedService:
         except RedisError:
             return False
 
-    async def _filter(self, viewer_id: int, ids: Sequence[int]) -> dict[int, FeedRow]:
-        async with self.reads() as session:
-            visible = await sql.feed_rows(session, viewer_id, ids)
-        FEED_FILTERED.inc(len(ids) - len(visible))
+    async def _filter(
+        self, viewer_id: int, ids: Sequence[int], extras: PageExtras, newest: int | None = None
+    ) -> dict[int, FeedRow]:
+        """The visible rows among ids (the `newest` ones only, for id-ordered candidates)."""
+        visible = await sql.page_rows(self.reads, viewer_id, ids, extras, newest)
+        if newest is not None and len(visible) == newest:
+            # Cut by the limit: only candidates down to the oldest row returned were judged.
+            oldest = min(visible)
+            judged = sum(1 for i in ids if i >= oldest)
+        else:
+            judged = len(ids)
+        FEED_FILTERED.inc(judged - len(visible))
         return visible
 
-    async def _hydrate(self, viewer_id: int, page: FeedPage) -> None:
-        """Bodies (Redis cache, Postgres for misses) and, at the same time, the authors and the
-        viewer's likes of the page (one query): a fixed number of round trips per page."""
+    async def _hydrate(self, page: FeedPage) -> None:
+        """Bodies: Redis cache, Postgres for misses. Authors and likes came with the rows."""
         rows = [row for row, _ in page.rows]
         if not rows:
             return
-        versions = {r.post_id: r.version for r in rows}
-        texts, (page.authors, page.liked) = await _concurrently(
-            self._bodies(versions), self._extras(viewer_id, rows)
-        )
+        texts = await self._bodies({r.post_id: r.version for r in rows})
         page.posts = [
             FeedPost(
                 r.post_id,
@@ -447,20 +490,12 @@ class FeedService:
 
     async def _bodies(self, versions: dict[int, int]) -> dict[int, str]:
         async def load(ids: list[int]) -> dict[int, tuple[int, str]]:
-            async with self.reads() as session:
-                return await sql.bodies(session, ids)
+            return await sql.bodies(self.reads, ids)
 
         try:
             return await self.bodies.get_many(versions, load)
         except RedisError:
             return {i: body for i, (_, body) in (await load(list(versions))).items()}
-
-    async def _extras(
-        self, viewer_id: int, rows: Sequence[FeedRow]
-    ) -> tuple[dict[int, FeedAuthor], set[int]]:
-        authors = list(dict.fromkeys(r.author_id for r in rows))
-        async with self.reads() as session:
-            return await sql.page_extras(session, viewer_id, authors, [r.post_id for r in rows])
 
     def _schedule_rebuild(self, viewer_id: int) -> None:
         """Rebuild a missing timeline in the background; the current read uses Postgres."""
