@@ -7,6 +7,7 @@ assigned and nodes met with plain cluster commands, torn down after the test.
 from __future__ import annotations
 
 import asyncio
+import random
 import shutil
 import socket
 import subprocess
@@ -34,10 +35,21 @@ def redis_server_binary() -> str | None:
     return shutil.which("redis-server")
 
 
-def _free_port() -> int:
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    """A free port whose cluster-bus port (+10000) is free too; Redis needs it <= 55535."""
+    while True:
+        port = random.randint(20000, 45000)
+        if _bindable(port) and _bindable(port + 10000):
+            return port
 
 
 @asynccontextmanager
@@ -47,6 +59,7 @@ async def local_cluster(nodes: int = 3) -> AsyncIterator[str]:
         raise RuntimeError("no redis-server binary")
     workdir = Path(tempfile.mkdtemp(prefix="redis-cluster-"))
     ports = [_free_port() for _ in range(nodes)]
+    logs = [workdir / f"redis-{p}.log" for p in ports]
     procs = [
         subprocess.Popen(  # noqa: ASYNC220 - a few short-lived server processes
             [
@@ -65,20 +78,26 @@ async def local_cluster(nodes: int = 3) -> AsyncIterator[str]:
                 "no",
                 "--dir",
                 str(workdir),
+                "--logfile",
+                str(log),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        for p in ports
+        for p, log in zip(ports, logs, strict=True)
     ]
     clients = [Redis(host="127.0.0.1", port=p) for p in ports]
     try:
-        for client in clients:
-            for _ in range(100):
+        for client, proc, log in zip(clients, procs, logs, strict=True):
+            deadline = time.monotonic() + 30  # a loaded CI machine starts servers slowly
+            while True:
                 try:
                     await client.ping()
                     break
                 except (OSError, RedisError):
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        text = log.read_text() if log.exists() else "(no log)"
+                        raise RuntimeError(f"cluster node did not start:\n{text}") from None
                     await asyncio.sleep(0.05)
         per = SLOTS // nodes
         for i, client in enumerate(clients):
