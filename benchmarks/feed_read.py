@@ -20,8 +20,8 @@ What it does, in order:
    from Postgres (degraded) while it is rebuilt in the background; then waits until every
    viewer's timeline exists in Redis; then one request of every variant per viewer.
 6. Load: for each viewer class, each --clients value and each variant, a closed loop of N
-   clients (asyncio + one keep-alive httpx client) for --seconds; every request goes to a
-   random viewer of the class. Variants, all with graphql/operations/feed.graphql's
+   clients for --seconds (asyncio; each client one httpx keep-alive connection, opened by an
+   unmeasured request first); every request goes to a random viewer of the class. Variants, all with graphql/operations/feed.graphql's
    `Feed` selection set (edges { cursor node { ...PostFields } } pageInfo sessionId degraded):
      ranked  feed(first: 20) RANKED first page (ranks up to FEED_SESSION_SIZE, new session)
      chrono  feed(first: 20, mode: CHRONOLOGICAL) first page
@@ -333,7 +333,7 @@ def check(reply: httpx.Response, top: str) -> tuple[bool, bool, str | None]:
 
 
 async def closed_loop(
-    client: httpx.AsyncClient,
+    base: str,
     variant: Variant,
     requests: Sequence[tuple[dict[str, str], bytes]],
     clients: int,
@@ -341,11 +341,19 @@ async def closed_loop(
     server_pids: Sequence[int],
     seed: int,
 ) -> Result:
-    """`clients` concurrent loops, each sending its next request as soon as one returns."""
+    """`clients` concurrent loops, each sending its next request as soon as one returns.
+
+    Each loop is one user with its own keep-alive connection (its own httpx client): one
+    client shared by 50 loops queues requests in httpcore's pool and costs the load
+    generator ~2x the CPU per request, on the cores the server needs. Connections are opened
+    by one unmeasured request each, before the clock starts.
+    """
     result = Result()
     deadline = 0.0
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    users = [httpx.AsyncClient(base_url=base, limits=limits, timeout=120) for _ in range(clients)]
 
-    async def one_client(n: int) -> None:
+    async def one_client(n: int, client: httpx.AsyncClient) -> None:
         rng = random.Random(seed * 1000 + n)
         while time.perf_counter() < deadline:
             headers, body = rng.choice(requests)
@@ -364,30 +372,38 @@ async def closed_loop(
                 result.errors += 1
                 result.first_error = result.first_error or error
 
-    server0, client0 = cpu_seconds(server_pids), time.process_time()
-    start = time.perf_counter()
-    deadline = start + seconds
-    await asyncio.gather(*(one_client(n) for n in range(clients)))
-    result.seconds = time.perf_counter() - start
-    result.server_cpu = cpu_seconds(server_pids) - server0
-    result.client_cpu = time.process_time() - client0
+    try:
+        headers, body = requests[0]
+        await asyncio.gather(*(u.post(variant.path, content=body, headers=headers) for u in users))
+        server0, client0 = cpu_seconds(server_pids), time.process_time()
+        start = time.perf_counter()
+        deadline = start + seconds
+        await asyncio.gather(*(one_client(n, u) for n, u in enumerate(users)))
+        result.seconds = time.perf_counter() - start
+        result.server_cpu = cpu_seconds(server_pids) - server0
+        result.client_cpu = time.process_time() - client0
+    finally:
+        await asyncio.gather(*(u.aclose() for u in users))
     return result
 
 
 async def each(
-    client: httpx.AsyncClient,
+    base: str,
     variant: Variant,
     requests: Sequence[tuple[dict[str, str], bytes]],
     concurrency: int,
 ) -> list[httpx.Response]:
-    """Every request once, `concurrency` at a time (warm-up and cursor collection)."""
+    """Every request once, `concurrency` at a time (warm-up and cursor collection), on fresh
+    connections: pooled ones left idle past the server's keep-alive timeout get closed."""
     gate = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as client:
 
-    async def one(headers: dict[str, str], body: bytes) -> httpx.Response:
-        async with gate:
-            return await client.post(variant.path, content=body, headers=headers)
+        async def one(headers: dict[str, str], body: bytes) -> httpx.Response:
+            async with gate:
+                return await client.post(variant.path, content=body, headers=headers)
 
-    return await asyncio.gather(*(one(h, b) for h, b in requests))
+        return await asyncio.gather(*(one(h, b) for h, b in requests))
 
 
 # -- report ------------------------------------------------------------------------------
@@ -521,69 +537,65 @@ async def run(args: argparse.Namespace) -> None:
             for uid in {u for cls in classes for u in viewers[cls]}
         }
         kinds = variants()
-        limits = httpx.Limits(max_connections=max(clients), max_keepalive_connections=max(clients))
-        async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as client:
-            # Warm-up: cold timelines are rebuilt from Postgres by the first read.
-            everyone = sorted({u for cls in classes for u in viewers[cls]})
-            started = time.perf_counter()
-            chrono = kinds["chrono"]
-            replies = await each(
-                client, chrono, [(headers[u], chrono.body()) for u in everyone], 10
-            )
-            cold_degraded = sum(check(r, "feed")[1] for r in replies)
-            for _ in range(600):
-                async with redis.pipeline(transaction=False) as pipe:
-                    for uid in everyone:
-                        pipe.exists(timeline_key(uid))
-                    missing = len(everyone) - sum(await pipe.execute())
-                if not missing:
-                    break
-                await asyncio.sleep(0.1)
-            for key in chosen:
-                variant = kinds[key]
-                await each(client, variant, [(headers[u], variant.body()) for u in everyone], 10)
-            print(
-                f"warm-up: {len(everyone)} viewers, {cold_degraded} cold reads served from "
-                f"Postgres while their timelines were rebuilt, {missing} timelines still "
-                f"missing, {time.perf_counter() - started:.1f} s",
-                flush=True,
-            )
+        # Warm-up: cold timelines are rebuilt from Postgres by the first read.
+        everyone = sorted({u for cls in classes for u in viewers[cls]})
+        started = time.perf_counter()
+        chrono = kinds["chrono"]
+        replies = await each(base, chrono, [(headers[u], chrono.body()) for u in everyone], 10)
+        cold_degraded = sum(check(r, "feed")[1] for r in replies)
+        for _ in range(600):
+            async with redis.pipeline(transaction=False) as pipe:
+                for uid in everyone:
+                    pipe.exists(timeline_key(uid))
+                missing = len(everyone) - sum(await pipe.execute())
+            if not missing:
+                break
+            await asyncio.sleep(0.1)
+        for key in chosen:
+            variant = kinds[key]
+            await each(base, variant, [(headers[u], variant.body()) for u in everyone], 10)
+        print(
+            f"warm-up: {len(everyone)} viewers, {cold_degraded} cold reads served from "
+            f"Postgres while their timelines were rebuilt, {missing} timelines still "
+            f"missing, {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
 
-            results: dict[tuple[str, str, int], Result] = {}
-            for cls in classes:
-                for n in clients:
-                    for key in chosen:
-                        variant = kinds[key]
-                        if key == "next":
-                            # Fresh sessions: each viewer's second RANKED page.
-                            firsts = await each(
-                                client,
-                                kinds["ranked"],
-                                [(headers[u], kinds["ranked"].body()) for u in viewers[cls]],
-                                10,
-                            )
-                            cursors = [
-                                orjson.loads(r.content)["data"]["feed"]["pageInfo"]["endCursor"]
-                                for r in firsts
-                            ]
-                            requests = [
-                                (headers[u], variant.body(after=c))
-                                for u, c in zip(viewers[cls], cursors, strict=True)
-                                if c is not None
-                            ]
-                        else:
-                            requests = [(headers[u], variant.body()) for u in viewers[cls]]
-                        r = await closed_loop(
-                            client, variant, requests, n, args.seconds, server_pids, args.seed
+        results: dict[tuple[str, str, int], Result] = {}
+        for cls in classes:
+            for n in clients:
+                for key in chosen:
+                    variant = kinds[key]
+                    if key == "next":
+                        # Fresh sessions: each viewer's second RANKED page.
+                        firsts = await each(
+                            base,
+                            kinds["ranked"],
+                            [(headers[u], kinds["ranked"].body()) for u in viewers[cls]],
+                            10,
                         )
-                        results[(cls, key, n)] = r
-                        print(
-                            f"{cls:6} {key:6} {n:3} clients: {r.rate:7.0f} req/s  "
-                            f"p50 {r.pct(0.5):7.1f} ms  p99 {r.pct(0.99):7.1f} ms  "
-                            f"errors {r.errors}  degraded {r.degraded}"
-                            + (f"  first error: {r.first_error}" if r.first_error else ""),
-                            flush=True,
-                        )
+                        cursors = [
+                            orjson.loads(r.content)["data"]["feed"]["pageInfo"]["endCursor"]
+                            for r in firsts
+                        ]
+                        requests = [
+                            (headers[u], variant.body(after=c))
+                            for u, c in zip(viewers[cls], cursors, strict=True)
+                            if c is not None
+                        ]
+                    else:
+                        requests = [(headers[u], variant.body()) for u in viewers[cls]]
+                    r = await closed_loop(
+                        base, variant, requests, n, args.seconds, server_pids, args.seed
+                    )
+                    results[(cls, key, n)] = r
+                    print(
+                        f"{cls:6} {key:6} {n:3} clients: {r.rate:7.0f} req/s  "
+                        f"p50 {r.pct(0.5):7.1f} ms  p99 {r.pct(0.99):7.1f} ms  "
+                        f"errors {r.errors}  degraded {r.degraded}"
+                        + (f"  first error: {r.first_error}" if r.first_error else ""),
+                        flush=True,
+                    )
 
         print()
         print(
