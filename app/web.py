@@ -13,23 +13,38 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from cross_web import AsyncHTTPRequestAdapter, HTTPException
+from graphql import GraphQLError
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+)
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import MissingQueryError
+from strawberry.http import GraphQLRequestData
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types import ExecutionResult
+from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET, UnsetType
 
 from app.api.context import Context
+from app.api.graphiql import graphiql_assets_mount, graphiql_html
 from app.api.schema import build_schema
 from app.api.subscriptions import ABORT_KEY, SocketContext
+from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter
 from app.auth.tokens import user_id_from_header
 from app.config import PROJECT_ROOT, get_settings
 from app.errors import AppError
@@ -50,14 +65,19 @@ class FeedGraphQL(GraphQL):
     protocol's own ping/pong, sent by uvicorn (--ws-ping-interval/--ws-ping-timeout).
     """
 
+    websocket_adapter_class = TextFrameAdapter  # type: ignore[assignment]
+    graphql_transport_ws_handler_class = FeedTransportWSHandler  # type: ignore[assignment]
+
     def __init__(self, state_getter: Any, hub_getter: Any = lambda: None, **kwargs: Any) -> None:
         kwargs.setdefault("subscription_protocols", (GRAPHQL_TRANSPORT_WS_PROTOCOL,))
         # A socket that never authenticates is closed (4408) instead of holding memory.
-        kwargs.setdefault("connection_init_wait_timeout", timedelta(seconds=10))
+        init_timeout = get_realtime_settings().connection_init_timeout_seconds
+        kwargs.setdefault("connection_init_wait_timeout", timedelta(seconds=init_timeout))
         kwargs.setdefault("max_subscriptions_per_connection", 10)
         super().__init__(build_schema(), **kwargs)
         self._state = state_getter
         self._hub = hub_getter
+        self.max_message_bytes = get_settings().max_request_bytes
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:  # type: ignore[override]
         state: AppState = self._state()
@@ -83,8 +103,46 @@ class FeedGraphQL(GraphQL):
         context.authenticate()
         return UNSET
 
+    async def execute_single(  # type: ignore[override]
+        self,
+        request: Request,
+        request_adapter: AsyncHTTPRequestAdapter,
+        sub_response: Response,
+        context: Context,
+        root_value: Any,
+        request_data: GraphQLRequestData,
+    ) -> ExecutionResult:
+        """Strawberry's, but a subscription over HTTP is a typed error, not a null result."""
+        allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
+        if request_adapter.method == "GET" and not self.allow_queries_via_get:
+            allowed -= {OperationType.QUERY}
+        try:
+            return await self.schema.execute(
+                request_data.query,
+                root_value=root_value,
+                variable_values=request_data.variables,
+                context_value=context,
+                operation_name=request_data.operation_name,
+                allowed_operation_types=allowed,
+                operation_extensions=request_data.extensions,
+            )
+        except InvalidOperationTypeError as exc:
+            if exc.operation_type is not OperationType.SUBSCRIPTION:
+                raise HTTPException(400, exc.as_http_error_reason(request_adapter.method)) from exc
+            message = "Subscriptions run over the websocket at /graphql (graphql-transport-ws)."
+            error = GraphQLError(message, extensions={"code": "BAD_USER_INPUT"})
+            return ExecutionResult(data=None, errors=[error])
+        except CannotGetOperationTypeError as exc:
+            raise HTTPException(400, exc.as_http_error_reason()) from exc
+        except MissingQueryError as exc:
+            raise HTTPException(400, "No GraphQL query found in the request") from exc
+
     def encode_json(self, data: object) -> bytes:  # type: ignore[override]
         return orjson.dumps(data)
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        """GraphiQL from vendored assets (app/api/graphiql.py): it works offline."""
+        return HTMLResponse(graphiql_html(request.url.path))
 
 
 class BodyLimit:
@@ -228,6 +286,7 @@ def create_app(state: AppState | None = None) -> Starlette:
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/", index),
+        graphiql_assets_mount(),
     ]
     if settings.benchmark_endpoints:  # BENCHMARK_ENDPOINTS=1 only (app/api/bench.py)
         from app.api.bench import bench_route

@@ -1,15 +1,16 @@
 """Subscription root: `feedUpdates` over graphql-transport-ws, and the websocket's context.
 
-Auth happens once per socket, in `connection_init` (`{"authorization": "Bearer <token>"}`):
-a missing or bad token rejects the connection (close 4403) before any operation can start.
+Auth happens once per socket, in `connection_init` (`{"Authorization": "Bearer <token>"}`,
+the key in any letter case): a missing or bad token rejects the connection (close 4403, the
+reason says why) before any operation can start, and the socket closes (4403) when the token
+expires. The protocol handler itself is app.api.websocket.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import strawberry
@@ -19,12 +20,13 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types import Info
 
 from app.api.context import Context
+from app.api.frames import SendText, SocketFrames, feed_update
 from app.api.loaders import Loaders
 from app.api.types import FeedUpdate
-from app.auth.tokens import user_id_from_header
+from app.auth.tokens import verify_header
 from app.errors import AppError, BadInput
-from app.realtime.counts import FeedCount
 from app.realtime.hub import Hub
+from app.realtime.settings import get_realtime_settings
 
 # Scope key under which app.web puts the connection's transport `abort` (uvicorn): a peer
 # that stopped reading never takes a close frame, so a dropped socket is cut instead.
@@ -44,32 +46,76 @@ async def close_socket(websocket: WebSocket, code: int, reason: str) -> None:
 
 @dataclass
 class SocketContext(Context):
-    """One per websocket connection; Strawberry fills `connection_params` at connection_init."""
+    """One per websocket connection; Strawberry fills `connection_params` at connection_init.
+    Operations get an `OperationContext` of their own (fresh DataLoaders each)."""
 
     hub: Hub | None = None
     connection_params: dict[str, object] | None = None
+    token_expires_at: float | None = None  # Unix time; the socket closes (4403) then
 
     def authenticate(self) -> None:
         """Accept the socket for one user, or raise ConnectionRejectionError (close 4403)."""
-        header = (self.connection_params or {}).get("authorization")
-        if header is None and self.viewer_id is not None and self.auth_error is None:
-            return  # a non-browser client authenticated the upgrade request's header
+        header = _authorization(self.connection_params or {})
+        if header is None:
+            # A non-browser client may authenticate the upgrade request instead.
+            header = self.request.headers.get("authorization") if self.request else None
         if not isinstance(header, str) or not header.strip():
             raise ConnectionRejectionError(
                 {
                     "code": "UNAUTHENTICATED",
-                    "message": 'Send {"authorization": "Bearer <token>"} in connection_init.',
+                    "message": 'send {"Authorization": "Bearer <token>"} in connection_init',
                 }
             )
         try:
-            user_id = user_id_from_header(self.state.settings, header)
+            user_id, expires_at = verify_header(self.state.settings, header)
         except AppError as exc:
             raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
-        if user_id is None:  # pragma: no cover - a non-empty header always yields an id
-            raise ConnectionRejectionError({"code": "UNAUTHENTICATED"})
         self.viewer_id = user_id
         self.auth_error = None
+        self.token_expires_at = expires_at
         self.loaders = Loaders(self.state, user_id)
+
+    def for_operation(self, operation_id: str, send_text: SendText) -> OperationContext:
+        return OperationContext(
+            state=self.state,
+            request=self.request,
+            viewer_id=self.viewer_id,
+            auth_error=self.auth_error,
+            hub=self.hub,
+            operation_id=operation_id,
+            send_text=send_text,
+        )
+
+
+def _authorization(params: dict[str, object]) -> object | None:
+    """The token from connection_init: `authorization` in any letter case (GraphiQL's Headers
+    pane sends `Authorization`), also nested under `headers` as some clients send it."""
+    for key, value in params.items():
+        if key.lower() == "authorization":
+            return value
+    headers = params.get("headers")
+    if isinstance(headers, dict):
+        return _authorization(headers)
+    return None
+
+
+@dataclass
+class OperationContext(Context):
+    """One operation on a socket: its own DataLoaders, and where its live frames go."""
+
+    hub: Hub | None = None
+    operation_id: str = ""
+    send_text: SendText | None = None
+    _on_detach: list[Callable[[], None]] = field(default_factory=list)
+
+    def on_detach(self, callback: Callable[[], None]) -> None:
+        self._on_detach.append(callback)
+
+    def detach(self) -> None:
+        """The operation ended (complete, error, socket closed): stop its live frames now."""
+        callbacks, self._on_detach = self._on_detach, []
+        for callback in callbacks:
+            callback()
 
 
 class EventScopedExecutor(StrawberryGraphQLCoreExecutionContext):
@@ -83,11 +129,6 @@ class EventScopedExecutor(StrawberryGraphQLCoreExecutionContext):
         return executor
 
 
-def _feed_update(state: FeedCount) -> FeedUpdate:
-    at = datetime.fromtimestamp(state.latest_ms / 1000, UTC) if state.latest_ms else None
-    return FeedUpdate(new_post_count=state.count, latest_post_at=at)
-
-
 @strawberry.type
 class Subscription:
     @strawberry.subscription(
@@ -99,17 +140,27 @@ class Subscription:
     async def feed_updates(self, info: Info[Context, None]) -> AsyncGenerator[FeedUpdate, None]:
         context = info.context
         viewer_id = context.require_viewer()
-        hub = getattr(context, "hub", None)
+        if not isinstance(context, OperationContext) or context.hub is None:
+            raise BadInput(
+                "Subscriptions run over the websocket at /graphql (graphql-transport-ws)."
+            )
+        hub = context.hub
         websocket = context.request
-        if hub is None or not isinstance(websocket, WebSocket):
-            raise BadInput("Subscribe over the websocket at /graphql (graphql-transport-ws).")
+        assert isinstance(websocket, WebSocket)
 
         async def close(code: int, reason: str) -> None:
             await close_socket(websocket, code, reason)
 
-        subscriber = await hub.subscribe(viewer_id, close)
+        frames: SocketFrames | None = None
+        if context.send_text is not None and get_realtime_settings().prepared_frames:
+            frames = SocketFrames.open(info, context.operation_id, context.send_text)
+        subscriber = await hub.subscribe(viewer_id, close, frames)
+        context.on_detach(lambda: hub.unsubscribe(subscriber))
         try:
+            if frames is not None:
+                # Frames go out from the hub (app.api.frames); this stream only ends.
+                await asyncio.get_running_loop().create_future()
             while True:
-                yield _feed_update(await subscriber.next())
+                yield feed_update(await subscriber.next())
         finally:
             hub.unsubscribe(subscriber)

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Awaitable
 from datetime import datetime
 from enum import Enum
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import strawberry
 from strawberry.dataloader import DataLoader
@@ -74,7 +74,8 @@ async def _user_posts(
 ) -> PostConnection:
     from app.api.resolvers import user_posts
 
-    return await user_posts(info.context, root.row, first, after)
+    # user_posts reads the author's id only, which a FeedAuthor has too.
+    return await user_posts(info.context, cast(models.User, root.row), first, after)
 
 
 @strawberry.type
@@ -90,7 +91,8 @@ class User:
     follower_count: int
     following_count: int
     fanout_mode: FanoutMode
-    viewer_follows: bool = strawberry.field(
+    # The resolvers below may return an awaitable, which graphql-core resolves: typed so.
+    viewer_follows: bool = strawberry.field(  # type: ignore[assignment]
         resolver=_user_viewer_follows, graphql_type=bool, init=False
     )
     posts: PostConnection = strawberry.field(resolver=_user_posts, init=False)
@@ -129,14 +131,16 @@ class Post:
 
     row: strawberry.Private[models.Post | FeedPost]
     id: strawberry.ID
-    author: User = strawberry.field(resolver=_post_author, graphql_type=User, init=False)
+    author: User = strawberry.field(  # type: ignore[assignment]  # may be awaitable, as above
+        resolver=_post_author, graphql_type=User, init=False
+    )
     body: str
     visibility: Visibility
     created_at: datetime
     edited_at: datetime | None
     like_count: int
     comment_count: int
-    viewer_has_liked: bool = strawberry.field(
+    viewer_has_liked: bool = strawberry.field(  # type: ignore[assignment]
         resolver=_post_viewer_has_liked, graphql_type=bool, init=False
     )
 

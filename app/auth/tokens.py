@@ -19,11 +19,17 @@ def issue_token(settings: Settings, user_id: int) -> str:
 
 
 def user_id_from_token(settings: Settings, token: str) -> int:
+    return verify_token(settings, token)[0]
+
+
+def verify_token(settings: Settings, token: str) -> tuple[int, int]:
+    """(user id, expiry as a Unix time): a websocket outlives a request, so it needs the
+    expiry to close itself when the token lapses."""
     try:
         claims = jwt.decode(
             token, settings.secret_key, algorithms=[_ALGORITHM], options={"require": ["exp"]}
         )
-        return int(claims["sub"])
+        return int(claims["sub"]), int(claims["exp"])
     except jwt.ExpiredSignatureError as exc:
         raise Unauthenticated("Your session token has expired; log in again.") from exc
     except (jwt.PyJWTError, KeyError, ValueError) as exc:
@@ -34,7 +40,12 @@ def user_id_from_header(settings: Settings, header: str | None) -> int | None:
     """None when no credentials were sent; Unauthenticated when they were sent but are bad."""
     if not header:
         return None
-    scheme, _, token = header.partition(" ")
+    return verify_header(settings, header)[0]
+
+
+def verify_header(settings: Settings, header: str) -> tuple[int, int]:
+    """(user id, expiry) of an `Authorization: Bearer <token>` value; Unauthenticated if bad."""
+    scheme, _, token = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated("Send the token as 'Authorization: Bearer <token>'.")
-    return user_id_from_token(settings, token.strip())
+    return verify_token(settings, token.strip())

@@ -22,7 +22,6 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.posts.ids import created_ms
@@ -208,13 +207,13 @@ class Reads:
         size = getattr(engine.sync_engine.pool, "size", None)
         self._slots = asyncio.Semaphore(size()) if callable(size) and size() > 0 else None
 
-    async def all(self, statement: str, *args: Any) -> Sequence[Row[Any]]:
+    async def all(self, statement: str, *args: Any) -> Sequence[Sequence[Any]]:
         if self._slots is None:
             return await self._all(statement, args)
         async with self._slots:
             return await self._all(statement, args)
 
-    async def _all(self, statement: str, args: tuple[Any, ...]) -> Sequence[Row[Any]]:
+    async def _all(self, statement: str, args: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
         async with self.engine.connect() as conn:
             result = await conn.exec_driver_sql(statement, args)
             return result.all()
@@ -236,7 +235,7 @@ async def rank_rows(reads: Reads, viewer_id: int, ids: Sequence[int]) -> RankCol
     (found,) = await reads.all(_RANK_ROWS, list(ids), viewer_id)
     if found[0] is None:  # no visible rows: array_agg of nothing is NULL
         return RankColumns([], [], [], [])
-    return RankColumns(*found)
+    return RankColumns(found[0], found[1], found[2], found[3])
 
 
 async def page_rows(

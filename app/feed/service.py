@@ -58,6 +58,8 @@ OWN_POSTS = 20  # read-your-writes: the viewer's newest posts are always candida
 RECENT_WINDOW = timedelta(minutes=10)  # follows/mode switches whose async work may still run
 LAG_WINDOW = timedelta(minutes=5)  # under queue lag, followees' posts this recent are pulled
 CANDIDATE_SLACK = 1.25  # candidates filtered per session slot (some will be invisible)
+MAX_FALLBACKS = 4  # Postgres fallbacks for late Redis reads running at once, per process
+PATIENCE = 4  # past MAX_FALLBACKS, a late Redis read gets this many timeouts more
 
 
 @dataclass
@@ -151,6 +153,7 @@ class FeedService:
         self._rebuild = rebuild
         self._rebuilding: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._fallbacks = 0  # Postgres fallbacks for the timeline running now
         self.author_cache: CoalescingCache[int, list[Entry]] = CoalescingCache(ttl_seconds=2.0)
         # Per Redis source: past it the page is answered without that source.
         self.source_timeout = settings.feed_source_timeout_ms / 1000
@@ -365,14 +368,15 @@ class FeedService:
         The pulled authors and the lag probe are in-process caches that almost always answer
         without I/O, so they are awaited in turn rather than as gathered tasks.
         """
+        read: _Timeline
         if timeline is None:
-            timeline, pulled = await _concurrently(
+            read, pulled = await _concurrently(
                 self._timeline(viewer_id, before, limit), self._pulled(context.pull_authors)
             )
         else:
-            pulled = await self._pulled(context.pull_authors)
+            read, pulled = timeline, await self._pulled(context.pull_authors)
         lagging = await self._lagging()
-        tl_ids, tl_full, degraded = timeline
+        tl_ids, tl_full, degraded = read
         sources: dict[str, list[int]] = {
             "timeline": tl_ids,
             "pull": [p for entries in pulled.values() for p, _ in entries if p < before],
@@ -399,12 +403,12 @@ class FeedService:
         """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers."""
         entries: list[Entry] | None
         try:
-            # asyncio.timeout, not wait_for: no extra task per read.
-            async with asyncio.timeout(self.source_timeout):
-                if before == MAX_ID:
-                    entries = await self.store.latest_or_none(viewer_id, limit)
-                else:
-                    entries = await self.store.before(viewer_id, created_ms(before), before, limit)
+            if before == MAX_ID:
+                entries = await self._in_time(self.store.latest_or_none(viewer_id, limit))
+            else:
+                entries = await self._in_time(
+                    self.store.before(viewer_id, created_ms(before), before, limit)
+                )
             if before != MAX_ID and not entries and not await self.store.exists(viewer_id):
                 entries = None
             redis_ok = True
@@ -415,8 +419,39 @@ class FeedService:
         FEED_DEGRADED.labels("timeline_missing" if redis_ok else "redis_down").inc()
         if redis_ok:
             self._schedule_rebuild(viewer_id)
-        ids = await sql.followee_posts_before(self.reads, viewer_id, before, limit)
+        self._fallbacks += 1
+        try:
+            ids = await sql.followee_posts_before(self.reads, viewer_id, before, limit)
+        finally:
+            self._fallbacks -= 1
         return ids, len(ids) >= limit, True
+
+    async def _in_time(self, read: Coroutine[object, object, T]) -> T:
+        """A Redis read within FEED_SOURCE_TIMEOUT_MS, TimeoutError past it (the caller then
+        answers from Postgres, degraded) - unless MAX_FALLBACKS such answers are already
+        running in this process: then the read gets PATIENCE times longer first.
+
+        Why: the timeout runs on this process's event loop, so when the process is saturated
+        it measures the loop's backlog, not Redis. Falling back then adds an expensive
+        Postgres query per read to a process that is already behind (measured: ~10% of the
+        reads at 50 concurrent clients on 2 cores went degraded and throughput dropped). A
+        real outage still degrades at once: a dead Redis fails fast with connection errors,
+        and a hung one costs at most PATIENCE + 1 timeouts. The read runs as its own task,
+        so waiting on does not cancel it (redis-py drops a connection when a command is
+        cancelled mid-flight).
+        """
+        task = asyncio.ensure_future(read)
+        try:
+            try:
+                async with asyncio.timeout(self.source_timeout):
+                    return await asyncio.shield(task)
+            except TimeoutError:
+                if self._fallbacks < MAX_FALLBACKS:
+                    raise
+            async with asyncio.timeout(self.source_timeout * PATIENCE):
+                return await asyncio.shield(task)
+        finally:
+            task.cancel()  # a no-op once done
 
     async def _pulled(self, authors: Sequence[int]) -> dict[int, list[Entry]]:
         if not authors:

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
@@ -44,29 +44,50 @@ MAX_AUTHOR_BACKLOG = 1000  # pull-mode posts waiting for delivery; beyond it the
 OnDrop = Callable[[int, str], Awaitable[None]]
 
 
+class FrameSink(Protocol):
+    """Where a subscriber's frames go when the hub writes them itself (app.api.frames)."""
+
+    def send(self, state: FeedCount) -> asyncio.Future[None] | None:
+        """Write one frame: None when it went out at once, else the pending write."""
+        ...
+
+
 class Subscriber:
-    """One `feedUpdates` subscription: a one-slot queue that merges updates."""
+    """One `feedUpdates` subscription: a one-slot queue that merges updates.
+
+    With a sink, the hub writes frames itself: an update goes out inline when the interval
+    allows, else a timer sends the newest pending one at the interval's end. Without one,
+    the subscription's own task takes updates with `next()`.
+    """
 
     __slots__ = (
+        "_inflight",
         "_interval",
         "_last_frame",
         "_pending",
+        "_timer",
         "_wake",
         "dropped",
         "on_drop",
         "pending_since",
+        "sink",
         "user_id",
     )
 
-    def __init__(self, user_id: int, on_drop: OnDrop, interval: float) -> None:
+    def __init__(
+        self, user_id: int, on_drop: OnDrop, interval: float, sink: FrameSink | None = None
+    ) -> None:
         self.user_id = user_id
         self.on_drop = on_drop
+        self.sink = sink
         self.dropped = False
         self.pending_since = 0.0
         self._interval = interval
         self._pending: FeedCount | None = None
         self._last_frame = 0.0
         self._wake = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+        self._inflight: asyncio.Future[None] | None = None
 
     @property
     def pending(self) -> FeedCount | None:
@@ -81,7 +102,10 @@ class Subscriber:
         else:
             COALESCED.inc()
         self._pending = state
-        self._wake.set()
+        if self.sink is None:
+            self._wake.set()
+        else:
+            self._pump()
 
     def offer_initial(self, state: FeedCount, read_at_ms: float) -> None:
         """The count read at subscribe time, unless a notification published after the read
@@ -93,7 +117,40 @@ class Subscriber:
     def mark_dropped(self) -> None:
         self.dropped = True
         self._pending = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._wake.set()
+
+    def _pump(self) -> None:
+        """Send the pending update now if the interval and the socket allow it."""
+        if self._pending is None or self._timer is not None or self._inflight is not None:
+            return
+        now = time.monotonic()
+        delay = self._last_frame + self._interval - now
+        if delay > 0:
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+            return
+        state, self._pending = self._pending, None
+        self._last_frame = now
+        _observe(state)
+        assert self.sink is not None
+        waiting = self.sink.send(state)
+        if waiting is not None:
+            self._inflight = waiting
+            waiting.add_done_callback(self._sent)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self.dropped:
+            self._pump()
+
+    def _sent(self, done: asyncio.Future[None]) -> None:
+        self._inflight = None
+        if not done.cancelled():
+            done.exception()  # retrieved: a failed write ends with the socket's close
+        if not self.dropped:
+            self._pump()
 
     async def next(self) -> FeedCount:
         """The next update to send; at most one per interval (a burst becomes one frame).
@@ -113,10 +170,14 @@ class Subscriber:
             if state is None:
                 continue
             self._last_frame = time.monotonic()
-            DELIVERED.inc()
-            if state.published_ms:
-                LATENCY.observe(max(0.0, time.time() - state.published_ms / 1000))
+            _observe(state)
             return state
+
+
+def _observe(state: FeedCount) -> None:
+    DELIVERED.inc()
+    if state.published_ms:
+        LATENCY.observe(max(0.0, time.time() - state.published_ms / 1000))
 
 
 def _pubsub_client(redis: AnyRedis) -> Redis:
@@ -204,11 +265,13 @@ class Hub:
 
     # -- subscribers ----------------------------------------------------------------------
 
-    async def subscribe(self, user_id: int, on_drop: OnDrop) -> Subscriber:
+    async def subscribe(
+        self, user_id: int, on_drop: OnDrop, sink: FrameSink | None = None
+    ) -> Subscriber:
         """Register a subscriber and queue the user's current count as its first update."""
         if not self._running:
             raise RuntimeError("the realtime hub is not running")
-        sub = Subscriber(user_id, on_drop, self.settings.coalesce_ms / 1000)
+        sub = Subscriber(user_id, on_drop, self.settings.coalesce_ms / 1000, sink)
         self._subs.setdefault(user_id, set()).add(sub)
         SUBSCRIBERS.inc()
         try:
@@ -241,6 +304,7 @@ class Hub:
 
     def unsubscribe(self, sub: Subscriber) -> None:
         """Forget a subscriber (idempotent); channels nobody needs any more are left."""
+        sub.mark_dropped()  # no frame after this, even one already timed
         subs = self._subs.get(sub.user_id)
         if subs is None or sub not in subs:
             return

@@ -33,6 +33,12 @@ class RealtimeSettings(BaseSettings):
     namespace: str = ""
     # Concurrent pull-mode deliveries per process (each is one SQL check + one Redis call).
     author_concurrency: int = 8
+    # Live frames rendered once per distinct update and written straight to each socket
+    # (app.api.frames); off = Strawberry's per-event execution for every frame (the
+    # benchmark's baseline, and a fallback should a client ever need it).
+    prepared_frames: bool = True
+    # A socket that has not sent connection_init by then is closed (4408).
+    connection_init_timeout_seconds: float = 10.0
 
     @model_validator(mode="after")
     def _check(self) -> RealtimeSettings:

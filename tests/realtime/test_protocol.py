@@ -1,0 +1,300 @@
+"""graphql-transport-ws edge cases against a real uvicorn, with raw websocket messages: what
+a conforming client may send and what the server must answer (PROTOCOL.md of graphql-ws),
+plus this API's own socket rules: fresh state per operation, token expiry, a size limit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from app.api.documents import operations
+from tests.fanout.helpers import follow, make_user, post
+from tests.graphql_client import gql
+from tests.realtime.live import PROTOCOL, ApiServer
+
+FEED_UPDATES = operations()["FeedUpdates"]
+POST_QUERY = "query Post($id: ID!) { post(id: $id) { id body } }"
+
+
+async def open_socket(server: ApiServer) -> ClientConnection:
+    return await connect(server.ws_url, subprotocols=[PROTOCOL])  # type: ignore[list-item]
+
+
+async def send(ws: ClientConnection, message: dict[str, Any]) -> None:
+    await ws.send(json.dumps(message))
+
+
+async def receive(ws: ClientConnection, seconds: float = 5.0) -> dict[str, Any]:
+    frame = await asyncio.wait_for(ws.recv(), seconds)
+    assert isinstance(frame, str), f"a binary frame: {frame!r}"  # the protocol is JSON text
+    return dict(json.loads(frame))
+
+
+async def closed_with(ws: ClientConnection, seconds: float = 5.0) -> tuple[int, str]:
+    """Read until the server closes; (code, reason)."""
+    with pytest.raises(ConnectionClosed):
+        while True:
+            await asyncio.wait_for(ws.recv(), seconds)
+    assert ws.close_code is not None
+    return ws.close_code, ws.close_reason or ""
+
+
+async def authed(server: ApiServer, token: str) -> ClientConnection:
+    ws = await open_socket(server)
+    await send(ws, {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
+    assert (await receive(ws))["type"] == "connection_ack"
+    return ws
+
+
+async def run_query(
+    ws: ClientConnection, op_id: str, query: str, variables: dict[str, Any]
+) -> dict[str, Any]:
+    """One query over the socket: its `next` payload (then `complete`)."""
+    await send(
+        ws, {"id": op_id, "type": "subscribe", "payload": {"query": query, "variables": variables}}
+    )
+    message = await receive(ws)
+    assert message["type"] == "next" and message["id"] == op_id, message
+    assert await receive(ws) == {"id": op_id, "type": "complete"}
+    return dict(message["payload"])
+
+
+@pytest.fixture
+async def user(server: ApiServer) -> AsyncIterator[str]:
+    async with server.http() as http:
+        token, _ = await make_user(http, "sock")
+    yield token
+
+
+async def test_frames_are_text_and_ping_pong_works_both_ways(server: ApiServer, user) -> None:
+    ws = await authed(server, user)
+    await send(ws, {"type": "ping", "payload": {"at": 1}})
+    assert (await receive(ws))["type"] == "pong"
+    await send(ws, {"type": "pong"})  # unsolicited pongs are allowed (a heartbeat)
+    await send(ws, {"id": "1", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+    first = await receive(ws)
+    assert first["type"] == "next" and first["payload"]["data"]["feedUpdates"]["newPostCount"] == 0
+    await ws.close()
+
+
+async def test_complete_from_the_client_stops_the_stream(server: ApiServer, pipeline) -> None:
+    async with server.http() as http:
+        author, _ = await make_user(http, "author")
+        fan, _ = await make_user(http, "fan")
+        await follow(http, fan, "author")
+        await pipeline.settle()
+        ws = await authed(server, fan)
+        await send(ws, {"id": "a", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+        assert (await receive(ws))["id"] == "a"
+        await send(ws, {"id": "a", "type": "complete"})
+        await post(http, author, "after complete")
+        await pipeline.settle()
+        with pytest.raises(TimeoutError):
+            await receive(ws, 0.6)
+        # The id is free again after complete.
+        await send(ws, {"id": "a", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+        again = await receive(ws)
+        assert again["id"] == "a" and again["payload"]["data"]["feedUpdates"]["newPostCount"] == 1
+        await ws.close()
+
+
+async def test_the_server_completes_a_query_operation(server: ApiServer, user) -> None:
+    ws = await authed(server, user)
+    payload = await run_query(ws, "q", "{ viewer { handle } }", {})
+    assert payload == {"data": {"viewer": {"handle": "sock"}}}
+    await ws.close()
+
+
+@pytest.mark.parametrize(
+    ("messages", "code"),
+    [
+        # duplicate operation id
+        (
+            [
+                {"id": "1", "type": "subscribe", "payload": {"query": FEED_UPDATES}},
+                {"id": "1", "type": "subscribe", "payload": {"query": FEED_UPDATES}},
+            ],
+            4409,
+        ),
+        ([{"type": "shout"}], 4400),  # unknown message type
+        ([{"id": "1"}], 4400),  # no type
+        ([{"id": "1", "type": "subscribe", "payload": "x"}], 4400),  # payload not an object
+        ([{"type": "connection_init"}], 4429),  # second connection_init
+    ],
+)
+async def test_protocol_violations_close_with_their_codes(
+    server: ApiServer, user, messages: list[dict[str, Any]], code: int
+) -> None:
+    ws = await authed(server, user)
+    for message in messages:
+        await send(ws, message)
+    assert (await closed_with(ws))[0] == code
+
+
+async def test_non_json_and_non_object_messages_close_4400(server: ApiServer, user) -> None:
+    for raw in ("not json", "[1, 2]", "42"):
+        ws = await authed(server, user)
+        await ws.send(raw)
+        assert (await closed_with(ws))[0] == 4400, raw
+
+
+async def test_operations_before_ack_close_4401(server: ApiServer) -> None:
+    ws = await open_socket(server)
+    await send(ws, {"id": "1", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+    assert (await closed_with(ws))[0] == 4401
+
+
+async def test_refusals_say_what_to_send(server: ApiServer) -> None:
+    cases = [
+        ({}, "Authorization"),
+        ({"authorization": "Bearer not-a-token"}, "not valid"),
+        ({"AUTHORIZATION": "Basic x"}, "Bearer"),
+    ]
+    for payload, hint in cases:
+        ws = await open_socket(server)
+        await send(ws, {"type": "connection_init", "payload": payload})
+        code, reason = await closed_with(ws)
+        assert code == 4403, payload
+        assert hint in reason, (payload, reason)
+
+
+async def test_authorization_key_in_any_letter_case(server: ApiServer, user) -> None:
+    for key in ("authorization", "Authorization", "AUTHORIZATION"):
+        ws = await open_socket(server)
+        await send(ws, {"type": "connection_init", "payload": {key: f"Bearer {user}"}})
+        assert (await receive(ws))["type"] == "connection_ack", key
+        await ws.close()
+
+
+async def test_no_connection_init_in_time_closes_4408(test_database: str) -> None:
+    api = await ApiServer(env={"REALTIME_CONNECTION_INIT_TIMEOUT_SECONDS": "0.5"}).ready()
+    try:
+        ws = await open_socket(api)
+        code, _ = await closed_with(ws, 3)
+        assert code == 4408
+    finally:
+        api.stop()
+
+
+async def test_an_expired_token_ends_the_socket_with_4403(test_database: str) -> None:
+    api = await ApiServer(env={"TOKEN_TTL_SECONDS": "2"}).ready()
+    try:
+        async with api.http() as http:
+            token, _ = await make_user(http, "brief")
+        ws = await authed(api, token)
+        await send(ws, {"id": "1", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+        assert (await receive(ws))["type"] == "next"
+        code, reason = await closed_with(ws, 5)
+        assert code == 4403 and "expired" in reason
+        # And a new socket with that token is refused.
+        ws = await open_socket(api)
+        await send(ws, {"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}})
+        code, reason = await closed_with(ws)
+        assert code == 4403 and "expired" in reason
+    finally:
+        api.stop()
+
+
+async def test_a_message_over_the_body_limit_closes_1009(server: ApiServer, user) -> None:
+    ws = await authed(server, user)
+    padding = "#" * (64 * 1024)
+    query = "{ viewer { handle } }\n" + padding
+    await send(ws, {"id": "big", "type": "subscribe", "payload": {"query": query}})
+    code, reason = await closed_with(ws)
+    assert code == 1009 and "65536" in reason
+    # Just under the limit is still served (comments are ignored by the parser).
+    ws = await authed(server, user)
+    small = "{ viewer { handle } }\n#" + "x" * 1000
+    assert (await run_query(ws, "ok", small, {}))["data"] == {"viewer": {"handle": "sock"}}
+    await ws.close()
+
+
+async def test_each_operation_sees_current_data(server: ApiServer, pipeline) -> None:
+    """A query repeated over one socket answers from the database each time, never from the
+    previous operation's DataLoader cache: deletions, privacy changes and blocks show."""
+    async with server.http() as http:
+        author, _ = await make_user(http, "author")
+        viewer, _ = await make_user(http, "viewer")
+        await follow(http, viewer, "author")
+        ids = [await post(http, author, f"post {i}") for i in range(3)]
+        ws = await authed(server, viewer)
+        for n, post_id in enumerate(ids):
+            payload = await run_query(ws, f"before{n}", POST_QUERY, {"id": str(post_id)})
+            assert payload["data"]["post"]["id"] == str(post_id)
+
+        (await gql(http, "DeletePost", {"id": str(ids[0])}, token=author)).ok()
+        (
+            await gql(
+                http, "SetPostVisibility", {"id": str(ids[1]), "visibility": "PRIVATE"}, token=author
+            )
+        ).ok()
+        assert (await run_query(ws, "deleted", POST_QUERY, {"id": str(ids[0])}))["data"] == {
+            "post": None
+        }
+        assert (await run_query(ws, "private", POST_QUERY, {"id": str(ids[1])}))["data"] == {
+            "post": None
+        }
+        (await gql(http, "Block", {"handle": "viewer"}, token=author)).ok()
+        assert (await run_query(ws, "blocked", POST_QUERY, {"id": str(ids[2])}))["data"] == {
+            "post": None
+        }
+        await ws.close()
+
+
+async def test_a_subscription_over_http_is_a_typed_error(server: ApiServer, user) -> None:
+    async with server.http() as http:
+        result = await gql(http, "FeedUpdates", token=user)
+    assert result.status == 200
+    assert result.codes == ["BAD_USER_INPUT"]
+    assert "websocket" in result.errors[0]["message"]
+    assert result.data is None
+
+
+async def test_prepared_frames_are_byte_identical_to_strawberrys(
+    test_database: str, pipeline
+) -> None:
+    """The per-frame fast path (app.api.frames) against Strawberry's own per-event execution,
+    for a document with aliases, __typename, a fragment and a variable directive."""
+    document = """
+        subscription Live($withTime: Boolean!) {
+          feedUpdates { __typename n: newPostCount ...Times @include(if: $withTime) }
+        }
+        fragment Times on FeedUpdate { latestPostAt at: latestPostAt }
+    """
+    servers = [
+        await ApiServer(env={"REALTIME_PREPARED_FRAMES": flag}).ready() for flag in ("1", "0")
+    ]
+    try:
+        async with servers[0].http() as http:
+            author, _ = await make_user(http, "author")
+            fans = [await make_user(http, f"fan{i}") for i in range(2)]
+            for token, _ in fans:
+                await follow(http, token, "author")
+            await pipeline.settle()
+            sockets = [await authed(s, token) for s, (token, _) in zip(servers, fans, strict=True)]
+            for ws in sockets:
+                for op_id, flag in (("t", True), ("f", False)):
+                    payload = {"query": document, "variables": {"withTime": flag}}
+                    await send(ws, {"id": op_id, "type": "subscribe", "payload": payload})
+            frames: list[list[str]] = [[], []]
+            for i, ws in enumerate(sockets):
+                frames[i] += sorted([await ws.recv(), await ws.recv()])  # type: ignore[misc]
+            for n in range(3):
+                await post(http, author, f"post {n}")
+                await pipeline.settle()
+                for i, ws in enumerate(sockets):
+                    frames[i] += sorted([await ws.recv(), await ws.recv()])  # type: ignore[misc]
+            fast, stock = frames
+            assert fast == stock
+            assert json.loads(fast[-1])["payload"]["data"]["feedUpdates"]["n"] >= 1
+            for ws in sockets:
+                await ws.close()
+    finally:
+        for s in servers:
+            s.stop()

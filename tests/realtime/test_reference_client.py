@@ -1,0 +1,206 @@
+"""Conformance: the reference `graphql-ws` npm client (GraphiQL, Apollo, urql) against a real
+uvicorn, with the write path through the outbox relay and real ARQ workers.
+
+The client is tests/realtime/reference_client/client.mjs, its packages pinned by the
+committed package-lock.json and installed here with `npm ci` when node_modules is missing or
+was installed from another lock file. Only a machine without node/npm skips these tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fanout.helpers import follow, make_user, post
+from tests.realtime.live import ApiServer
+
+CLIENT_DIR = Path(__file__).parent / "reference_client"
+LOCK_FILE = CLIENT_DIR / "package-lock.json"
+# Written after a successful `npm ci`: the digest of the lock file node_modules came from.
+STAMP = CLIENT_DIR / "node_modules" / ".installed-lock-sha256"
+
+READY_SECONDS = 20.0
+EXIT_SECONDS = 20.0
+
+
+@pytest.fixture(scope="session")
+def reference_client() -> Iterator[Path]:
+    """client.mjs with its pinned node_modules in place (`npm ci` when missing or stale)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("the graphql-ws reference client needs node and npm on PATH")
+    digest = hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest()
+    with LOCK_FILE.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # concurrent test sessions: one `npm ci` at a time
+        installed = STAMP.read_text().strip() if STAMP.exists() else None
+        if installed != digest:
+            result = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=CLIENT_DIR,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            if result.returncode != 0:
+                pytest.fail(
+                    f"npm ci in {CLIENT_DIR} failed ({result.returncode}):\n"
+                    f"{result.stdout}\n{result.stderr}"
+                )
+            STAMP.write_text(digest + "\n")
+    yield CLIENT_DIR / "client.mjs"
+
+
+@dataclass
+class NodeRun:
+    """One run of client.mjs: its events (parsed stdout lines) and its end."""
+
+    proc: asyncio.subprocess.Process
+    events: list[dict[str, Any]] = field(default_factory=list)
+    stdout: list[str] = field(default_factory=list)
+    stderr: str = ""
+
+    @classmethod
+    async def start(
+        cls, script: Path, server: ApiServer, token: str, events: int, auth_key: str | None = None
+    ) -> NodeRun:
+        env = {**os.environ}
+        env.pop("FEED_AUTH_KEY", None)
+        if auth_key is not None:
+            env["FEED_AUTH_KEY"] = auth_key
+        timeout = str(READY_SECONDS + EXIT_SECONDS)  # the client's own deadline, in seconds
+        proc = await asyncio.create_subprocess_exec(
+            "node", str(script), server.ws_url, token, str(events), timeout,
+            cwd=CLIENT_DIR,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        return cls(proc)
+
+    def _take(self, line: str) -> None:
+        self.stdout.append(line)
+        if line.startswith("{"):
+            self.events.append(json.loads(line))
+
+    async def ready(self) -> dict[str, Any]:
+        """Lines up to READY; the first event (the subscription is live on the server)."""
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(READY_SECONDS):
+            while True:
+                raw = await self.proc.stdout.readline()
+                if not raw:  # exited before READY
+                    await self.finish()
+                    raise AssertionError(f"client ended before READY: {self.report()}")
+                line = raw.decode().strip()
+                if line == "READY":
+                    assert self.events, self.report()
+                    return self.events[0]
+                self._take(line)
+
+    async def finish(self) -> int:
+        """Wait for the exit; the rest of stdout is parsed, stderr kept."""
+        async with asyncio.timeout(EXIT_SECONDS):
+            out, err = await self.proc.communicate()
+        for line in out.decode().splitlines():
+            if line.strip() and line.strip() != "READY":
+                self._take(line.strip())
+        self.stderr = err.decode()
+        assert self.proc.returncode is not None
+        return self.proc.returncode
+
+    def problem(self) -> dict[str, Any]:
+        """The JSON line the client wrote to stderr on failure."""
+        lines = [line for line in self.stderr.splitlines() if line.startswith("{")]
+        assert lines, self.report()
+        return dict(json.loads(lines[-1]))
+
+    def report(self) -> str:
+        return f"exit={self.proc.returncode} stdout={self.stdout!r} stderr={self.stderr!r}"
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+
+
+def update(event: dict[str, Any]) -> dict[str, Any]:
+    assert "errors" not in event, event
+    return dict(event["data"]["feedUpdates"])
+
+
+async def test_reference_client_receives_a_followees_post(
+    server: ApiServer, pipeline, reference_client: Path
+) -> None:
+    """The client sends `Authorization` capitalised, as GraphiQL users type it."""
+    async with server.http() as http:
+        author, _ = await make_user(http, "author")
+        fan, _ = await make_user(http, "fan")
+        await follow(http, fan, "author")
+        await pipeline.settle()
+
+        run = await NodeRun.start(reference_client, server, fan, events=2)
+        try:
+            first = update(await run.ready())
+            assert first == {"newPostCount": 0, "latestPostAt": None}, run.report()
+
+            await post(http, author, "hello, reference client")
+            await pipeline.settle()
+            code = await run.finish()
+        finally:
+            run.kill()
+        assert code == 0, run.report()
+        assert len(run.events) == 2, run.report()
+        second = update(run.events[1])
+        assert second["newPostCount"] == 1, run.report()
+        assert second["latestPostAt"], run.report()
+
+
+@pytest.mark.parametrize("key", ["authorization", "Authorization", "AUTHORIZATION"])
+async def test_connection_init_key_in_any_letter_case(
+    server: ApiServer, reference_client: Path, key: str
+) -> None:
+    async with server.http() as http:
+        token, _ = await make_user(http, "reader")
+    run = await NodeRun.start(reference_client, server, token, events=1, auth_key=key)
+    try:
+        code = await run.finish()
+    finally:
+        run.kill()
+    assert code == 0, run.report()
+    assert update(run.events[0])["newPostCount"] == 0
+
+
+@pytest.mark.parametrize(
+    ("token", "auth_key"),
+    [("not-a-token", None), ("not-a-token", "token")],
+    ids=["bad-token", "no-authorization-key"],
+)
+async def test_rejected_socket_is_closed_4403_saying_what_to_send(
+    server: ApiServer, reference_client: Path, token: str, auth_key: str | None
+) -> None:
+    run = await NodeRun.start(reference_client, server, token, events=1, auth_key=auth_key)
+    try:
+        code = await run.finish()
+    finally:
+        run.kill()
+    assert code == 3, run.report()  # client.mjs: closed by the server before the events came
+    assert not run.events, run.report()
+    problem = run.problem()
+    assert problem["error"] == "closed", problem
+    assert problem["code"] == 4403, problem
+    # The reason is the client's only clue: it must name what to send (a Bearer token in
+    # connection_init's `authorization`), not just "Forbidden".
+    assert re.search(r"bearer", problem["reason"], re.I), problem
