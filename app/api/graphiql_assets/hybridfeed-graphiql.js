@@ -80,40 +80,36 @@
   }
 
   // ---- Subscriptions over graphql-transport-ws -----------------------------------------
-  function isSubscription(documentAST, graphQLParams) {
-    var name = graphQLParams.operationName;
-    if (!documentAST || !documentAST.definitions) {
-      // Not parsed yet (GraphiQL parses as you type, debounced): look at the text itself.
-      var text = (graphQLParams.query || "").replace(/#[^\n\r]*/g, "");
-      var pattern = name ? new RegExp("\\bsubscription\\s+" + name + "\\b") : /^\s*subscription\b/;
-      return pattern.test(text);
+  // The text being sent decides, parsed with the graphql-js inside GraphiQL's bundle (its
+  // own parse of the editor is debounced, so it can lag behind a quick paste-and-run).
+  function isSubscription(graphQLParams) {
+    var graphql = GraphiQL.GraphQL;
+    try {
+      var ast = graphql.parse(graphQLParams.query);
+      var operation = graphql.getOperationAST(ast, graphQLParams.operationName || undefined);
+      return Boolean(operation) && operation.operation === "subscription";
+    } catch (error) {
+      return false; // not GraphQL: the server says why, over HTTP
     }
-    var chosen = documentAST.definitions.filter(function (definition) {
-      return (
-        definition.kind === "OperationDefinition" &&
-        (!name || (definition.name && definition.name.value === name))
-      );
-    })[0];
-    return Boolean(chosen) && chosen.operation === "subscription";
   }
 
-  function socketError(error) {
-    if (error instanceof Error) {
-      return error;
+  // What the result pane shows when the socket fails: a GraphQL-style errors list (an Error
+  // object would be shown with its stack).
+  function failure(error) {
+    if (Array.isArray(error)) {
+      return { errors: error }; // the operation's GraphQL errors
     }
     if (error && typeof error.code === "number") {
       // A CloseEvent: the server's close code and reason are the useful part.
-      var text = "The websocket closed: " + error.code + (error.reason ? " " + error.reason : "");
+      var reason = (error.reason || "").replace(/\.$/, "");
+      var message = "The websocket closed with " + error.code + (reason ? ": " + reason : "") + ".";
       if (error.code === 4403) {
-        text += '. Put {"Authorization": "Bearer <token>"} in the Headers pane: it is ' +
-          "sent as the connection_init payload.";
+        message += " Subscriptions authenticate with the Headers pane, sent as the " +
+          'connection_init payload: {"Authorization": "Bearer <token>"}.';
       }
-      return new Error(text);
+      return { errors: [{ message: message, extensions: { closeCode: error.code } }] };
     }
-    if (Array.isArray(error)) {
-      return { errors: error }; // GraphQL errors of the operation: shown as a result
-    }
-    return new Error(String(error));
+    return { errors: [{ message: error instanceof Error ? error.message : String(error) }] };
   }
 
   // One client per Headers pane content: a socket authenticates once, at connection_init.
@@ -146,13 +142,8 @@
             observer.next(result);
           },
           error: function (error) {
-            var shown = socketError(error);
-            if (shown instanceof Error) {
-              observer.error(shown);
-            } else {
-              observer.next(shown);
-              observer.complete();
-            }
+            observer.next(failure(error));
+            observer.complete();
           },
           complete: function () {
             observer.complete();
@@ -167,7 +158,7 @@
   var httpFetcher = GraphiQL.createFetcher({ url: endpoint.href });
   function fetcher(graphQLParams, options) {
     var headers = (options && options.headers) || {};
-    if (isSubscription(options && options.documentAST, graphQLParams)) {
+    if (isSubscription(graphQLParams)) {
       return subscribe(graphQLParams, headers);
     }
     return httpFetcher(graphQLParams, options);
