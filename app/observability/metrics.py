@@ -9,8 +9,14 @@ GRAPHQL_REQUESTS = Counter(
 )
 GRAPHQL_LATENCY = Histogram(
     "feed_graphql_request_seconds",
-    "GraphQL HTTP request latency",
+    "GraphQL HTTP request latency, all operations (log-ins and mutations included)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
+)
+FEED_LATENCY = Histogram(
+    "feed_request_seconds",
+    "Time to answer Query.feed (one page), by mode and first/next page",
+    ["mode", "page"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 POST_TO_TIMELINE = Histogram(
     "feed_post_to_timeline_seconds",

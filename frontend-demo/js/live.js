@@ -23,6 +23,7 @@ const SUBSCRIBE_SETTLE_MS = 400;
 const UNAVAILABLE_RETRY_MS = 30_000; // the server has no subscription yet: look again later
 
 // Close codes of the protocol.
+const CLOSE_BAD_MESSAGE = 4400;
 const CLOSE_UNAUTHORIZED = 4401;
 const CLOSE_FORBIDDEN = 4403;
 
@@ -96,7 +97,6 @@ export class LiveFeed extends EventTarget {
       this.scheduleReconnect(`Could not open a websocket: ${err.message}`);
       return;
     }
-    ws.binaryType = 'arraybuffer'; // the server may send JSON in binary frames
     this.ws = ws;
     this.subscriptionId = null;
     ws.onopen = () => {
@@ -125,6 +125,10 @@ export class LiveFeed extends EventTarget {
     }
     if (this.status.state === 'unavailable') {
       this.schedule(UNAVAILABLE_RETRY_MS, 'unavailable', this.status.detail);
+      return;
+    }
+    if (ws.protocolError) {
+      this.scheduleReconnect(`Protocol error: ${ws.protocolError}.`);
       return;
     }
     const why =
@@ -156,12 +160,18 @@ export class LiveFeed extends EventTarget {
   // ------------------------------------------------------------------ messages
 
   receive(ws, raw, document) {
+    // Every message of the protocol is JSON in a *text* frame. A binary frame (a Blob here)
+    // is the server breaking the protocol: close like any protocol error and say so, instead
+    // of decoding it and hiding the defect (standard clients such as graphql-ws reject it too).
+    if (typeof raw !== 'string') {
+      this.protocolError(ws, 'the server sent a binary frame (graphql-transport-ws messages are text)');
+      return;
+    }
     let message;
     try {
-      const text = typeof raw === 'string' ? raw : new TextDecoder().decode(raw);
-      message = JSON.parse(text);
+      message = JSON.parse(raw);
     } catch {
-      ws.close(4400, 'unreadable message');
+      this.protocolError(ws, 'the server sent a message that is not JSON');
       return;
     }
     switch (message.type) {
@@ -203,6 +213,12 @@ export class LiveFeed extends EventTarget {
       default:
         break;
     }
+  }
+
+  /** Close on a message the protocol does not allow; the reconnect notice says which. */
+  protocolError(ws, why) {
+    ws.protocolError = why; // the close event may not echo our reason: keep it here
+    ws.close(CLOSE_BAD_MESSAGE, 'unreadable message');
   }
 
   markLive() {

@@ -1,7 +1,8 @@
 // The operator panel: polls /metrics (Prometheus text format) and shows what a visitor needs
-// to watch a celebrity post being absorbed: fan-out lag per lane, timeline inserts per second
-// and the feed's p99 latency. Any metric may be missing (another process exports it, or the
-// feature is not built yet): the panel says so instead of failing.
+// to watch a celebrity post being absorbed: fan-out lag per lane, timeline inserts per second,
+// the feed query's own p99 (feed_request_seconds) and, labelled as such, the p99 of all GraphQL
+// requests. Any metric may be missing (another process exports it, or the feature is not built
+// yet): the panel says so instead of failing.
 
 import { clear, h, icon } from './dom.js';
 
@@ -13,7 +14,8 @@ export const METRIC = {
   lag: 'feed_fanout_oldest_job_age_seconds',
   queued: 'feed_fanout_queued_jobs',
   inserts: 'feed_timeline_inserts_total',
-  latency: 'feed_graphql_request_seconds',
+  feed: 'feed_request_seconds', // Query.feed only, by mode and first/next page
+  graphql: 'feed_graphql_request_seconds', // every GraphQL HTTP request (log-ins, posts, …)
   stages: 'feed_read_stage_seconds',
   outbox: 'feed_outbox_oldest_unpublished_seconds',
 };
@@ -51,22 +53,16 @@ export function counterTotal(samples, name) {
   return matching.length ? matching.reduce((a, s) => a + s.value, 0) : null;
 }
 
-/**
- * Cumulative histogram buckets {le -> count} summed over label sets. When the histogram is
- * labelled by operation and a `Feed` series exists, only that series counts.
- */
+/** Cumulative histogram buckets [[le, count], ...] summed over all label sets, or null. */
 export function histogramBuckets(samples, name) {
-  let buckets = samples.filter((s) => s.name === `${name}_bucket`);
-  const byOperation = buckets.filter((s) => (s.labels.operation || s.labels.operationName) === 'Feed');
-  const scope = byOperation.length ? 'Feed operation' : 'all GraphQL requests';
-  if (byOperation.length) buckets = byOperation;
+  const buckets = samples.filter((s) => s.name === `${name}_bucket`);
   if (!buckets.length) return null;
   const sums = new Map();
   for (const s of buckets) {
     const le = parseValue(s.labels.le);
     sums.set(le, (sums.get(le) || 0) + s.value);
   }
-  return { scope, buckets: [...sums.entries()].sort((a, b) => a[0] - b[0]) };
+  return [...sums.entries()].sort((a, b) => a[0] - b[0]);
 }
 
 /** Cumulative buckets per value of one label: Map(label value -> [[le, count], ...]). */
@@ -113,13 +109,25 @@ export function bucketDelta(newer, older) {
   return delta.some(([, c]) => c < 0) ? newer : delta;
 }
 
+/**
+ * p99 over the window (buckets now minus the oldest buckets in the window), or since the
+ * process started while the window saw no requests. {p99, recent} or null.
+ */
+export function windowedP99(buckets, base) {
+  if (!buckets) return null;
+  const windowed = base ? bucketDelta(buckets, base) : null;
+  const recent = Boolean(windowed) && windowed[windowed.length - 1][1] > 0;
+  const p99 = quantile(0.99, recent ? windowed : buckets);
+  return p99 === null ? null : { p99, recent };
+}
+
 // ------------------------------------------------------------------------ panel
 
 export class OperatorPanel {
   constructor(root) {
     this.root = root;
-    this.history = []; // [{t, inserts, buckets}]
-    this.series = { inserts: [], p99: [], lag: new Map() };
+    this.history = []; // [{t, inserts, feed, pages, graphql, stages}]
+    this.series = { inserts: [], p99: [], graphqlP99: [], lag: new Map() };
     this.timer = null;
     this.inflight = null;
     this.render();
@@ -154,14 +162,15 @@ export class OperatorPanel {
 
   update(samples, now) {
     const inserts = counterTotal(samples, METRIC.inserts);
-    const hist = histogramBuckets(samples, METRIC.latency);
+    const feed = histogramBuckets(samples, METRIC.feed);
+    const pages = histogramByLabel(samples, METRIC.feed, 'page');
+    const graphql = histogramBuckets(samples, METRIC.graphql);
     const stages = histogramByLabel(samples, METRIC.stages, 'stage');
-    this.history.push({ t: now, inserts, buckets: hist?.buckets ?? null, stages });
+    this.history.push({ t: now, inserts, feed, pages, graphql, stages });
     while (this.history.length > 2 && now - this.history[0].t > WINDOW_MS) this.history.shift();
     // The oldest sample in the window that has the metric (a process may start exporting late).
     const past = this.history.slice(0, -1);
     const insertsBase = past.find((x) => x.inserts !== null);
-    const bucketsBase = past.find((x) => x.buckets !== null);
 
     // Timeline inserts per second over the window.
     let rate = null;
@@ -169,22 +178,22 @@ export class OperatorPanel {
       const dt = (now - insertsBase.t) / 1000;
       rate = dt > 0 ? Math.max(0, inserts - insertsBase.inserts) / dt : null;
     }
-    // p99 over the window; before any request in the window, since the process started.
-    let p99 = null;
-    let p99Scope = '';
-    if (hist) {
-      const windowed = bucketsBase ? bucketDelta(hist.buckets, bucketsBase.buckets) : null;
-      const recent = Boolean(windowed) && windowed[windowed.length - 1][1] > 0;
-      p99 = quantile(0.99, recent ? windowed : hist.buckets);
-      p99Scope = `${hist.scope}, ${recent ? 'last 30 s' : 'since start'}`;
-    }
-    // Feed read stages (read path's own histogram), p99 over the same window.
-    const stageBase = past.find((x) => x.stages.size)?.stages;
-    const stageP99 = [...stages.entries()].map(([stage, buckets]) => {
-      const windowed = stageBase?.has(stage) ? bucketDelta(buckets, stageBase.get(stage)) : null;
-      const recent = Boolean(windowed) && windowed[windowed.length - 1][1] > 0;
-      return { stage, p99: quantile(0.99, recent ? windowed : buckets) };
-    }).filter((x) => x.p99 !== null);
+    // p99s over the window; before any request in the window, since the process started.
+    const feedP99 = windowedP99(feed, past.find((x) => x.feed !== null)?.feed);
+    const graphqlP99 = windowedP99(graphql, past.find((x) => x.graphql !== null)?.graphql);
+    // Per label value: the feed's first pages (they rank and freeze a session) apart from its
+    // next pages, and the read path's stages (feed_read_stage_seconds), same window.
+    const byLabel = (current, key) => {
+      const base = past.find((x) => x[key].size)?.[key];
+      const out = [];
+      for (const [label, buckets] of current) {
+        const found = windowedP99(buckets, base?.get(label));
+        if (found) out.push({ label, p99: found.p99 });
+      }
+      return out;
+    };
+    const pageP99 = byLabel(pages, 'pages').sort((a, b) => a.label.localeCompare(b.label)); // first, next
+    const stageP99 = byLabel(stages, 'stages');
 
     const lanes = samples
       .filter((s) => s.name === METRIC.lag)
@@ -197,12 +206,13 @@ export class OperatorPanel {
     const outbox = samples.find((s) => s.name === METRIC.outbox)?.value ?? null;
 
     push(this.series.inserts, rate);
-    push(this.series.p99, p99);
+    push(this.series.p99, feedP99?.p99 ?? null);
+    push(this.series.graphqlP99, graphqlP99?.p99 ?? null);
     for (const { lane, age } of lanes) {
       if (!this.series.lag.has(lane)) this.series.lag.set(lane, []);
       push(this.series.lag.get(lane), age);
     }
-    this.show({ rate, p99, p99Scope, stageP99, lanes, outbox, hasInserts: inserts !== null });
+    this.show({ rate, feedP99, graphqlP99, pageP99, stageP99, lanes, outbox, hasInserts: inserts !== null });
   }
 
   // ---------------------------------------------------------------------- view
@@ -213,6 +223,7 @@ export class OperatorPanel {
     this.lanesEl = h('div.op-lanes', { 'data-testid': 'operator-lanes' });
     this.insertsEl = h('div.op-figure', { 'data-testid': 'operator-inserts' });
     this.p99El = h('div.op-figure', { 'data-testid': 'operator-p99' });
+    this.graphqlEl = h('div.op-figure', { 'data-testid': 'operator-graphql-p99' });
     this.outboxEl = h('div.op-figure', { 'data-testid': 'operator-outbox' });
     this.root.append(
       h(
@@ -222,10 +233,11 @@ export class OperatorPanel {
       ),
       section('Fan-out lag per lane', 'age of the oldest pending job', this.lanesEl),
       section('Timeline inserts', 'per second, as this /metrics counts them', this.insertsEl),
-      section('Feed p99', 'request latency', this.p99El),
+      section('Feed p99', 'Query.feed, one page', this.p99El),
+      section('GraphQL p99', 'all GraphQL requests: log-ins, posts, feed…', this.graphqlEl),
       section('Outbox', 'oldest unpublished event', this.outboxEl),
     );
-    this.show({ rate: null, p99: null, lanes: [], outbox: null, hasInserts: false, initial: true });
+    this.show({ rate: null, feedP99: null, graphqlP99: null, lanes: [], outbox: null, hasInserts: false, initial: true });
   }
 
   setState(kind, text) {
@@ -233,7 +245,7 @@ export class OperatorPanel {
     this.stateEl.dataset.kind = kind;
   }
 
-  show({ rate, p99, p99Scope, stageP99 = [], lanes, outbox, hasInserts, initial }) {
+  show({ rate, feedP99, graphqlP99, pageP99 = [], stageP99 = [], lanes, outbox, hasInserts, initial }) {
     clear(this.lanesEl);
     if (!lanes.length) {
       this.lanesEl.append(missing(initial ? '…' : `${METRIC.lag} not exported by this API process`));
@@ -260,21 +272,38 @@ export class OperatorPanel {
     );
     figure(
       this.p99El,
-      p99 === null ? null : Math.round(p99 * 1000).toLocaleString(),
+      feedP99 ? formatMs(feedP99.p99) : null,
       'ms',
       this.series.p99,
-      initial ? '…' : `no ${METRIC.latency} samples yet`,
-      p99Scope ? `p99 of ${p99Scope}` : '',
+      initial ? '…' : `no ${METRIC.feed} samples yet`,
+      feedP99 ? `${METRIC.feed}, ${feedP99.recent ? 'last 30 s' : 'since start'}` : '',
     );
+    if (feedP99 && pageP99.length) {
+      this.p99El.append(
+        h(
+          'div.op-stages',
+          { dataset: { testid: 'operator-feed-pages' } },
+          pageP99.map(({ label, p99: v }) => h('span', h('b', `${label} page${label === 'first' ? '' : 's'}`), ` ${formatSeconds(v)}`)),
+        ),
+      );
+    }
     if (stageP99.length) {
       this.p99El.append(
         h(
           'div.op-stages',
           { dataset: { testid: 'operator-stages' } },
-          stageP99.map(({ stage, p99: v }) => h('span', h('b', stage), ` ${formatSeconds(v)}`)),
+          stageP99.map(({ label, p99: v }) => h('span', h('b', label), ` ${formatSeconds(v)}`)),
         ),
       );
     }
+    figure(
+      this.graphqlEl,
+      graphqlP99 ? formatMs(graphqlP99.p99) : null,
+      'ms',
+      this.series.graphqlP99,
+      initial ? '…' : `no ${METRIC.graphql} samples yet`,
+      graphqlP99 ? `${METRIC.graphql}, ${graphqlP99.recent ? 'last 30 s' : 'since start'}` : '',
+    );
     figure(
       this.outboxEl,
       outbox === null ? null : formatSeconds(outbox),
@@ -307,6 +336,11 @@ function missing(text) {
 function push(list, value) {
   list.push(value);
   while (list.length > SPARK_POINTS) list.shift();
+}
+
+function formatMs(s) {
+  const ms = s * 1000;
+  return ms < 10 ? ms.toFixed(1) : Math.round(ms).toLocaleString();
 }
 
 function formatSeconds(s) {

@@ -1,6 +1,11 @@
 // An infinitely scrolling list of posts over a GraphQL connection (edges + pageInfo).
 // The cursor is opaque: we only ever hand back the server's endCursor. A page that repeats a
 // post already shown is not trusted blindly: the repeat is dropped and counted, visibly.
+//
+// Refreshing with `showNew` puts the new posts on top, marked "New", whatever rank the server
+// gives them: that is what the reader asked for by clicking "N new posts". Only the order on
+// screen changes: the next pages still come from the server's endCursor, and a post shown on
+// top ahead of its own page is skipped (silently) when that page arrives.
 
 import { clear, h } from './dom.js';
 import { postCard } from './post.js';
@@ -19,6 +24,8 @@ export class PagedList {
     this.onError = onError;
     this.emptyText = empty;
     this.ids = new Set();
+    this.newestMs = 0; // createdAt of the newest post a server page brought (not own posts made here)
+    this.lifted = new Set(); // shown on top before the (later) page the server ranks them on
     this.endCursor = null;
     this.hasNextPage = false;
     this.pages = 0;
@@ -48,9 +55,14 @@ export class PagedList {
     return this.ids.size;
   }
 
-  /** Load the first page again; `highlight` marks posts that were not shown before. */
-  async reset({ highlight = false } = {}) {
-    const previous = highlight ? new Set(this.ids) : null;
+  /**
+   * Load the first page again. With `showNew`, posts newer than every post a page brought
+   * before (and not on screen) go on top, newest first, marked new. `moreNew(found, signal)`
+   * may return further candidates for the top, for new posts the first page does not hold
+   * (the ranking put them lower); only the new ones among them are used.
+   */
+  async reset({ showNew = false, moreNew = null } = {}) {
+    const before = showNew && this.pages > 0 ? { ids: new Set(this.ids), newest: this.newestMs } : null;
     this.abort?.abort();
     const generation = ++this.generation;
     this.loading = true;
@@ -60,11 +72,26 @@ export class PagedList {
     try {
       const page = await this.fetchPage(null, abort.signal);
       if (generation !== this.generation) return;
+      let top = [];
+      let extra = [];
+      if (before) {
+        const isNew = (node) => !before.ids.has(node.id) && createdMs(node) > before.newest;
+        const onPage = page.edges.map((e) => e.node).filter(isNew);
+        if (moreNew) {
+          const pageIds = new Set(page.edges.map((e) => e.node.id));
+          extra = (await this.quietly(() => moreNew(onPage.length, abort.signal))) || [];
+          if (generation !== this.generation) return;
+          extra = extra.filter((node) => isNew(node) && !pageIds.has(node.id));
+        }
+        top = [...onPage, ...extra].sort((a, b) => createdMs(b) - createdMs(a) || compareIds(b.id, a.id));
+      }
       clear(this.list);
       this.ids.clear();
+      this.lifted = new Set(extra.map((node) => node.id));
+      this.newestMs = 0;
       this.pages = 0;
       this.duplicates = 0;
-      this.accept(page, previous);
+      this.accept(page, top);
     } catch (err) {
       if (generation !== this.generation || err?.name === 'AbortError') return;
       this.fail(err, true);
@@ -86,7 +113,7 @@ export class PagedList {
     try {
       const page = await this.fetchPage(this.endCursor, abort.signal);
       if (generation !== this.generation) return;
-      this.accept(page, null);
+      this.accept(page);
     } catch (err) {
       if (generation !== this.generation || err?.name === 'AbortError') return;
       this.fail(err, false);
@@ -99,25 +126,45 @@ export class PagedList {
     }
   }
 
-  accept(page, previous) {
+  /** A page from the server; `top` (new posts) goes first, before the page's own order. */
+  accept(page, top = []) {
     this.pages += 1;
     this.endCursor = page.pageInfo.endCursor;
     this.hasNextPage = Boolean(page.pageInfo.hasNextPage && page.pageInfo.endCursor);
+    const onTop = new Set(top.map((node) => node.id));
+    for (const node of top) this.add(node, { fresh: true, isNew: true });
     for (const { node } of page.edges) {
+      if (onTop.has(node.id)) continue; // shown above, as new
+      if (this.lifted.delete(node.id)) continue; // shown on top already (the new posts)
       if (this.ids.has(node.id)) {
         this.duplicates += 1;
         continue;
       }
-      this.ids.add(node.id);
-      const fresh = previous !== null && !previous.has(node.id);
-      this.list.append(h('li', this.card(node, fresh)));
+      this.add(node);
     }
     this.onPage(page, this);
   }
 
-  card(post, fresh = false) {
+  add(node, options) {
+    this.ids.add(node.id);
+    this.newestMs = Math.max(this.newestMs, createdMs(node) || 0);
+    this.list.append(h('li', this.card(node, options)));
+  }
+
+  /** An optional extra read: its failure costs only the extra (the page itself is fine). */
+  async quietly(read) {
+    try {
+      return await read();
+    } catch (err) {
+      if (err?.name === 'AbortError') throw err;
+      return null;
+    }
+  }
+
+  card(post, { fresh = false, isNew = false } = {}) {
     return postCard(post, this.app, {
       fresh,
+      isNew,
       onRemove: (p) => {
         this.ids.delete(p.id);
         setTimeout(() => this.renderFooter(), 450);
@@ -129,7 +176,7 @@ export class PagedList {
   prepend(post) {
     if (this.ids.has(post.id)) return;
     this.ids.add(post.id);
-    this.list.prepend(h('li', this.card(post, true)));
+    this.list.prepend(h('li', this.card(post, { fresh: true })));
     this.renderFooter();
   }
 
@@ -187,4 +234,15 @@ export class PagedList {
     this.failed = null;
     this.more();
   }
+}
+
+function createdMs(post) {
+  return Date.parse(post.createdAt);
+}
+
+/** Post ids are decimal strings of 64-bit integers (time-ordered): compare them as such. */
+function compareIds(a, b) {
+  const x = String(a);
+  const y = String(b);
+  return x.length - y.length || (x < y ? -1 : x > y ? 1 : 0);
 }

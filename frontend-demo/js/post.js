@@ -13,10 +13,11 @@ export const VISIBILITY = {
 export const MAX_BODY = 500;
 
 /**
- * postCard(post, app, {onRemove}) -> HTMLElement
- * `app` provides viewer, call(operation, variables) and report(error).
+ * postCard(post, app, {onRemove, fresh, isNew}) -> HTMLElement
+ * `app` provides viewer, call(operation, variables) and report(error). `fresh` flashes the
+ * card once; `isNew` marks it "New" (a post that arrived since the feed was last read).
  */
-export function postCard(initial, app, { onRemove = () => {}, fresh = false } = {}) {
+export function postCard(initial, app, { onRemove = () => {}, fresh = false, isNew = false } = {}) {
   let post = initial;
   let mode = 'view'; // view | edit | confirm-delete
   let menuOpen = false;
@@ -27,6 +28,10 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false } = 
     dataset: { postId: post.id, testid: 'post', author: post.author.handle },
   });
   if (fresh) root.classList.add('fresh');
+  if (isNew) {
+    root.classList.add('new');
+    root.dataset.new = 'true';
+  }
 
   const mine = () => app.viewer && String(app.viewer.id) === String(post.author.id);
 
@@ -130,6 +135,7 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false } = 
       post.author.fanoutMode === 'PULL'
         ? h('span.badge.pull', { title: 'Pull-mode author: read at feed time, not fanned out' }, 'PULL')
         : null,
+      isNew ? h('span.badge.new', { title: 'Posted since you last refreshed', dataset: { testid: 'post-new' } }, 'New') : null,
       h('span.dot', '·'),
       h('time', { datetime: post.createdAt, title: fullDate(post.createdAt) }, timeAgo(post.createdAt)),
       post.editedAt ? h('span.edited', { title: `Edited ${fullDate(post.editedAt)}` }, '· edited') : null,

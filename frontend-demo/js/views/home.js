@@ -103,11 +103,28 @@ function createHome(app) {
     for (const b of modeButtons) b.setAttribute('aria-pressed', String(b.dataset.mode === mode));
   }
 
+  // "N new posts" (or refresh): a fresh first page, with the posts that arrived since the
+  // last one on top, marked "New", in both modes. In RANKED order a new post may rank 8th, or
+  // on a later page: the reader clicked to see it, so it must not stay below the fold.
   async function refresh() {
+    const announced = app.newPosts; // the first page read below resets the count
     window.scrollTo({ top: 0, behavior: 'smooth' });
     refreshButton.classList.add('spinning');
-    await list.reset({ highlight: true });
+    await list.reset({ showNew: true, moreNew: (found, signal) => newestPosts(announced, found, signal) });
     refreshButton.classList.remove('spinning');
+  }
+
+  // The newest posts of the feed, when fewer new posts than `announced` are on the first page:
+  // a CHRONOLOGICAL first page is exactly the newest (the list keeps only the new ones). It
+  // makes no session and does not touch the list's cursor: paging goes on from that.
+  async function newestPosts(announced, found, signal) {
+    if (found >= announced) return [];
+    const first = Math.min(100, announced + 10); // slack: posts may have come since the count
+    const data = await app.call('Feed', { first, after: null, mode: 'CHRONOLOGICAL' }, { signal });
+    const nodes = data.feed.edges.map((e) => e.node);
+    const times = nodes.map((n) => Date.parse(n.createdAt)).filter(Number.isFinite);
+    app.feedSeenUpTo = Math.max(app.feedSeenUpTo, ...times); // this read reset the count too
+    return nodes;
   }
 
   // ------------------------------------------------------------------ live state
