@@ -121,15 +121,26 @@ class Mutation:
 
     @strawberry.mutation
     async def follow(self, info: Info[Context, None], handle: str) -> User:
-        return await _change_graph(info, handle, graph.follow)
+        since = graph.live_counts_clock()  # the target's posts from now on count live
+        user = await _change_graph(info, handle, graph.follow)
+        state, viewer = info.context.state, info.context.require_viewer()
+        await graph.live_counts_resumed(state.redis, viewer, user.row.id, since)
+        return user
 
     @strawberry.mutation
     async def unfollow(self, info: Info[Context, None], handle: str) -> User:
-        return await _change_graph(info, handle, graph.unfollow)
+        user = await _change_graph(info, handle, graph.unfollow)
+        state, viewer = info.context.state, info.context.require_viewer()
+        await graph.live_counts_stopped(state.redis, state.sessions, [(viewer, user.row.id)])
+        return user
 
     @strawberry.mutation
     async def block(self, info: Info[Context, None], handle: str) -> User:
-        return await _change_graph(info, handle, graph.block)
+        user = await _change_graph(info, handle, graph.block)
+        state, viewer, other = info.context.state, info.context.require_viewer(), user.row.id
+        pairs = [(viewer, other), (other, viewer)]  # both ways: a block cuts both follows
+        await graph.live_counts_stopped(state.redis, state.sessions, pairs)
+        return user
 
     @strawberry.mutation
     async def unblock(self, info: Info[Context, None], handle: str) -> User:

@@ -4,13 +4,20 @@ reconnect sees the same number, and the notifications that announce it.
 Why a zset of post ids and not a counter: fan-out batches are retried and replayed, and a
 pull-mode post may be counted by two API processes that both hold a socket of the user. ZADD
 of a member already there changes nothing, so the count stays exact under all of those.
+
+Why counts honour the social graph on their own: an unfollow or block must silence the other
+user at once, while fan-out jobs queued before it may still arrive (queue lag) and the async
+timeline cleanup may not have run. `stop_counting` (run by the graph mutation right after its
+commit) marks the pair in `fuc:{<user>}` and removes that author's counted posts, and every
+count script rejects the author's posts older than the mark. A later (re)follow only lowers
+the mark to the follow time: posts made since count again, older ones never resurface.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +31,22 @@ from app.realtime.settings import RealtimeSettings, get_realtime_settings
 
 AnyRedis = Redis | RedisCluster
 Entry = Sequence[int]
-"""(post_id, created_at_ms), as fan-out batches carry them."""
+"""(post_id, created_at_ms), as fan-out batches carry them, or (post_id, created_at_ms,
+author_id): with the author known, the pair's stop mark applies (see `stop_counting`)."""
 
 SCRIPT_KEYS = 500  # users per EVALSHA on a standalone server: one round trip, bounded blocking
+# Stop mark of a pair while it is cut (unfollowed or blocked): above every post's ms, so none
+# of the author's posts counts; exact as a double, so Lua compares it exactly.
+STOPPED = 2**53 - 1
+
+
+def stops_key(user_id: int) -> str:
+    """`fuc:{<user_id>}` zset: author id -> ms; the user counts only that author's posts
+    created after it (STOPPED: none). Absent author: no restriction. Shares the user's slot.
+
+    Built here, not in `keys`, only because that module has another owner at the moment.
+    """
+    return f"fuc:{{{int(user_id)}}}"
 
 
 @dataclass(frozen=True)
@@ -38,23 +58,56 @@ class Script:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
 
 
-# Add posts to many users' counts. KEYS: count keys. ARGV: ttl, max, now_ms, mode, channel
-# prefix, n, score1, member1, ..., scoreN, memberN, then one user id per key.
+# Add posts to many users' counts. KEYS: per user its count key, then its stop-marks key.
+# ARGV: ttl, max, now_ms, mode, channel prefix, n, na, then n triples score, member, author
+# index (1..na; 0 = author unknown), then na author ids, then one user id per key pair.
+# A post whose author has a stop mark >= its score is not counted for that user: one ZSCORE
+# per user (ZMSCORE with several authors), only when authors are given.
 # mode 'p': publish "count:latest:now" to <prefix><id> when the count grew; returns publishes.
 # mode 'r': publish nothing; returns a flat list count1, latest1, count2, latest2, ...
 ADD = Script(
     """
 local ttl, max, now, mode, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
-local n = tonumber(ARGV[6])
-local zargs = {}
-for j = 7, 6 + 2 * n do zargs[#zargs + 1] = ARGV[j] end
-local base = 6 + 2 * n
+local n, na = tonumber(ARGV[6]), tonumber(ARGV[7])
+local zargs, scores, members, owner = {}, {}, {}, {}
+for j = 1, n do
+  local b = 5 + 3 * j
+  scores[j], members[j], owner[j] = tonumber(ARGV[b]), ARGV[b + 1], tonumber(ARGV[b + 2])
+  zargs[#zargs + 1] = ARGV[b]
+  zargs[#zargs + 1] = ARGV[b + 1]
+end
+local authors = {}
+for a = 1, na do authors[a] = ARGV[7 + 3 * n + a] end
+local base = 7 + 3 * n + na
 local out, published = {}, 0
-for i = 1, #KEYS do
-  local key = KEYS[i]
+for i = 1, #KEYS / 2 do
+  local key = KEYS[2 * i - 1]
+  local z = zargs
+  if na > 0 then
+    local marks
+    if na == 1 then
+      marks = {redis.call('ZSCORE', KEYS[2 * i], authors[1])}
+    else
+      marks = redis.call('ZMSCORE', KEYS[2 * i], unpack(authors))
+    end
+    local marked = false
+    for a = 1, na do
+      if marks[a] then marked = true end
+    end
+    if marked then
+      z = {}
+      for j = 1, n do
+        local mark = owner[j] > 0 and marks[owner[j]]
+        if not mark or scores[j] > tonumber(mark) then
+          z[#z + 1] = scores[j]
+          z[#z + 1] = members[j]
+        end
+      end
+    end
+  end
   local added = 0
-  if n > 0 then
-    added = redis.call('ZADD', key, unpack(zargs))
+  if #z > 0 then
+    added = redis.call('ZADD', key, unpack(z))
     redis.call('EXPIRE', key, ttl)
   end
   local card = redis.call('ZCARD', key)
@@ -76,6 +129,38 @@ for i = 1, #KEYS do
 end
 if mode == 'p' then return published end
 return out
+"""
+)
+
+# Set one pair's stop mark. KEYS: stop-marks key, count key. ARGV: author, mark ms, ttl,
+# prune_before ms, stop. stop = '1': set the mark and return the counted post ids; else only
+# lower an existing mark (a first follow needs none). Marks older than the counts' ttl are
+# pruned (STOPPED marks stay while the key lives).
+STOP = Script(
+    """
+if ARGV[5] == '1' then
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+elseif redis.call('ZADD', KEYS[1], 'XX', 'CH', ARGV[2], ARGV[1]) == 0 then
+  return {}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+if ARGV[5] == '1' then return redis.call('ZRANGE', KEYS[2], 0, -1) end
+return {}
+"""
+)
+
+# Forget some counted posts. KEYS: count key. ARGV: now_ms, user channel, post ids.
+# Publishes the new count and the newest remaining post's ms when anything was removed.
+DROP = Script(
+    """
+local removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 3))
+if removed > 0 then
+  local card = redis.call('ZCARD', KEYS[1])
+  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  redis.call('PUBLISH', ARGV[2], card .. ':' .. (top[2] or '0') .. ':' .. ARGV[1])
+end
+return removed
 """
 )
 
@@ -140,6 +225,11 @@ async def _eval(redis: AnyRedis, script: Script, keys_: Sequence[str], args: Seq
         return await redis.evalsha(script.sha, len(keys_), *keys_, *args)  # type: ignore[misc]
 
 
+def _user_keys(user_ids: Sequence[int]) -> list[str]:
+    """Each user's count key and stop-marks key (one slot per user on a cluster)."""
+    return [k for u in user_ids for k in (keys.count_key(u), stops_key(u))]
+
+
 async def _eval_users(
     redis: AnyRedis, script: Script, user_ids: Sequence[int], head: Sequence[Any]
 ) -> list[Any]:
@@ -149,13 +239,14 @@ async def _eval_users(
     chunks = [user_ids[i : i + size] for i in range(0, len(user_ids), size)]
     if len(chunks) == 1:
         ids = chunks[0]
-        return [await _eval(redis, script, [keys.count_key(u) for u in ids], [*head, *ids])]
+        return [await _eval(redis, script, _user_keys(ids), [*head, *ids])]
     for attempt in range(2):
         pipe = redis.pipeline(transaction=False)
         for ids in chunks:
-            ks = [keys.count_key(u) for u in ids]
+            ks = _user_keys(ids)
             args: list[Any] = [*ks, *head, *ids]
-            pipe.evalsha(script.sha, len(ks), *args)
+            # A raw command: redis-py's cluster pipeline refuses its evalsha() method.
+            pipe.execute_command("EVALSHA", script.sha, len(ks), *args)
         try:
             return list(await pipe.execute())
         except NoScriptError:
@@ -166,14 +257,23 @@ async def _eval_users(
 
 
 def _head(
-    redis: AnyRedis, entries: Sequence[Entry], mode: str, settings: RealtimeSettings
+    redis: AnyRedis,
+    entries: Sequence[Entry],
+    mode: str,
+    settings: RealtimeSettings,
+    author_id: int | None = None,
 ) -> list[Any]:
+    """The ADD script's arguments before the user ids. An entry's author is its third item,
+    else `author_id`; with neither, the post is counted whatever the marks."""
+    authors: dict[int, int] = {}  # author id -> its 1-based index in the script's list
     flat: list[Any] = []
-    for post_id, score in entries:
-        flat += [int(score), int(post_id)]
+    for entry in entries:
+        author = int(entry[2]) if len(entry) > 2 else author_id
+        index = 0 if author is None else authors.setdefault(int(author), len(authors) + 1)
+        flat += [int(entry[1]), int(entry[0]), index]
     prefix = keys.Channels.for_redis(redis, settings.namespace).user_prefix
     ttl, max_ = settings.count_ttl_seconds, settings.count_max
-    return [ttl, max_, now_ms(), mode, prefix, len(entries), *flat]
+    return [ttl, max_, now_ms(), mode, prefix, len(entries), len(authors), *flat, *authors]
 
 
 async def add_and_publish(
@@ -181,11 +281,14 @@ async def add_and_publish(
     user_ids: Sequence[int],
     entries: Sequence[Entry],
     settings: RealtimeSettings | None = None,
+    *,
+    author_id: int | None = None,
 ) -> int:
     """Count pushed posts for these users and publish each user's new count (workers).
 
     One script call per SCRIPT_KEYS users. A user whose count did not grow (a replayed
-    batch) is not notified again. Returns the number of notifications published.
+    batch, or only posts of an author the user stopped following or is blocked with) is not
+    notified. Returns the number of notifications published.
     """
     if not user_ids or not entries:
         return 0
@@ -193,7 +296,7 @@ async def add_and_publish(
     online = await online_users(redis, user_ids, settings)
     if not online:
         return 0
-    head = _head(redis, entries, "p", settings)
+    head = _head(redis, entries, "p", settings, author_id)
     published = sum(int(r) for r in await _eval_users(redis, ADD, online, head))
     PUBLISHED.labels("user").inc(published)
     return published
@@ -228,17 +331,21 @@ async def add_for_users(
     user_ids: Sequence[int],
     entries: Sequence[Entry],
     settings: RealtimeSettings | None = None,
+    *,
+    author_id: int | None = None,
 ) -> dict[int, FeedCount]:
     """Count posts for these users without publishing; their current counts (API hubs).
 
     With no entries this only reads. Used for pull-mode posts delivered by each API process
-    to its own sockets, and for the catch-up when a subscriber connects.
+    to its own sockets, and for the catch-up when a subscriber connects. Posts whose author
+    is known (`author_id`, or a third item in the entry) honour the pairs' stop marks.
     """
     if not user_ids:
         return {}
     settings = settings or get_realtime_settings()
     ids = list(user_ids)
-    replies = await _eval_users(redis, ADD, ids, _head(redis, entries, "r", settings))
+    head = _head(redis, entries, "r", settings, author_id)
+    replies = await _eval_users(redis, ADD, ids, head)
     flat = [x for reply in replies for x in reply]
     out: dict[int, FeedCount] = {}
     for i, user_id in enumerate(ids):
@@ -276,3 +383,72 @@ async def reset_new_post_count(
     removed = await _eval(redis, RESET, [keys.count_key(user_id), keys.reset_key(user_id)], args)
     if int(removed):
         PUBLISHED.labels("reset").inc()
+
+
+async def stop_counting(
+    redis: AnyRedis,
+    pairs: Sequence[tuple[int, int]],
+    authors_of: Callable[[list[int]], Awaitable[Mapping[int, int]]],
+    settings: RealtimeSettings | None = None,
+) -> int:
+    """(user, author) pairs that were just cut (unfollow, block): from now on none of the
+    author's posts is counted for the user, and those counted already are removed. Each
+    user whose count changed gets the new count, latest = the newest post left (or none).
+
+    Run after the graph change committed. First every pair is marked (one script per user),
+    so a fan-out batch that arrives later, queued before the change, counts nothing; then the
+    counted posts are looked up once (`authors_of`: post ids -> author ids, SQL) and the
+    pair's are dropped (one script per user). Idempotent. Returns the posts removed.
+    """
+    settings = settings or get_realtime_settings()
+    counted: dict[int, list[int]] = {}
+    for user_id, author_id in pairs:
+        ids = await _stop(redis, user_id, author_id, STOPPED, settings, stop=True)
+        if ids:
+            counted[user_id] = ids
+    if not counted:
+        return 0
+    owners = await authors_of(sorted({p for ids in counted.values() for p in ids}))
+    channels = keys.Channels.for_redis(redis, settings.namespace)
+    removed = 0
+    for user_id, ids in counted.items():
+        cut = {a for u, a in pairs if u == user_id}
+        doomed = [p for p in ids if owners.get(p) in cut]
+        if not doomed:
+            continue
+        args = [now_ms(), channels.user(user_id), *doomed]
+        gone = int(await _eval(redis, DROP, [keys.count_key(user_id)], args))
+        if gone:
+            removed += gone
+            PUBLISHED.labels("reset").inc()
+    return removed
+
+
+async def resume_counting(
+    redis: AnyRedis,
+    user_id: int,
+    author_id: int,
+    since_ms: int,
+    settings: RealtimeSettings | None = None,
+) -> None:
+    """The user (re)followed the author: the author's posts created after `since_ms` count
+    again. Older ones stay uncounted, so a refollow (or unblock + follow) brings back no count,
+    and a fan-out batch of an old post that lagged behind announces nothing either. Only a
+    pair stopped before has a mark to lower: a first follow writes nothing."""
+    settings = settings or get_realtime_settings()
+    await _stop(redis, user_id, author_id, int(since_ms), settings, stop=False)
+
+
+async def _stop(
+    redis: AnyRedis,
+    user_id: int,
+    author_id: int,
+    mark: int,
+    settings: RealtimeSettings,
+    *,
+    stop: bool,
+) -> list[int]:
+    ttl = settings.count_ttl_seconds
+    args = [int(author_id), mark, ttl, now_ms() - ttl * 1000, "1" if stop else "0"]
+    ids = await _eval(redis, STOP, [stops_key(user_id), keys.count_key(user_id)], args)
+    return [int(p) for p in ids]

@@ -1,5 +1,6 @@
 """The SQL the hub needs: whom a subscriber follows in pull mode, their posts since the last
-reset, and the final check that a pull-mode post may be announced to these users."""
+reset, and the final check that a pull-mode post may be announced to these users; and the
+authors of counted posts, for an unfollow or block to remove the pair's posts from a count."""
 
 from __future__ import annotations
 
@@ -49,6 +50,27 @@ _ALLOWED = text(
 ).bindparams(bindparam("users", type_=ARRAY(BigInteger)))
 
 
+_AUTHORS = text("SELECT id, author_id FROM posts WHERE id = ANY(:ids)").bindparams(
+    bindparam("ids", type_=ARRAY(BigInteger))
+)
+
+# Posts the user may be told about now: the author is followed, since before the post (a
+# refollow does not bring old posts back as "new"), no block either way, still visible.
+_COUNTABLE = text(
+    """
+    SELECT p.id, p.author_id FROM posts p
+    JOIN follows f ON f.follower_id = :user AND f.followee_id = p.author_id
+    WHERE p.id = ANY(:ids) AND f.created_at < p.created_at
+      AND p.deleted_at IS NULL AND p.visibility <> 'private'
+      AND NOT EXISTS (
+        SELECT 1 FROM blocks b
+        WHERE (b.blocker_id = :user AND b.blocked_id = p.author_id)
+           OR (b.blocker_id = p.author_id AND b.blocked_id = :user)
+      )
+    """
+).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
+
+
 async def pull_followees(session: AsyncSession, user_ids: Sequence[int]) -> dict[int, set[int]]:
     """user id -> pull-mode authors they follow (users following none are absent)."""
     out: dict[int, set[int]] = {}
@@ -81,3 +103,25 @@ async def allowed_recipients(
         return set()
     rows = await session.execute(_ALLOWED, {"author": author_id, "users": list(user_ids)})
     return {r[0] for r in rows}
+
+
+async def post_authors(session: AsyncSession, post_ids: Sequence[int]) -> dict[int, int]:
+    """post id -> author id (ids of posts that no longer exist are absent); one PK lookup."""
+    if not post_ids:
+        return {}
+    rows = await session.execute(_AUTHORS, {"ids": list(post_ids)})
+    return {r[0]: r[1] for r in rows}
+
+
+async def countable_entries(
+    session: AsyncSession, user_id: int, entries: Sequence[Sequence[int]]
+) -> list[tuple[int, int, int]]:
+    """Those of `entries` ((post id, ms), e.g. a subscriber's catch-up from the timeline) the
+    user may be told about now, as (post id, ms, author id): the graph is read now, so a
+    timeline the async cleanup has not reached yet (or a fan-out that lagged behind it) brings
+    back nothing of someone unfollowed or blocked. One SQL query."""
+    if not entries:
+        return []
+    ms = {int(e[0]): int(e[1]) for e in entries}
+    rows = await session.execute(_COUNTABLE, {"user": user_id, "ids": list(ms)})
+    return [(r[0], ms[r[0]], r[1]) for r in rows]

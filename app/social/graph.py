@@ -1,15 +1,31 @@
 """Follow and block. The graph changes first (readers filter at once); timeline cleanup is
-an outbox event handled asynchronously. Counters move in the same transaction as the rows."""
+an outbox event handled asynchronously. Counters move in the same transaction as the rows.
+
+Live "new posts" counts are not left to the cleanup: right after the commit, the mutation
+calls `live_counts_stopped` (unfollow, block) or `live_counts_resumed` (follow) so the
+viewer's open sockets drop the other user's posts at once and queued fan-out batches of them
+count nothing (`app.realtime.counts.stop_counting`).
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping, Sequence
+
+from redis.exceptions import RedisError
 from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import Block, Follow, User
 from app.errors import BadInput, Forbidden, NotFound
 from app.outbox import events
+from app.realtime import counts
+from app.realtime import queries as live_queries
+from app.realtime.counts import AnyRedis
+
+log = logging.getLogger("app.social")
 
 
 async def _lock_pair(session: AsyncSession, a: int, b: int) -> None:
@@ -122,3 +138,38 @@ async def require_user(session: AsyncSession, handle: str) -> User:
     if user is None:
         raise NotFound(f"No user @{handle.strip().lstrip('@')}.")
     return user
+
+
+async def live_counts_stopped(
+    redis: AnyRedis,
+    sessions: async_sessionmaker[AsyncSession],
+    pairs: Sequence[tuple[int, int]],
+) -> None:
+    """After an unfollow or block committed: for each (user, author) pair, the author's posts
+    leave the user's live count now and are not counted later. Best effort, like every live
+    notification: the graph change stands whatever happens here (logged)."""
+
+    async def authors_of(post_ids: list[int]) -> Mapping[int, int]:
+        async with sessions() as session:
+            return await live_queries.post_authors(session, post_ids)
+
+    try:
+        await counts.stop_counting(redis, pairs, authors_of)
+    except (RedisError, SQLAlchemyError, OSError):
+        log.warning("live counts not updated after a graph change %s", pairs, exc_info=True)
+
+
+def live_counts_clock() -> int:
+    """Now, in the live counts' clock (ms): taken before a follow, for `live_counts_resumed`."""
+    return counts.now_ms()
+
+
+async def live_counts_resumed(
+    redis: AnyRedis, follower_id: int, followee_id: int, since_ms: int
+) -> None:
+    """After a follow committed: the followee's posts made since `since_ms` (taken before the
+    follow began) count again for the follower; older ones stay out of the count."""
+    try:
+        await counts.resume_counting(redis, follower_id, followee_id, since_ms)
+    except (RedisError, OSError):
+        log.warning("live counts not resumed for %d -> %d", follower_id, followee_id, exc_info=True)

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
+
+import pytest
 
 from app.realtime import counts
-from app.realtime.counts import FeedCount, add_and_publish, add_for_users, reset_new_post_count
+from app.realtime.counts import (
+    FeedCount,
+    add_and_publish,
+    add_for_users,
+    reset_new_post_count,
+    resume_counting,
+    stop_counting,
+)
 from app.realtime.hub import CLOSE_GOING_AWAY, CLOSE_TOO_SLOW, Hub, Subscriber
 from app.realtime.keys import Channels
 from app.realtime.settings import RealtimeSettings
 from tests.conftest import TEST_DB
+from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
 SETTINGS = RealtimeSettings(namespace=TEST_DB)
 
@@ -26,6 +37,26 @@ async def _messages(pubsub) -> list[FeedCount]:
     while (message := await pubsub.get_message(timeout=0.2)) is not None:
         out.append(counts.decode_count(message["data"]))
     return out
+
+
+def _shown(messages: list[FeedCount]) -> list[tuple[int, int | None]]:
+    return [(m.count, m.latest_ms) for m in messages]
+
+
+async def _until(predicate: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Poll until `predicate()` holds; fail after `seconds`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def _authors(owner: Mapping[int, int]):
+    async def authors_of(post_ids: list[int]) -> Mapping[int, int]:
+        return {p: owner[p] for p in post_ids if p in owner}
+
+    return authors_of
 
 
 async def test_offline_users_cost_the_fan_out_nothing(state) -> None:
@@ -111,11 +142,107 @@ async def test_a_stalled_subscriber_is_dropped_and_the_others_still_served(state
     assert (await fine.next()).count == 0  # `stuck` never takes its first update
     for post_id in range(1, 4):
         await add_and_publish(state.redis, [1, 2], [(post_id, 1_000 * post_id)], SETTINGS)
-        await asyncio.sleep(0.2)
-        assert (await asyncio.wait_for(fine.next(), 1)).count > 0
-    await asyncio.sleep(0.5)
-    assert stuck.dropped and closed == {1: CLOSE_TOO_SLOW}
+        assert (await asyncio.wait_for(fine.next(), 1)).count == post_id
+    await _until(lambda: stuck.dropped and closed == {1: CLOSE_TOO_SLOW})
     assert hub.subscriber_count == 1
     await hub.stop()
     assert closed == {1: CLOSE_TOO_SLOW, 2: CLOSE_GOING_AWAY}
     assert hub.subscriber_count == 0
+
+
+async def test_stopping_a_pair_removes_its_posts_and_keeps_them_out(state) -> None:
+    """Unfollow/block: the author's counted posts go at once, the rest is announced with
+    the newest remaining post's time, and that author's later batches count nothing."""
+    await counts.mark_online(state.redis, [7, 8], SETTINGS)
+    pubsub = await _listen(state, 7)
+    owner = {1001: 1, 1002: 2, 1003: 2, 1004: 2}
+    await add_and_publish(state.redis, [7, 8], [(1001, 5_000)], SETTINGS, author_id=1)
+    await add_and_publish(
+        state.redis, [7, 8], [(1002, 6_000), (1003, 7_000)], SETTINGS, author_id=2
+    )
+    assert _shown(await _messages(pubsub)) == [(1, 5_000), (3, 7_000)]
+
+    assert await stop_counting(state.redis, [(7, 2)], _authors(owner), SETTINGS) == 2
+    assert _shown(await _messages(pubsub)) == [(1, 5_000)]
+    # A batch queued before the unfollow (queue lag), the same post replayed, a catch-up
+    # that knows the author: none of them counts or announces anything.
+    assert await add_and_publish(state.redis, [7], [(1004, 6_500)], SETTINGS, author_id=2) == 0
+    assert await add_and_publish(state.redis, [7], [(1003, 7_000)], SETTINGS, author_id=2) == 0
+    now = await add_for_users(state.redis, [7], [(1004, 6_500, 2)], SETTINGS)
+    assert now == {7: FeedCount(1, 5_000)}
+    assert await stop_counting(state.redis, [(7, 2)], _authors(owner), SETTINGS) == 0
+    assert await _messages(pubsub) == []
+    # Only the pair is cut: the author's other followers still count the author.
+    assert (await add_for_users(state.redis, [8], [], SETTINGS))[8] == FeedCount(3, 7_000)
+
+    assert await stop_counting(state.redis, [(7, 1)], _authors(owner), SETTINGS) == 1
+    assert _shown(await _messages(pubsub)) == [(0, None)]
+    assert await state.redis.ttl(counts.stops_key(7)) > 0
+    await pubsub.aclose()
+
+
+async def test_a_refollow_counts_only_posts_made_after_it(state) -> None:
+    t = counts.now_ms() - 60_000  # follow marks older than the counts' ttl are pruned
+    await counts.mark_online(state.redis, [7], SETTINGS)
+    pubsub = await _listen(state, 7)
+    await add_and_publish(state.redis, [7], [(1001, t + 5_000)], SETTINGS, author_id=2)
+    await stop_counting(state.redis, [(7, 2)], _authors({1001: 2}), SETTINGS)
+    await resume_counting(state.redis, 7, 2, t + 9_000, SETTINGS)
+    assert _shown(await _messages(pubsub)) == [(1, t + 5_000), (0, None)]
+    # Old posts (the one counted before, one whose batch lagged) stay out; new ones count.
+    old = [(1001, t + 5_000), (1002, t + 8_000)]
+    assert await add_and_publish(state.redis, [7], old, SETTINGS, author_id=2) == 0
+    both = [(1002, t + 8_000), (1003, t + 9_500)]
+    assert await add_and_publish(state.redis, [7], both, SETTINGS, author_id=2) == 1
+    assert _shown(await _messages(pubsub)) == [(1, t + 9_500)]
+    await pubsub.aclose()
+    # A first follow has no mark to lower and writes none.
+    await resume_counting(state.redis, 9, 2, t, SETTINGS)
+    assert not await state.redis.exists(counts.stops_key(9))
+
+
+async def test_stopping_a_pair_of_a_saturated_count(state) -> None:
+    """The count keeps the newest `count_max` posts: removing a pair leaves the others still
+    kept (those trimmed away before do not come back), and the bound holds afterwards."""
+    small = RealtimeSettings(namespace=TEST_DB, count_max=5)
+    await counts.mark_online(state.redis, [3], small)
+    owner = {2000 + i: 1 + i % 2 for i in range(8)}  # authors 1, 2, 1, 2, ...
+    for post_id, author in owner.items():
+        await add_and_publish(state.redis, [3], [(post_id, post_id * 10)], small, author_id=author)
+    assert (await add_for_users(state.redis, [3], [], small))[3] == FeedCount(5, 20_070)
+    # Kept: 2003..2007; author 2 wrote 2003, 2005 and 2007.
+    assert await stop_counting(state.redis, [(3, 2)], _authors(owner), small) == 3
+    assert (await add_for_users(state.redis, [3], [], small))[3] == FeedCount(2, 20_060)
+    for i in range(7):
+        await add_and_publish(state.redis, [3], [(3000 + i, 30_000 + i)], small, author_id=1)
+    assert (await add_for_users(state.redis, [3], [], small))[3] == FeedCount(5, 30_006)
+
+
+@pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server to build a cluster")
+async def test_stopping_a_pair_on_a_cluster() -> None:
+    """A user's count and stop marks share a slot: the scripts run on Redis Cluster too
+    (a real 3-node cluster on loopback), one user per call."""
+    from redis.asyncio.cluster import RedisCluster
+
+    async with local_cluster() as url:
+        cluster = RedisCluster.from_url(url)
+        try:
+            users = list(range(1, 41))
+            await counts.mark_online(cluster, users, SETTINGS)
+            t = counts.now_ms() - 60_000
+            await add_and_publish(cluster, users, [(1001, t)], SETTINGS, author_id=1)
+            await add_and_publish(cluster, users, [(1002, t + 1)], SETTINGS, author_id=2)
+            pairs = [(u, 2) for u in users[:20]]
+            owner = _authors({1001: 1, 1002: 2})
+            assert await stop_counting(cluster, pairs, owner, SETTINGS) == 20
+            assert (
+                await add_and_publish(cluster, users, [(1003, t + 2)], SETTINGS, author_id=2) == 20
+            )
+            await resume_counting(cluster, 1, 2, t + 3, SETTINGS)
+            assert (
+                await add_and_publish(cluster, [1, 2], [(1004, t + 4)], SETTINGS, author_id=2) == 1
+            )
+            now = await add_for_users(cluster, [1, 21], [], SETTINGS)
+            assert now == {1: FeedCount(2, t + 4), 21: FeedCount(3, t + 2)}
+        finally:
+            await cluster.aclose()

@@ -231,7 +231,10 @@ async def test_each_operation_sees_current_data(server: ApiServer, pipeline) -> 
         (await gql(http, "DeletePost", {"id": str(ids[0])}, token=author)).ok()
         (
             await gql(
-                http, "SetPostVisibility", {"id": str(ids[1]), "visibility": "PRIVATE"}, token=author
+                http,
+                "SetPostVisibility",
+                {"id": str(ids[1]), "visibility": "PRIVATE"},
+                token=author,
             )
         ).ok()
         assert (await run_query(ws, "deleted", POST_QUERY, {"id": str(ids[0])}))["data"] == {

@@ -1,0 +1,206 @@
+"""Live counts honour the social graph: an unfollow or block silences the other user at once,
+in the mutation's own request (the async timeline cleanup is not run here on purpose), and a
+fan-out batch queued before the change (queue lag) counts nothing when it runs later.
+
+Real uvicorn, real websocket, GraphQL over HTTP; the write path runs as real ARQ jobs, step by
+step where the order matters. No sleeps: "nothing arrived" is proven by a later sentinel
+frame (frames of one socket arrive in order) rather than by waiting.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from app.fanout import lanes
+from app.posts.ids import created_ms
+from tests.fanout.helpers import follow, make_user, post, timeline_ids, unfollow
+from tests.graphql_client import gql
+from tests.realtime.live import ApiServer, LiveClient
+
+
+def _ms(frame: dict[str, Any]) -> int | None:
+    at = frame["latestPostAt"]
+    return None if at is None else round(datetime.fromisoformat(at).timestamp() * 1000)
+
+
+async def _sentinel(http, pipeline, live: LiveClient, token: str, count: int) -> None:
+    """Someone the viewer still follows posts: the very next frame must carry exactly `count`
+    and this post's time, so nothing was announced in between."""
+    post_id = await post(http, token, "sentinel")
+    await pipeline.settle()
+    frame = await live.next_update(seconds=2)
+    assert (frame["newPostCount"], _ms(frame)) == (count, created_ms(post_id)), frame
+
+
+async def _cleanup_not_run(state, user_id: int, post_id: int) -> None:
+    """The unfollow's async timeline cleanup has not run: the post is still in the timeline."""
+    assert post_id in await timeline_ids(state, user_id)
+
+
+async def test_unfollow_drops_that_authors_posts_from_the_count_at_once(
+    server: ApiServer, pipeline, state
+) -> None:
+    async with server.http() as http:
+        kept, _ = await make_user(http, "kept")
+        gone, _ = await make_user(http, "gone")
+        fan, fan_id = await make_user(http, "fan")
+        await follow(http, fan, "kept")
+        await follow(http, fan, "gone")
+        await pipeline.settle()
+        live = await LiveClient.open(server, fan)
+        assert (await live.next_update())["newPostCount"] == 0
+        older = await post(http, kept, "stays counted")
+        newer = await post(http, gone, "about to be unfollowed")
+        await pipeline.settle()
+        frame = (await live.until_count(2))[-1]
+        assert _ms(frame) == created_ms(newer)
+
+        await unfollow(http, fan, "gone")  # no relay, no worker: the cleanup has not run
+        frame = await live.next_update(seconds=1)
+        # One post left: its time is the newest remaining one's, not the removed post's.
+        assert (frame["newPostCount"], _ms(frame)) == (1, created_ms(older))
+        await _cleanup_not_run(state, fan_id, newer)
+
+        await unfollow(http, fan, "kept")
+        assert await live.next_update(seconds=1) == {"newPostCount": 0, "latestPostAt": None}
+        await live.close()
+
+
+@pytest.mark.parametrize("who_blocks", ["viewer", "author"])
+async def test_a_block_either_way_drops_the_count_at_once(
+    server: ApiServer, pipeline, state, who_blocks: str
+) -> None:
+    async with server.http() as http:
+        author, _ = await make_user(http, "author")
+        friend, _ = await make_user(http, "friend")
+        fan, fan_id = await make_user(http, "fan")
+        await follow(http, fan, "author")
+        await follow(http, fan, "friend")
+        await pipeline.settle()
+        live = await LiveClient.open(server, fan)
+        assert (await live.next_update())["newPostCount"] == 0
+        post_id = await post(http, author, "hello")
+        await pipeline.settle()
+        await live.until_count(1)
+
+        if who_blocks == "viewer":
+            (await gql(http, "Block", {"handle": "author"}, token=fan)).ok()
+        else:
+            (await gql(http, "Block", {"handle": "fan"}, token=author)).ok()
+        assert await live.next_update(seconds=1) == {"newPostCount": 0, "latestPostAt": None}
+        await _cleanup_not_run(state, fan_id, post_id)
+
+        # Unblocking brings nothing back, and (blocked by the author) no follow is left.
+        if who_blocks == "viewer":
+            (await gql(http, "Unblock", {"handle": "author"}, token=fan)).ok()
+        else:
+            (await gql(http, "Unblock", {"handle": "fan"}, token=author)).ok()
+        await post(http, author, "after the block, not followed any more")
+        await _sentinel(http, pipeline, live, friend, 1)
+        await live.close()
+
+
+async def test_unfollowing_a_pull_mode_author_drops_the_count_at_once(
+    server: ApiServer, pipeline
+) -> None:
+    """Pull-mode posts are counted by the API hub, not by a fan-out: they leave the count
+    the same way."""
+    async with server.http() as http:
+        celeb, _ = await make_user(http, "celeb")
+        fans = [(await make_user(http, f"fan{i}"))[0] for i in range(10)]
+        for token in fans:
+            await follow(http, token, "celeb")
+        await post(http, celeb, "now I have 10 followers")  # the split switches to PULL
+        await pipeline.settle()
+        profile = (await gql(http, "UserProfile", {"handle": "celeb"})).ok()
+        assert profile["user"]["fanoutMode"] == "PULL"
+        live = await LiveClient.open(server, fans[0])
+        assert (await live.next_update())["newPostCount"] == 0
+        await post(http, celeb, "pulled")
+        await pipeline.settle()
+        await live.until_count(1)
+
+        await unfollow(http, fans[0], "celeb")
+        assert await live.next_update(seconds=1) == {"newPostCount": 0, "latestPostAt": None}
+        await live.close()
+
+
+async def test_a_fan_out_queued_before_the_unfollow_counts_nothing(
+    server: ApiServer, pipeline, state
+) -> None:
+    """Queue lag: the post's batch was split (with the fan in it) and queued; the fan
+    unfollows; then the batch runs. It still writes the timeline (readers filter that), but
+    the count stays 0 and no frame announces the post."""
+    async with server.http() as http:
+        author, _ = await make_user(http, "author")
+        friend, _ = await make_user(http, "friend")
+        fan, fan_id = await make_user(http, "fan")
+        await follow(http, fan, "author")
+        await follow(http, fan, "friend")
+        await pipeline.settle()
+        live = await LiveClient.open(server, fan)
+        assert (await live.next_update())["newPostCount"] == 0
+
+        post_id = await post(http, author, "queued before the unfollow")
+        split = await state.fanout.split_post(post_id, pipeline.enqueue)  # the real split
+        assert split is not None and split.batches == 1  # its FanoutBatch waits in ARQ
+        await unfollow(http, fan, "author")
+        assert await pipeline.run_lane(lanes.DEFAULT) == 1  # the lagging batch, nothing else
+        assert post_id in await timeline_ids(state, fan_id)  # it did reach the fan
+
+        # The first frame since is the sentinel's, with the lagged post not counted.
+        await _sentinel(http, pipeline, live, friend, 1)
+        await live.close()
+
+
+async def test_a_refollow_does_not_bring_old_posts_back(server: ApiServer, pipeline) -> None:
+    async with server.http() as http:
+        author, _ = await make_user(http, "author")
+        fan, _ = await make_user(http, "fan")
+        await follow(http, fan, "author")
+        await pipeline.settle()
+        live = await LiveClient.open(server, fan)
+        assert (await live.next_update())["newPostCount"] == 0
+        await post(http, author, "before the unfollow")
+        await pipeline.settle()
+        await live.until_count(1)
+        await unfollow(http, fan, "author")
+        assert (await live.next_update(seconds=1))["newPostCount"] == 0
+        await pipeline.settle()  # cleanup
+
+        await follow(http, fan, "author")
+        await pipeline.settle()  # backfill copies the old post into the timeline again
+        # Only the post made after the refollow is new.
+        await _sentinel(http, pipeline, live, author, 1)
+        await live.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hub.subscribe counts the timeline's catch-up entries without a graph check; "
+    "fix: filter them with app.realtime.queries.countable_entries (0004, last section)",
+)
+async def test_a_reconnect_before_the_cleanup_does_not_count_the_unfollowed(
+    server: ApiServer, pipeline
+) -> None:
+    async with server.http() as http:
+        author, _ = await make_user(http, "author")
+        fan, _ = await make_user(http, "fan")
+        await follow(http, fan, "author")
+        await pipeline.settle()
+        live = await LiveClient.open(server, fan)
+        assert (await live.next_update())["newPostCount"] == 0
+        await post(http, author, "hello")
+        await pipeline.settle()
+        await live.until_count(1)
+        await unfollow(http, fan, "author")
+        assert (await live.next_update(seconds=1))["newPostCount"] == 0
+        await live.close()
+
+        again = await LiveClient.open(server, fan)  # the timeline still holds the post
+        frame = await again.next_update()
+        await again.close()
+        assert frame["newPostCount"] == 0
