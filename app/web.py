@@ -42,6 +42,8 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from app.api.context import Context
 from app.api.graphiql import graphiql_assets_mount, graphiql_html
+from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
+from app.api.raw_frames import RawFrames
 from app.api.schema import build_schema
 from app.api.subscriptions import ABORT_KEY, SocketContext
 from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter
@@ -218,6 +220,7 @@ class SocketLimits:
             if transport is not None:
                 self._limit(transport)
                 scope[ABORT_KEY] = transport.abort
+            scope[RAW_FRAMES_KEY] = RawFrames.for_send(send)
         await self.app(scope, receive, send)
 
     def _limit(self, transport: Any) -> None:

@@ -29,6 +29,7 @@ import contextlib
 import gc
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -198,7 +199,13 @@ async def seed(database_url: str, users: int) -> int:
 
 
 async def measure(
-    n: int, server: Server, redis: Redis, settings: Settings, author: int, args: argparse.Namespace
+    n: int,
+    server: Server,
+    redis: Redis,
+    settings: Settings,
+    author: int,
+    args: argparse.Namespace,
+    prepared: bool,
 ) -> dict[str, Any]:
     notifier = RedisNotifier(redis, RealtimeSettings(namespace=NAMESPACE))
     clients = Clients()
@@ -259,7 +266,7 @@ async def measure(
     last: list[float] = []
     celebrity_cpu: list[float] = []
     lost_celebrity = 0
-    for _ in range(3):
+    for _ in range(args.rounds):
         await asyncio.sleep(1.0)
         clients.latencies.clear()
         post_id += 1
@@ -285,6 +292,7 @@ async def measure(
     gc.enable()
     gc.unfreeze()
     return {
+        "frames": "prepared" if prepared else "strawberry",
         "subscribers": n,
         "connect_s": round(connect_s, 1),
         "connect_cpu_ms_per_socket": round(1000 * connect_cpu / n, 2),
@@ -298,7 +306,9 @@ async def measure(
         "celebrity_p50_ms": round(1000 * percentile(celebrity, 0.5), 1),
         "celebrity_p99_ms": round(1000 * percentile(celebrity, 0.99), 1),
         "celebrity_last_ms": round(1000 * statistics.median(last), 1),
+        "celebrity_last_max_ms": round(1000 * max(last), 1),
         "celebrity_cpu_ms": round(1000 * statistics.median(celebrity_cpu), 1),
+        "cpu_us_per_frame": round(1e6 * statistics.median(celebrity_cpu) / n, 1),
         "lost_spread": lost,
         "lost_celebrity": lost_celebrity,
         "dropped": dropped,
@@ -310,8 +320,19 @@ def with_db(url: str, db: int) -> str:
     return urlunsplit(parts._replace(path=f"/{db}"))
 
 
+def raise_fd_limit(wanted: int) -> None:
+    """20,000 sockets need 20,000 descriptors on each side; root may raise the hard limit
+    (the server subprocess inherits it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), max(hard, wanted)))
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 async def main(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.subscribers.split(",")]
+    raise_fd_limit(max(sizes) + 4096)
     env = provision.ensure_services()
     database_url = await provision.acreate_database(env["DATABASE_URL"], DB_NAME, replace=True)
     await asyncio.to_thread(provision.migrate, database_url)
@@ -328,15 +349,20 @@ async def main(args: argparse.Namespace) -> int:
     try:
         for n in sizes:
             author = await seed(database_url, n)
-            await redis.flushdb()
-            server = Server(server_env, deflate=not args.no_deflate)
-            try:
-                await server.ready()
-                result = await measure(n, server, redis, settings, author, args)
-            finally:
-                server.stop()
-            results.append(result)
-            print(json.dumps(result), flush=True)
+            for variant in args.frames.split(","):
+                if variant == "strawberry" and n > args.stock_max:
+                    continue
+                prepared = variant == "prepared"
+                await redis.flushdb()
+                env = {**server_env, "REALTIME_PREPARED_FRAMES": "1" if prepared else "0"}
+                server = Server(env, deflate=not args.no_deflate)
+                try:
+                    await server.ready()
+                    result = await measure(n, server, redis, settings, author, args, prepared)
+                finally:
+                    server.stop()
+                results.append(result)
+                print(json.dumps(result), flush=True)
     finally:
         await redis.aclose()
         await provision.adrop_database(env["DATABASE_URL"], DB_NAME)
@@ -350,7 +376,16 @@ async def main(args: argparse.Namespace) -> int:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--subscribers", default="100,1000,5000")
+    parser.add_argument("--subscribers", default="1000,5000,20000")
+    parser.add_argument(
+        "--frames",
+        default="prepared,strawberry",
+        help="per-frame paths to compare: prepared (app.api.frames) and strawberry (stock)",
+    )
+    parser.add_argument(
+        "--stock-max", type=int, default=5000, help="largest N the strawberry path runs at"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="celebrity broadcast rounds")
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--load-seconds", type=float, default=10.0)
     parser.add_argument(

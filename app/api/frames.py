@@ -13,7 +13,8 @@ the per-frame work changes:
   no I/O): that is what makes sharing sound. A viewer-dependent field there would have to
   join the cache key.
 - `SocketFrames`: the operation's `{"id":..,"type":"next","payload":` prefix built once;
-  the send is driven inline, so a socket with room in its buffer costs no task at all.
+  the frame is written straight to the transport where that is safe (app.api.raw_frames),
+  else the ASGI send is driven inline, so a socket with room in its buffer costs no task.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from graphql import DocumentNode, GraphQLError, OperationDefinitionNode
 from strawberry.types import Info
 from strawberry.types.nodes import get_variable_values
 
+from app.api.raw_frames import RawFrames
 from app.api.types import FeedUpdate
 from app.realtime.counts import FeedCount
 
@@ -67,9 +69,9 @@ class FramePlan:
             raise PlanUnavailable(str(executor))
         self._executor = executor
         self._process_errors = info.schema.process_errors
-        self._payloads: dict[tuple[int, int | None], str] = {}
+        self._payloads: dict[tuple[int, int | None], bytes] = {}
 
-    def payload(self, state: FeedCount) -> str:
+    def payload(self, state: FeedCount) -> bytes:
         key = (state.count, state.latest_ms)
         text = self._payloads.get(key)
         if text is None:
@@ -80,7 +82,7 @@ class FramePlan:
                 self._payloads[key] = text
         return text
 
-    def _execute(self, state: FeedCount) -> tuple[str, bool]:
+    def _execute(self, state: FeedCount) -> tuple[bytes, bool]:
         """graphql-core's ExecuteSubscriptionEvent, formatted as Strawberry's `next`."""
         from graphql.execution.execute import execute_subscription_event
 
@@ -93,7 +95,7 @@ class FramePlan:
             errors: list[GraphQLError] = list(result.errors)
             self._process_errors(errors)
             payload["errors"] = [error.formatted for error in errors]
-        return orjson.dumps(payload).decode(), not result.errors
+        return orjson.dumps(payload), not result.errors
 
 
 class PlanUnavailable(Exception):
@@ -126,19 +128,22 @@ class SocketFrames:
     """Where one operation's live frames go: the hub calls `send` for every update."""
 
     plan: FramePlan
-    prefix: str
+    prefix: bytes
     write: SendText
+    raw: RawFrames | None = None
     broken: bool = False
 
     @classmethod
-    def open(cls, info: Info[Any, Any], operation_id: str, write: SendText) -> SocketFrames | None:
+    def open(
+        cls, info: Info[Any, Any], operation_id: str, write: SendText, raw: RawFrames | None
+    ) -> SocketFrames | None:
         """None when this operation cannot share a plan: Strawberry then sends its frames."""
         try:
             plan = plan_for(info)
         except PlanUnavailable:
             return None
-        prefix = '{"id":' + orjson.dumps(operation_id).decode() + ',"type":"next","payload":'
-        return cls(plan, prefix, write)
+        prefix = b'{"id":' + orjson.dumps(operation_id) + b',"type":"next","payload":'
+        return cls(plan, prefix, write, raw)
 
     def send(self, state: FeedCount) -> asyncio.Future[None] | None:
         """None when the frame went out at once; else the future of the send still waiting
@@ -146,9 +151,11 @@ class SocketFrames:
         (its reader notices the close and ends the operation)."""
         if self.broken:
             return None
-        text = self.prefix + self.plan.payload(state) + "}"
+        data = self.prefix + self.plan.payload(state) + b"}"
         try:
-            return run_inline(self.write(text))
+            if self.raw is not None and self.raw.write(data):
+                return None
+            return run_inline(self.write(data.decode()))
         except Exception:
             self.broken = True
             return None

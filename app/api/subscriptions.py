@@ -22,6 +22,7 @@ from strawberry.types import Info
 from app.api.context import Context
 from app.api.frames import SendText, SocketFrames, feed_update
 from app.api.loaders import Loaders
+from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.types import FeedUpdate
 from app.auth.tokens import verify_header
 from app.errors import AppError, BadInput
@@ -153,7 +154,8 @@ class Subscription:
 
         frames: SocketFrames | None = None
         if context.send_text is not None and get_realtime_settings().prepared_frames:
-            frames = SocketFrames.open(info, context.operation_id, context.send_text)
+            raw = websocket.scope.get(RAW_FRAMES_KEY)
+            frames = SocketFrames.open(info, context.operation_id, context.send_text, raw)
         subscriber = await hub.subscribe(viewer_id, close, frames)
         context.on_detach(lambda: hub.unsubscribe(subscriber))
         try:

@@ -333,6 +333,7 @@ async def add_for_users(
     settings: RealtimeSettings | None = None,
     *,
     author_id: int | None = None,
+    published_ms: float = 0.0,
 ) -> dict[int, FeedCount]:
     """Count posts for these users without publishing; their current counts (API hubs).
 
@@ -350,7 +351,7 @@ async def add_for_users(
     out: dict[int, FeedCount] = {}
     for i, user_id in enumerate(ids):
         latest = int(float(flat[2 * i + 1]))
-        out[user_id] = FeedCount(int(flat[2 * i]), latest or None)
+        out[user_id] = FeedCount(int(flat[2 * i]), latest or None, published_ms)
     return out
 
 
@@ -363,6 +364,47 @@ async def reset_mark(
         redis, MARK, [keys.reset_key(user_id)], [now_ms(), settings.count_ttl_seconds]
     )
     return int(raw)
+
+
+async def reset_marks(
+    redis: AnyRedis, user_ids: Sequence[int], settings: RealtimeSettings | None = None
+) -> dict[int, int]:
+    """`reset_mark` for many users in one pipeline (a hub admitting a burst of sockets)."""
+    settings = settings or get_realtime_settings()
+    ids = list(dict.fromkeys(user_ids))
+    if len(ids) <= 1:
+        return {u: await reset_mark(redis, u, settings) for u in ids}
+    now, ttl = now_ms(), settings.count_ttl_seconds
+    for attempt in range(2):
+        pipe = redis.pipeline(transaction=False)
+        for u in ids:
+            pipe.execute_command("EVALSHA", MARK.sha, 1, keys.reset_key(u), now, ttl)
+        try:
+            replies = await pipe.execute()
+        except NoScriptError:
+            if attempt:
+                raise
+            await redis.script_load(MARK.source)
+            continue
+        return {u: int(r) for u, r in zip(ids, replies, strict=True)}
+    raise AssertionError("unreachable")
+
+
+async def add_each(
+    redis: AnyRedis,
+    entries_by_user: dict[int, Sequence[Entry]],
+    settings: RealtimeSettings | None = None,
+) -> dict[int, FeedCount]:
+    """`add_for_users` with each user's own entries (a catch-up per subscriber), in one
+    pipeline; users with the same entries (most often none) share a script call."""
+    settings = settings or get_realtime_settings()
+    groups: dict[tuple[tuple[int, ...], ...], list[int]] = {}
+    for user_id, entries in entries_by_user.items():
+        groups.setdefault(tuple(tuple(int(x) for x in e) for e in entries), []).append(user_id)
+    out: dict[int, FeedCount] = {}
+    for entries_key, users in groups.items():
+        out.update(await add_for_users(redis, users, list(entries_key), settings))
+    return out
 
 
 async def reset_new_post_count(

@@ -30,15 +30,6 @@ _PULL_FOLLOWEES = text(
     """
 ).bindparams(bindparam("users", type_=ARRAY(BigInteger)))
 
-_POSTS_SINCE = text(
-    """
-    SELECT id FROM posts
-    WHERE author_id = ANY(:authors) AND created_at > :since
-      AND deleted_at IS NULL AND visibility <> 'private'
-    ORDER BY created_at DESC, id DESC LIMIT :n
-    """
-).bindparams(bindparam("authors", type_=ARRAY(BigInteger)))
-
 # Followers-only and public posts both go to followers only (a home feed is followers'
 # business); private ones never get here. Follows and blocks are read now, not from the
 # hub's routing cache, so an unfollow or block is honoured at once.
@@ -54,22 +45,6 @@ _AUTHORS = text("SELECT id, author_id FROM posts WHERE id = ANY(:ids)").bindpara
     bindparam("ids", type_=ARRAY(BigInteger))
 )
 
-# Posts the user may be told about now: the author is followed, since before the post (a
-# refollow does not bring old posts back as "new"), no block either way, still visible.
-_COUNTABLE = text(
-    """
-    SELECT p.id, p.author_id FROM posts p
-    JOIN follows f ON f.follower_id = :user AND f.followee_id = p.author_id
-    WHERE p.id = ANY(:ids) AND f.created_at < p.created_at
-      AND p.deleted_at IS NULL AND p.visibility <> 'private'
-      AND NOT EXISTS (
-        SELECT 1 FROM blocks b
-        WHERE (b.blocker_id = :user AND b.blocked_id = p.author_id)
-           OR (b.blocker_id = p.author_id AND b.blocked_id = :user)
-      )
-    """
-).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
-
 
 async def pull_followees(session: AsyncSession, user_ids: Sequence[int]) -> dict[int, set[int]]:
     """user id -> pull-mode authors they follow (users following none are absent)."""
@@ -80,19 +55,6 @@ async def pull_followees(session: AsyncSession, user_ids: Sequence[int]) -> dict
     for follower, followee in rows:
         out.setdefault(follower, set()).add(followee)
     return out
-
-
-async def posts_since(
-    session: AsyncSession, author_ids: Sequence[int], since_ms: int, limit: int
-) -> list[tuple[int, int]]:
-    """Announceable posts of these authors newer than `since_ms`, newest first, as entries."""
-    if not author_ids:
-        return []
-    since = datetime.fromtimestamp(since_ms / 1000, UTC)
-    rows = await session.execute(
-        _POSTS_SINCE, {"authors": list(author_ids), "since": since, "n": limit}
-    )
-    return [(r[0], created_ms(r[0])) for r in rows]
 
 
 async def allowed_recipients(
@@ -113,15 +75,77 @@ async def post_authors(session: AsyncSession, post_ids: Sequence[int]) -> dict[i
     return {r[0]: r[1] for r in rows}
 
 
-async def countable_entries(
-    session: AsyncSession, user_id: int, entries: Sequence[Sequence[int]]
-) -> list[tuple[int, int, int]]:
-    """Those of `entries` ((post id, ms), e.g. a subscriber's catch-up from the timeline) the
-    user may be told about now, as (post id, ms, author id): the graph is read now, so a
-    timeline the async cleanup has not reached yet (or a fan-out that lagged behind it) brings
-    back nothing of someone unfollowed or blocked. One SQL query."""
-    if not entries:
-        return []
-    ms = {int(e[0]): int(e[1]) for e in entries}
-    rows = await session.execute(_COUNTABLE, {"user": user_id, "ids": list(ms)})
-    return [(r[0], ms[r[0]], r[1]) for r in rows]
+# Posts a user may be told about now, for many (user, post) pairs at once: the author is
+# followed, since before the post (a refollow does not bring old posts back as "new"), no
+# block either way, still visible.
+_COUNTABLE_PAIRS = text(
+    """
+    SELECT pair.user_id, p.id, p.author_id
+    FROM unnest(:users, :ids) AS pair(user_id, post_id)
+    JOIN posts p ON p.id = pair.post_id
+    JOIN follows f ON f.follower_id = pair.user_id AND f.followee_id = p.author_id
+    WHERE f.created_at < p.created_at
+      AND p.deleted_at IS NULL AND p.visibility <> 'private'
+      AND NOT EXISTS (
+        SELECT 1 FROM blocks b
+        WHERE (b.blocker_id = pair.user_id AND b.blocked_id = p.author_id)
+           OR (b.blocker_id = p.author_id AND b.blocked_id = pair.user_id)
+      )
+    """
+).bindparams(bindparam("users", type_=ARRAY(BigInteger)), bindparam("ids", type_=ARRAY(BigInteger)))
+
+
+async def countable_entries_many(
+    session: AsyncSession, entries_by_user: dict[int, Sequence[Sequence[int]]]
+) -> dict[int, list[tuple[int, int, int]]]:
+    """Those of each user's entries ((post id, ms), e.g. a subscriber's catch-up from the
+    timeline) the user may be told about now, as (post id, ms, author id): the graph is read
+    now, so a timeline the async cleanup has not reached yet (or a fan-out that lagged behind
+    it) brings back nothing of someone unfollowed or blocked. One query for all users."""
+    users: list[int] = []
+    ids: list[int] = []
+    ms: dict[int, int] = {}
+    for user_id, entries in entries_by_user.items():
+        for entry in entries:
+            users.append(user_id)
+            ids.append(int(entry[0]))
+            ms[int(entry[0])] = int(entry[1])
+    out: dict[int, list[tuple[int, int, int]]] = {u: [] for u in entries_by_user}
+    if not ids:
+        return out
+    rows = await session.execute(_COUNTABLE_PAIRS, {"users": users, "ids": ids})
+    for user_id, post_id, author_id in rows:
+        out[user_id].append((post_id, ms[post_id], author_id))
+    return out
+
+
+_POSTS_SINCE_EACH = text(
+    """
+    SELECT a.author_id, p.id
+    FROM unnest(:authors) AS a(author_id)
+    CROSS JOIN LATERAL (
+      SELECT id FROM posts
+      WHERE author_id = a.author_id AND created_at > :since
+        AND deleted_at IS NULL AND visibility <> 'private'
+      ORDER BY created_at DESC, id DESC LIMIT :n
+    ) p
+    """
+).bindparams(bindparam("authors", type_=ARRAY(BigInteger)))
+
+
+async def posts_since_each(
+    session: AsyncSession, author_ids: Sequence[int], since_ms: int, limit: int
+) -> dict[int, list[tuple[int, int]]]:
+    """Each author's newest `limit` announceable posts newer than `since_ms`, as entries.
+    Enough for every user whose own mark is at or after `since_ms`: a user's newest `limit`
+    posts are each among their author's newest `limit`."""
+    out: dict[int, list[tuple[int, int]]] = {a: [] for a in author_ids}
+    if not author_ids:
+        return out
+    since = datetime.fromtimestamp(since_ms / 1000, UTC)
+    rows = await session.execute(
+        _POSTS_SINCE_EACH, {"authors": list(author_ids), "since": since, "n": limit}
+    )
+    for author_id, post_id in rows:
+        out[author_id].append((post_id, created_ms(post_id)))
+    return out

@@ -269,6 +269,17 @@ class TimelineStore:
         """Newest entries first, (post_id, created_at_ms); [] when missing or empty."""
         return await self._latest(timeline_key(user_id), limit) or []
 
+    async def latest_many(self, user_ids: Sequence[int], limit: int) -> dict[int, list[Entry]]:
+        """Newest entries of many timelines in one pipeline; a missing one maps to []."""
+        ids = list(dict.fromkeys(user_ids))
+        if not ids or limit <= 0:
+            return {u: [] for u in ids}
+        pipe = self.redis.pipeline(transaction=False)
+        for u in ids:
+            pipe.execute_command(*self._latest_cmd(timeline_key(u), limit))
+        replies = await pipe.execute()
+        return {u: self._latest_rows(r, limit) or [] for u, r in zip(ids, replies, strict=True)}
+
     async def latest_or_none(self, user_id: int, limit: int) -> list[Entry] | None:
         """Like `latest` in one round trip, but None when the timeline is missing (rebuild)."""
         return await self._latest(timeline_key(user_id), limit)

@@ -178,11 +178,6 @@ async def test_a_refollow_does_not_bring_old_posts_back(server: ApiServer, pipel
         await live.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hub.subscribe counts the timeline's catch-up entries without a graph check; "
-    "fix: filter them with app.realtime.queries.countable_entries (0004, last section)",
-)
 async def test_a_reconnect_before_the_cleanup_does_not_count_the_unfollowed(
     server: ApiServer, pipeline
 ) -> None:
