@@ -7,8 +7,10 @@ per idle socket.
 It starts its own `uvicorn app.web:app` (one process, as `make run` does) against a scratch
 database `feedbench_realtime` (re-created) and Redis db 14 (FLUSHED), uses DATABASE_URL/
 REDIS_URL or the embedded servers, and runs the clients in this process (uvloop, `websockets`,
-compression negotiated as a browser does). Client and server share the machine's cores, so
-latencies include the client's own parsing. Per size:
+no compression: the launcher turns it off). The clients are benchmarks/ws_client.py, a
+lean hand-parsed websocket client (~5 us a frame, where the `websockets` client cost ~70 us
+and made the client the bottleneck). Client and server share the machine's two cores, so
+latencies include the client's own work. Per size:
 
 - connect: N sockets (connection_init + subscribe + first frame), 100 at a time;
 - memory: server RSS growth / N after the sockets settle;
@@ -42,29 +44,26 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
-import orjson
 import psutil
 import uvloop
 from redis.asyncio import Redis
-from websockets.asyncio.client import ClientConnection, connect
 
-from app import provision
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
 from app.realtime.notifier import RedisNotifier
 from app.realtime.settings import RealtimeSettings
+from benchmarks.ws_client import LeanSocket, open_lean
+from devtools import provision
 
 DB_NAME = "feedbench_realtime"
 REDIS_DB = 14
 NAMESPACE = "bench"
 SECRET = "benchmark-secret-key-that-is-long-enough-for-hs256"
-SUBSCRIBE = json.dumps(
-    {
-        "id": "1",
-        "type": "subscribe",
-        "payload": {"query": "subscription { feedUpdates { newPostCount latestPostAt } }"},
-    }
-)
+SUBSCRIBE_MESSAGE: dict[str, object] = {
+    "id": "1",
+    "type": "subscribe",
+    "payload": {"query": "subscription { feedUpdates { newPostCount latestPostAt } }"},
+}
 BASE_POST_ID = 1_600_000_000_000_000_000  # 19 digits, any value works for counting
 
 
@@ -85,8 +84,7 @@ def free_port() -> int:
 class Clients:
     """N subscribed sockets and what they received."""
 
-    sockets: list[ClientConnection] = field(default_factory=list)
-    readers: list[asyncio.Task[None]] = field(default_factory=list)
+    sockets: list[LeanSocket] = field(default_factory=list)
     sent_at: dict[int, float] = field(default_factory=dict)  # user -> PUBLISH time
     latencies: list[float] = field(default_factory=list)
     frames: int = 0
@@ -99,29 +97,6 @@ class Clients:
             self.latencies.append(now - sent)
             if not self.sent_at:
                 self.all_in.set()
-
-    async def read(self, ws: ClientConnection, user_id: int) -> None:
-        with contextlib.suppress(Exception):
-            async for raw in ws:
-                now = time.time()
-                message = orjson.loads(raw)
-                if message["type"] == "next":
-                    self.on_frame(user_id, now)
-                elif message["type"] == "ping":
-                    await ws.send('{"type":"pong"}')
-
-
-async def open_socket(url: str, token: str) -> ClientConnection:
-    ws = await connect(url, subprotocols=["graphql-transport-ws"], open_timeout=60)  # type: ignore[list-item]
-    await ws.send(json.dumps({"type": "connection_init", "payload": {"authorization": token}}))
-    ack = orjson.loads(await ws.recv())
-    if ack["type"] != "connection_ack":
-        raise RuntimeError(f"not acknowledged: {ack}")
-    await ws.send(SUBSCRIBE)
-    first = orjson.loads(await ws.recv())
-    if first["type"] != "next":
-        raise RuntimeError(f"no first frame: {first}")
-    return ws
 
 
 class Server:
@@ -213,10 +188,14 @@ async def measure(
     gate = asyncio.Semaphore(100)
 
     async def one(user_id: int) -> None:
+        def on_text(payload: bytes, now: float) -> None:
+            if b'"type":"next"' in payload[:48]:
+                clients.on_frame(user_id, now)
+
+        token = f"Bearer {issue_token(settings, user_id)}"
         async with gate:
-            ws = await open_socket(server.ws_url, f"Bearer {issue_token(settings, user_id)}")
+            ws = await open_lean("127.0.0.1", server.port, token, SUBSCRIBE_MESSAGE, on_text)
         clients.sockets.append(ws)
-        clients.readers.append(asyncio.create_task(clients.read(ws, user_id)))
 
     started, cpu0 = time.perf_counter(), server.cpu()
     await asyncio.gather(*(one(u) for u in range(1, n + 1)))
@@ -285,10 +264,7 @@ async def measure(
 
     dropped = await server.metric("feed_realtime_subscribers_dropped_total")
     for ws in clients.sockets:
-        with contextlib.suppress(Exception):
-            await ws.close()
-    for task in clients.readers:
-        task.cancel()
+        ws.close()
     gc.enable()
     gc.unfreeze()
     return {

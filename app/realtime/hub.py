@@ -39,6 +39,7 @@ CLOSE_TOO_SLOW = 1013
 CLOSE_GOING_AWAY = 1001
 CONFIRM_TIMEOUT = 5.0  # seconds to wait for Redis to confirm a SUBSCRIBE
 MAX_AUTHOR_BACKLOG = 1000  # pull-mode posts waiting for delivery; beyond it they are skipped
+DELIVER_SLICE = 1000  # followers checked and counted together for one pull-mode post
 ADMIT_BATCH = 500  # subscribers set up together at most (one SQL query covers them all)
 
 OnDrop = Callable[[int, str], Awaitable[None]]
@@ -519,25 +520,31 @@ class Hub:
     async def _deliver_author(
         self, author_id: int, post_id: int, created: int, visibility: str, published: float
     ) -> None:
-        """A pull-mode post: check follows and blocks now, count it, offer it locally."""
+        """A pull-mode post: check follows and blocks now, count it, offer it locally.
+
+        In slices of DELIVER_SLICE followers: the first frames leave while later slices are
+        still being checked, so the sockets' readers work alongside instead of after."""
         try:
             async with self._author_sem:
                 local = sorted(self._followers.get(author_id, ()))
                 if not local or visibility == "private":
                     return
-                async with self.sessions() as session:
-                    allowed = await queries.allowed_recipients(session, author_id, local)
-                states = await counts.add_for_users(
-                    self.redis,
-                    sorted(allowed),
-                    [(post_id, created)],
-                    self.settings,
-                    author_id=author_id,
-                    published_ms=published,
-                )
-                for user_id, state in states.items():
-                    for sub in self._subs.get(user_id, ()):
-                        sub.offer(state)
+                for i in range(0, len(local), DELIVER_SLICE):
+                    async with self.sessions() as session:
+                        allowed = await queries.allowed_recipients(
+                            session, author_id, local[i : i + DELIVER_SLICE]
+                        )
+                    states = await counts.add_for_users(
+                        self.redis,
+                        sorted(allowed),
+                        [(post_id, created)],
+                        self.settings,
+                        author_id=author_id,
+                        published_ms=published,
+                    )
+                    for user_id, state in states.items():
+                        for sub in self._subs.get(user_id, ()):
+                            sub.offer(state)
         except Exception:
             log.warning("pull-mode notification for author %d failed", author_id, exc_info=True)
         finally:
