@@ -1,4 +1,5 @@
-"""Settings from the environment (names are part of the public contract, see API.md)."""
+"""Settings from the environment (names are part of the public contract: docs/API.md), and the
+one place that turns a DATABASE_URL into the form each driver wants."""
 
 from __future__ import annotations
 
@@ -11,6 +12,27 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RUN_DIR = PROJECT_ROOT / ".run"
+
+
+# Schemes an operator may put in DATABASE_URL; the drivers each want one spelling of them.
+_PG_SCHEMES = ("postgresql+asyncpg://", "postgresql://", "postgres://")
+
+
+def _with_scheme(url: str, scheme: str) -> str:
+    for prefix in _PG_SCHEMES:
+        if url.startswith(prefix):
+            return scheme + url[len(prefix) :]
+    return url
+
+
+def asyncpg_url(url: str) -> str:
+    """A DATABASE_URL in the plain libpq form `asyncpg.connect()` accepts (no `+asyncpg`)."""
+    return _with_scheme(url, "postgresql://")
+
+
+def sqlalchemy_url(url: str) -> str:
+    """A DATABASE_URL in the form SQLAlchemy's asyncpg dialect needs (`postgresql+asyncpg://`)."""
+    return _with_scheme(url, "postgresql+asyncpg://")
 
 
 def _dev_secret() -> str:
@@ -31,7 +53,7 @@ class Settings(BaseSettings):
 
     database_url: str = ""
     redis_url: str = ""
-    port: int = 8000
+    port: int = 8000  # the API's port under `make run` (devtools.launcher)
     secret_key: str = Field(default_factory=_dev_secret)
 
     # Capacity constants: each has an invariant checked below.
@@ -58,8 +80,6 @@ class Settings(BaseSettings):
     ranking_budget_ms: int = 50  # past this, RANKED falls back to freshness (degraded)
     lag_threshold_seconds: float = 5.0  # lane lag above which reads pull recent posts too
     job_timeout_seconds: int = 60  # a killed worker's job is retried this long + 10 s later
-    # Mounts /bench/graphql (app/api/bench.py): naive and in-memory feeds for benchmarks only.
-    benchmark_endpoints: bool = False
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:
@@ -72,12 +92,13 @@ class Settings(BaseSettings):
 
     @property
     def asyncpg_dsn(self) -> str:
-        """DATABASE_URL as a SQLAlchemy asyncpg URL, whatever scheme the operator gave."""
-        url = self.database_url
-        for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
-            if url.startswith(prefix):
-                return "postgresql+asyncpg://" + url[len(prefix) :]
-        return url
+        """DATABASE_URL for SQLAlchemy's engine (`sqlalchemy_url`), whatever scheme was given."""
+        return sqlalchemy_url(self.database_url)
+
+    @property
+    def plain_database_url(self) -> str:
+        """DATABASE_URL for `asyncpg.connect()` (`asyncpg_url`): LISTEN, COPY, admin work."""
+        return asyncpg_url(self.database_url)
 
 
 @lru_cache

@@ -291,16 +291,6 @@ def create_app(state: AppState | None = None) -> Starlette:
         Route("/", index),
         graphiql_assets_mount(),
     ]
-    if settings.benchmark_endpoints:  # BENCHMARK_ENDPOINTS=1 only (app/api/bench.py)
-        from app.api.bench import bench_route
-
-        routes.append(
-            bench_route(
-                FeedGraphQL,
-                current_state,
-                lambda view: BodyLimit(Timed(view), settings.max_request_bytes),
-            )
-        )
     if DEMO_DIR.exists():
         routes.append(Mount("/static", StaticFiles(directory=Path(DEMO_DIR)), name="static"))
     return Starlette(

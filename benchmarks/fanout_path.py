@@ -27,8 +27,8 @@ from redis.asyncio import Redis
 
 from app.config import PROJECT_ROOT
 from app.posts.ids import EPOCH_MS
-from app.provision import create_database, drop_database, migrate
 from app.timelines.store import timeline_key
+from devtools.provision import create_database, drop_database, migrate
 
 BENCH_ENV = {
     "FANOUT_PULL_THRESHOLD": "100000000",  # keep the author in PUSH whatever the size

@@ -1,18 +1,19 @@
 """Feed read path over GraphQL HTTP: the real `feed` next to the naive join and the in-memory
-ceiling, served by the same uvicorn app in the same run (issue 4, "Must show" and "Targets").
+ceiling, measured in the same run (issue 4, "Must show" and "Targets").
 
     python -m benchmarks.feed_read [--users 100000 --avg-following 50 --posts 2000000]
         [--clients 1,10,50] [--seconds 15] [--workers 1|2] [--reuse-db NAME] [--keep]
 
 What it does, in order:
 1. Database: a scratch database on DATABASE_URL's server (default the local postgres),
-   migrated and filled by app.seed's seed_bulk (100k users, a Zipf follower graph of ~5M
+   migrated and filled by devtools.seed's seed_bulk (100k users, a Zipf follower graph of ~5M
    follows, 2M posts: ~1.5-2 min). `--reuse-db NAME` seeds NAME only if it is empty and
    never drops it, so later runs skip the seeding; `--keep` keeps a scratch database.
 2. Redis: REDIS_URL's server, db `--redis-db` (default 12), FLUSHED before and after. Timelines
    therefore start cold, as after a deploy with an empty cache.
-3. Server: `uvicorn app.web:app` (uvloop + httptools, `--workers N`) on a free port with
-   BENCHMARK_ENDPOINTS=1, which mounts /bench/graphql (app/api/bench.py) next to /graphql.
+3. Servers: `uvicorn app.web:app` (uvloop + httptools, `--workers N`) on a free port, and the
+   baselines' own small app, `uvicorn benchmarks.stock_server:app` (same options, same
+   database and SECRET_KEY), on another: naiveFeed and memoryFeed are not part of the service.
 4. Viewers: `--viewers` random active users (following >= 1), and every user following
    1,000-2,000 accounts ("heavy"; 12 in the default data set). Tokens from
    app.auth.tokens.issue_token with the SECRET_KEY handed to the server.
@@ -27,7 +28,9 @@ What it does, in order:
      chrono  feed(first: 20, mode: CHRONOLOGICAL) first page
      next    feed(first: 20, after: <endCursor of a RANKED first page>): a page of a session
      naive   naiveFeed(first: 20): follows JOIN posts ORDER BY created_at DESC LIMIT 20
-     memory  memoryFeed(first: 20): the same page from memory (no I/O): GraphQL's ceiling
+             (stock server)
+     memory  memoryFeed(first: 20): the same page from memory (no I/O), stock Strawberry
+             with parser and validation caches: GraphQL's ceiling (stock server)
 7. Prints markdown tables (requests/s, p50, p99, errors, degraded answers, CPU ms/request of
    the server processes and of this load generator) and the issue's target ratios.
 
@@ -74,12 +77,14 @@ from redis.asyncio import Redis
 
 from app.api.documents import operations
 from app.auth.tokens import issue_token
-from app.config import PROJECT_ROOT, Settings
-from app.provision import asyncpg_url, create_database, drop_database, migrate
-from app.seed import seed_bulk
+from app.config import PROJECT_ROOT, Settings, asyncpg_url
 from app.timelines.store import timeline_key
+from devtools.provision import create_database, drop_database, migrate
+from devtools.seed import seed_bulk
 
 VARIANTS = ("ranked", "chrono", "next", "naive", "memory")
+API_APP = "app.web:app"
+STOCK_APP = "benchmarks.stock_server:app"  # naiveFeed and memoryFeed
 LABELS = {
     "ranked": "feed RANKED, first page",
     "chrono": "feed CHRONOLOGICAL, first page",
@@ -124,10 +129,11 @@ def variant_document(field_name: str) -> str:
 @dataclass(frozen=True)
 class Variant:
     key: str
-    path: str
+    server: str  # API_APP or STOCK_APP
     document: str
     operation: str
     top: str  # the response's top-level field
+    path: str = "/graphql"
 
     def body(self, after: str | None = None) -> bytes:
         variables: dict[str, Any] = {"first": PAGE}
@@ -145,14 +151,14 @@ class Variant:
 def variants() -> dict[str, Variant]:
     feed = operations()["Feed"]
     return {
-        "ranked": Variant("ranked", "/graphql", feed, "Feed", "feed"),
-        "chrono": Variant("chrono", "/graphql", feed, "Feed", "feed"),
-        "next": Variant("next", "/graphql", feed, "Feed", "feed"),
+        "ranked": Variant("ranked", API_APP, feed, "Feed", "feed"),
+        "chrono": Variant("chrono", API_APP, feed, "Feed", "feed"),
+        "next": Variant("next", API_APP, feed, "Feed", "feed"),
         "naive": Variant(
-            "naive", "/bench/graphql", variant_document("naiveFeed"), "NaiveFeed", "naiveFeed"
+            "naive", STOCK_APP, variant_document("naiveFeed"), "NaiveFeed", "naiveFeed"
         ),
         "memory": Variant(
-            "memory", "/bench/graphql", variant_document("memoryFeed"), "MemoryFeed", "memoryFeed"
+            "memory", STOCK_APP, variant_document("memoryFeed"), "MemoryFeed", "memoryFeed"
         ),
     }
 
@@ -219,13 +225,13 @@ async def pick_viewers(dsn: str, n: int, seed: int, active_days: int) -> dict[st
 
 
 def start_server(
-    env: dict[str, str], port: int, workers: int, log: Path
+    app: str, env: dict[str, str], port: int, workers: int, log: Path
 ) -> subprocess.Popen[bytes]:
     argv = [
         sys.executable,
         "-m",
         "uvicorn",
-        "app.web:app",
+        app,
         "--host",
         "127.0.0.1",
         "--port",
@@ -476,8 +482,9 @@ def targets(results: dict[tuple[str, str, int], Result], clients: Sequence[int])
 
 
 async def run(args: argparse.Namespace) -> None:
-    base_db = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    base_db = base_db.replace("postgresql+asyncpg://", "postgresql://")
+    base_db = asyncpg_url(
+        os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    )
     redis_url = _with_path(
         os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{args.redis_db}"
     )
@@ -490,7 +497,7 @@ async def run(args: argparse.Namespace) -> None:
     dsn = create_database(base_db, name)
     owned = args.reuse_db is None and not args.keep
     redis = Redis.from_url(redis_url)
-    server: subprocess.Popen[bytes] | None = None
+    servers: dict[str, subprocess.Popen[bytes]] = {}
     log = Path(tempfile.gettempdir()) / f"feed_read_{name}.log"
     try:
         if await database_ready(dsn):
@@ -498,7 +505,7 @@ async def run(args: argparse.Namespace) -> None:
         else:
             migrate(dsn)
             started = time.perf_counter()
-            print(f"database {name}: seeding (app.seed bulk) ...", flush=True)
+            print(f"database {name}: seeding (devtools.seed bulk) ...", flush=True)
             await seed_bulk(
                 asyncpg_url(dsn),
                 args.users,
@@ -513,20 +520,24 @@ async def run(args: argparse.Namespace) -> None:
 
         secret = secrets.token_urlsafe(48)
         settings = Settings(secret_key=secret)
-        port = free_port()
-        env = {
-            **os.environ,
-            "DATABASE_URL": dsn,
-            "REDIS_URL": redis_url,
-            "SECRET_KEY": secret,
-            "BENCHMARK_ENDPOINTS": "1",
-        }
+        env = {**os.environ, "DATABASE_URL": dsn, "REDIS_URL": redis_url, "SECRET_KEY": secret}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-        server = start_server(env, port, args.workers, log)
-        base = f"http://127.0.0.1:{port}"
-        await wait_ready(base, server, log)
+        kinds = variants()
+        # The API always (the warm-up reads through it); the stock server for its variants.
+        apps = [API_APP] + (
+            [STOCK_APP] if any(kinds[k].server == STOCK_APP for k in chosen) else []
+        )
+        bases: dict[str, str] = {}
+        logs = {API_APP: log, STOCK_APP: log.with_name(f"{log.stem}_stock.log")}
+        for app_name in apps:
+            port = free_port()
+            servers[app_name] = start_server(app_name, env, port, args.workers, logs[app_name])
+            bases[app_name] = f"http://127.0.0.1:{port}"
+        for app_name in apps:
+            await wait_ready(bases[app_name], servers[app_name], logs[app_name])
         await asyncio.sleep(0.5)  # --workers N: let every worker finish its startup
-        server_pids = process_tree(server.pid)
+        pids = {a: process_tree(p.pid) for a, p in servers.items()}
+        base = bases[API_APP]
 
         viewers = await pick_viewers(dsn, args.viewers, args.seed, settings.active_days)
         headers = {
@@ -536,7 +547,6 @@ async def run(args: argparse.Namespace) -> None:
             }
             for uid in {u for cls in classes for u in viewers[cls]}
         }
-        kinds = variants()
         # Warm-up: cold timelines are rebuilt from Postgres by the first read.
         everyone = sorted({u for cls in classes for u in viewers[cls]})
         started = time.perf_counter()
@@ -553,7 +563,9 @@ async def run(args: argparse.Namespace) -> None:
             await asyncio.sleep(0.1)
         for key in chosen:
             variant = kinds[key]
-            await each(base, variant, [(headers[u], variant.body()) for u in everyone], 10)
+            await each(
+                bases[variant.server], variant, [(headers[u], variant.body()) for u in everyone], 10
+            )
         print(
             f"warm-up: {len(everyone)} viewers, {cold_degraded} cold reads served from "
             f"Postgres while their timelines were rebuilt, {missing} timelines still "
@@ -586,7 +598,13 @@ async def run(args: argparse.Namespace) -> None:
                     else:
                         requests = [(headers[u], variant.body()) for u in viewers[cls]]
                     r = await closed_loop(
-                        base, variant, requests, n, args.seconds, server_pids, args.seed
+                        bases[variant.server],
+                        variant,
+                        requests,
+                        n,
+                        args.seconds,
+                        pids[variant.server],
+                        args.seed,
                     )
                     results[(cls, key, n)] = r
                     print(
@@ -600,8 +618,9 @@ async def run(args: argparse.Namespace) -> None:
         print()
         print(
             f"Data set: {counts['users']:,} users, {counts['follows']:,} follows, "
-            f"{counts['posts']:,} posts (database {name}). Server: uvicorn app.web:app, "
-            f"{args.workers} worker(s), uvloop + httptools; {args.seconds:g} s per cell; "
+            f"{counts['posts']:,} posts (database {name}). Servers: uvicorn {API_APP} and "
+            f"{STOCK_APP} (naive, memory), {args.workers} worker(s) each, uvloop + httptools; "
+            f"{args.seconds:g} s per cell; "
             f"viewers: {len(viewers['random'])} random active, {len(viewers['heavy'])} heavy; "
             f"page size {PAGE}; {os.cpu_count()} CPUs shared by server, Postgres, Redis and "
             "this load generator."
@@ -612,8 +631,9 @@ async def run(args: argparse.Namespace) -> None:
         print()
         print(targets(results, clients))
     finally:
-        if server is not None:
+        for server in servers.values():
             server.send_signal(signal.SIGINT)
+        for server in servers.values():
             try:
                 server.wait(timeout=15)
             except subprocess.TimeoutExpired:

@@ -30,7 +30,7 @@ async def main() -> None:
     relay = OutboxRelay(engine, enqueue)
     logging.getLogger("app.relay").info("outbox relay running")
     try:
-        await relay.run(settings.database_url.replace("+asyncpg", ""), stop)
+        await relay.run(settings.plain_database_url, stop)
     finally:
         await arq.aclose()
         await engine.dispose()

@@ -18,7 +18,7 @@ import asyncpg
 import httpx
 import pytest
 
-from app.config import PROJECT_ROOT
+from app.config import PROJECT_ROOT, asyncpg_url
 
 BASE_DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 BASE_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -32,11 +32,7 @@ def _with_path(url: str, path: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
 
 
-def _plain(url: str) -> str:
-    return url.replace("postgresql+asyncpg://", "postgresql://")
-
-
-TEST_DATABASE_URL = _with_path(_plain(BASE_DATABASE_URL), "/" + TEST_DB)
+TEST_DATABASE_URL = _with_path(asyncpg_url(BASE_DATABASE_URL), "/" + TEST_DB)
 TEST_REDIS_URL = _with_path(BASE_REDIS_URL, f"/{TEST_REDIS_DB}")
 
 # Settings are read from the environment once per process: point them at the test servers
@@ -65,7 +61,7 @@ TABLES = "outbox, idempotency_keys, comments, likes, blocks, follows, posts, use
 
 
 async def _admin(sql: str) -> None:
-    conn = await asyncpg.connect(_with_path(_plain(BASE_DATABASE_URL), "/postgres"))
+    conn = await asyncpg.connect(_with_path(asyncpg_url(BASE_DATABASE_URL), "/postgres"))
     try:
         await conn.execute(sql)
     finally:

@@ -9,7 +9,7 @@ import sys
 import uuid
 
 from app.config import PROJECT_ROOT
-from app.provision import create_database, drop_database
+from devtools.provision import create_database, drop_database
 from tests.conftest import BASE_DATABASE_URL, TEST_DATABASE_URL
 
 

@@ -12,12 +12,13 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
-from app import provision
+from app.config import asyncpg_url
+from devtools import provision
 
 
 async def test_services_answer() -> None:
     env = provision.ensure_services()
-    conn = await asyncpg.connect(provision.asyncpg_url(env["DATABASE_URL"]))
+    conn = await asyncpg.connect(asyncpg_url(env["DATABASE_URL"]))
     try:
         assert await conn.fetchval("SELECT 1") == 1
     finally:
@@ -51,7 +52,7 @@ async def test_create_migrate_clone_and_drop_database() -> None:
         assert url.endswith("/" + name)
         provision.migrate(url)
         clone_url = await provision.acreate_database(server, clone, template=name)
-        conn = await asyncpg.connect(provision.asyncpg_url(clone_url))
+        conn = await asyncpg.connect(asyncpg_url(clone_url))
         try:
             assert await conn.fetchval("SELECT current_database()") == clone
             assert await conn.fetchval("SELECT count(*) FROM users") == 0
@@ -60,7 +61,7 @@ async def test_create_migrate_clone_and_drop_database() -> None:
     finally:
         await provision.adrop_database(server, clone)
         await provision.adrop_database(server, name)
-    conn = await asyncpg.connect(provision.asyncpg_url(server))
+    conn = await asyncpg.connect(asyncpg_url(server))
     try:
         left = await conn.fetchval(
             "SELECT count(*) FROM pg_database WHERE datname = ANY($1::text[])", [name, clone]

@@ -20,14 +20,14 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from app.config import get_settings
+from app.config import asyncpg_url, get_settings
 from app.db.models import FANOUT_PULL, FANOUT_PUSH
 from app.passwords import verify_password
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
-from app.seed import BULK_PASSWORD, DEMO_PASSWORD, SeedError, plain_dsn, seed_bulk, seed_demo
+from devtools.seed import BULK_PASSWORD, DEMO_PASSWORD, SeedError, seed_bulk, seed_demo
 
 ROOT = Path(__file__).resolve().parent.parent
-ADMIN_URL = plain_dsn(
+ADMIN_URL = asyncpg_url(
     os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 
@@ -321,3 +321,32 @@ async def test_demo_network() -> None:
         finally:
             await c.close()
         assert (await seed_demo(url, if_empty=True)).get("skipped") is True
+
+
+async def test_readme_bulk_command_works_as_written() -> None:
+    """The README's bulk-seed command, sizes made tiny, on a database that holds the demo
+    data as after `make run`: it must run as written (the venv's python is ours)."""
+    from tests.test_api_doc import readme_bulk_seed_command
+
+    argv = readme_bulk_seed_command()
+    tiny = {"--users": "300", "--avg-following": "5", "--posts": "500"}
+    for flag, value in tiny.items():
+        argv[argv.index(flag) + 1] = value
+    async with fresh_database() as url:
+        await seed_demo(url)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *argv[1:],
+            cwd=ROOT,
+            env={**os.environ, "DATABASE_URL": url},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await proc.communicate()
+        assert proc.returncode == 0, output.decode()
+        c = await asyncpg.connect(url)
+        try:
+            assert await c.fetchval("SELECT count(*) FROM users") == 300
+            assert await c.fetchval("SELECT count(*) FROM posts") == 500
+        finally:
+            await c.close()

@@ -34,7 +34,10 @@ from strawberry.types.nodes import get_variable_values
 from app.api.raw_frames import RawFrames
 from app.api.types import FeedUpdate
 from app.realtime.counts import FeedCount
+from app.realtime.metrics import PREPARED_FRAMES
 
+_RAW_WRITES = PREPARED_FRAMES.labels("raw")
+_ASGI_WRITES = PREPARED_FRAMES.labels("asgi")
 MAX_PLANS = 256  # distinct (document, variables) pairs kept per process
 MAX_PAYLOADS = 512  # distinct updates kept per plan (an update is (count, latest post time))
 
@@ -154,7 +157,9 @@ class SocketFrames:
         data = self.prefix + self.plan.payload(state) + b"}"
         try:
             if self.raw is not None and self.raw.write(data):
+                _RAW_WRITES.inc()
                 return None
+            _ASGI_WRITES.inc()
             return run_inline(self.write(data.decode()))
         except Exception:
             self.broken = True

@@ -38,10 +38,13 @@ def frame_header(length: int) -> bytes:
 class RawFrames:
     """Direct frame writes for one websocket served by uvicorn's sansio protocol."""
 
-    __slots__ = ("_protocol",)
+    __slots__ = ("_conn", "_protocol", "_transport", "_writable")
 
     def __init__(self, protocol: Any) -> None:
         self._protocol = protocol
+        self._conn = protocol.conn
+        self._writable = protocol.writable
+        self._transport: Any = None  # set by uvicorn at connection_made, read on first write
 
     @classmethod
     def for_send(cls, send: Any) -> RawFrames | None:
@@ -57,15 +60,18 @@ class RawFrames:
     def write(self, payload: bytes) -> bool:
         """Write one text frame now; False when the ASGI path must be used instead."""
         protocol = self._protocol
-        conn = protocol.conn
+        transport = self._transport
+        if transport is None:
+            transport = self._transport = protocol.transport
         if (
-            not protocol.handshake_complete
-            or protocol.close_sent
-            or conn.state is not State.OPEN
-            or conn.extensions
-            or not protocol.writable.is_set()
-            or protocol.transport.is_closing()
+            protocol.close_sent
+            or not protocol.handshake_complete
+            or self._conn.state is not State.OPEN
+            or self._conn.extensions
+            or not self._writable.is_set()
+            or transport.is_closing()
         ):
             return False
-        protocol.transport.write(frame_header(len(payload)) + payload)
+        n = len(payload)
+        transport.write((bytes((_TEXT_FIN, n)) if n < 126 else frame_header(n)) + payload)
         return True

@@ -27,9 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import get_settings
 from app.realtime import counts, keys, queries
-from app.realtime.counts import AnyRedis, FeedCount
+from app.realtime.counts import FeedCount
 from app.realtime.metrics import COALESCED, DELIVERED, DROPPED, LATENCY, RECEIVED, SUBSCRIBERS
 from app.realtime.settings import RealtimeSettings, get_realtime_settings
+from app.redis_scripts import AnyRedis
 from app.timelines.store import TimelineStore
 
 log = logging.getLogger("app.realtime")
@@ -94,19 +95,22 @@ class Subscriber:
     def pending(self) -> FeedCount | None:
         return self._pending
 
-    def offer(self, state: FeedCount) -> None:
-        """Never blocks: replaces an update the socket has not taken yet."""
+    def offer(self, state: FeedCount, now: float | None = None) -> None:
+        """Never blocks: replaces an update the socket has not taken yet. `now` (monotonic)
+        lets a broadcast read the clock once for all its subscribers."""
         if self.dropped:
             return
+        if now is None:
+            now = time.monotonic()
         if self._pending is None:
-            self.pending_since = time.monotonic()
+            self.pending_since = now
         else:
             COALESCED.inc()
         self._pending = state
         if self.sink is None:
             self._wake.set()
         else:
-            self._pump()
+            self._pump(now)
 
     def offer_initial(self, state: FeedCount, read_at_ms: float) -> None:
         """The count read at subscribe time, unless a notification published after the read
@@ -123,11 +127,12 @@ class Subscriber:
             self._timer = None
         self._wake.set()
 
-    def _pump(self) -> None:
+    def _pump(self, now: float | None = None) -> None:
         """Send the pending update now if the interval and the socket allow it."""
         if self._pending is None or self._timer is not None or self._inflight is not None:
             return
-        now = time.monotonic()
+        if now is None:
+            now = time.monotonic()
         delay = self._last_frame + self._interval - now
         if delay > 0:
             self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
@@ -542,9 +547,10 @@ class Hub:
                         author_id=author_id,
                         published_ms=published,
                     )
+                    now = time.monotonic()
                     for user_id, state in states.items():
                         for sub in self._subs.get(user_id, ()):
-                            sub.offer(state)
+                            sub.offer(state, now)
         except Exception:
             log.warning("pull-mode notification for author %d failed", author_id, exc_info=True)
         finally:

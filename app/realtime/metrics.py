@@ -21,6 +21,12 @@ RECEIVED = Counter(
     ["kind"],
 )
 DELIVERED = Counter("feed_realtime_frames_delivered_total", "feedUpdates frames handed to sockets")
+PREPARED_FRAMES = Counter(
+    "feed_realtime_prepared_frames_total",
+    "Frames sent by the prepared path (app.api.frames), by how they were written: raw (to the "
+    "transport), asgi (the server's websocket send); the rest went through Strawberry",
+    ["write"],
+)
 COALESCED = Counter(
     "feed_realtime_notifications_coalesced_total",
     "Updates merged into a later frame instead of getting their own",

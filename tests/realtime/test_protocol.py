@@ -262,30 +262,41 @@ async def test_a_subscription_over_http_is_a_typed_error(server: ApiServer, user
 async def test_prepared_frames_are_byte_identical_to_strawberrys(
     test_database: str, pipeline
 ) -> None:
-    """The per-frame fast path (app.api.frames) against Strawberry's own per-event execution,
-    for a document with aliases, __typename, a fragment and a variable directive."""
+    """The per-frame fast path (app.api.frames), written raw to the transport (no
+    compression negotiated) and through the ASGI send (permessage-deflate negotiated), against
+    Strawberry's own per-event execution, for a document with aliases, __typename, a fragment
+    and a variable directive."""
     document = """
         subscription Live($withTime: Boolean!) {
           feedUpdates { __typename n: newPostCount ...Times @include(if: $withTime) }
         }
         fragment Times on FeedUpdate { latestPostAt at: latestPostAt }
     """
+    no_deflate = ["--ws-per-message-deflate", "false"]
     servers = [
-        await ApiServer(env={"REALTIME_PREPARED_FRAMES": flag}).ready() for flag in ("1", "0")
+        await ApiServer(env={"REALTIME_PREPARED_FRAMES": "1"}, args=no_deflate).ready(),
+        await ApiServer(env={"REALTIME_PREPARED_FRAMES": "1"}).ready(),
+        await ApiServer(env={"REALTIME_PREPARED_FRAMES": "0"}).ready(),
     ]
     try:
         async with servers[0].http() as http:
             author, _ = await make_user(http, "author")
-            fans = [await make_user(http, f"fan{i}") for i in range(2)]
+            fans = [await make_user(http, f"fan{i}") for i in range(len(servers))]
             for token, _ in fans:
                 await follow(http, token, "author")
             await pipeline.settle()
-            sockets = [await authed(s, token) for s, (token, _) in zip(servers, fans, strict=True)]
+            sockets = []
+            for server, (token, _) in zip(servers, fans, strict=True):
+                ws = await connect(server.ws_url, subprotocols=[PROTOCOL])  # type: ignore[list-item]
+                init = {"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}}
+                await send(ws, init)
+                assert (await receive(ws))["type"] == "connection_ack"
+                sockets.append(ws)
             for ws in sockets:
                 for op_id, flag in (("t", True), ("f", False)):
                     payload = {"query": document, "variables": {"withTime": flag}}
                     await send(ws, {"id": op_id, "type": "subscribe", "payload": payload})
-            frames: list[list[str]] = [[], []]
+            frames: list[list[str]] = [[] for _ in servers]
             for i, ws in enumerate(sockets):
                 frames[i] += sorted([await ws.recv(), await ws.recv()])  # type: ignore[misc]
             for n in range(3):
@@ -293,11 +304,16 @@ async def test_prepared_frames_are_byte_identical_to_strawberrys(
                 await pipeline.settle()
                 for i, ws in enumerate(sockets):
                     frames[i] += sorted([await ws.recv(), await ws.recv()])  # type: ignore[misc]
-            fast, stock = frames
-            assert fast == stock
-            assert json.loads(fast[-1])["payload"]["data"]["feedUpdates"]["n"] >= 1
+            raw, asgi, stock = frames
+            assert raw == stock
+            assert asgi == stock
+            assert json.loads(raw[-1])["payload"]["data"]["feedUpdates"]["n"] >= 1
             for ws in sockets:
                 await ws.close()
+        written = "feed_realtime_prepared_frames_total"
+        assert await servers[0].metric(written, 'write="raw"') == 8
+        assert await servers[1].metric(written, 'write="asgi"') == 8
+        assert await servers[2].metric(written, 'write="raw"') == 0
     finally:
         for s in servers:
             s.stop()

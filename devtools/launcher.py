@@ -1,9 +1,10 @@
-"""One foreground command per README entry: `python -m app.launcher run|test [pytest args]`.
+"""One foreground command per README entry: `python -m devtools.launcher run|test [pytest args]`.
 
-Why a Python launcher and not a Procfile tool: it has to provision Postgres/Redis first (see
-app.provision), migrate and seed, and then own the shutdown order: children get SIGTERM, then
-SIGKILL after a grace period, and only then do the embedded servers that *this* launcher started
-go down. Servers it found already running are left alone.
+`make run` and `make test` call it. Why a Python launcher and not a Procfile tool: it has to
+provision Postgres/Redis first (see devtools.provision), migrate and seed, and then own the
+shutdown order: children get SIGTERM, then SIGKILL after a grace period, and only then do the
+embedded servers that *this* launcher started go down. Servers it found already running are
+left alone.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import importlib.util
 import os
 import shutil
 import signal
@@ -22,8 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
-from app import provision
-from app.config import PROJECT_ROOT
+from pydantic import ValidationError
+
+from app.config import PROJECT_ROOT, asyncpg_url, get_settings
+from devtools import provision
 
 
 @dataclass
@@ -32,7 +34,6 @@ class ProcessSpec:
 
     name: str
     argv: list[str]
-    module: str  # must be importable, else the entry is skipped with a warning
 
 
 PROCESSES: list[ProcessSpec] = [
@@ -54,18 +55,13 @@ PROCESSES: list[ProcessSpec] = [
             "--timeout-graceful-shutdown",
             "5",
         ],
-        "app.web",
     ),
-    ProcessSpec("relay", ["{python}", "-m", "jobs.relay"], "jobs.relay"),
-    ProcessSpec("worker", ["{python}", "-m", "arq", "jobs.worker.WorkerSettings"], "jobs.worker"),
-    ProcessSpec(
-        "worker-big",
-        ["{python}", "-m", "arq", "jobs.worker.BigLaneWorkerSettings"],
-        "jobs.worker",
-    ),
+    ProcessSpec("relay", ["{python}", "-m", "jobs.relay"]),
+    ProcessSpec("worker", ["{python}", "-m", "arq", "jobs.worker.WorkerSettings"]),
+    ProcessSpec("worker-big", ["{python}", "-m", "arq", "jobs.worker.BigLaneWorkerSettings"]),
 ]
 
-SEED_COMMAND = [sys.executable, "-m", "app.seed", "demo", "--if-empty"]
+SEED_COMMAND = [sys.executable, "-m", "devtools.seed", "demo", "--if-empty"]
 
 GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.2
@@ -73,14 +69,6 @@ POLL_SECONDS = 0.2
 
 def log(message: str) -> None:
     print(f"[launcher] {message}", file=sys.stderr, flush=True)
-
-
-def module_exists(module: str) -> bool:
-    """find_spec without the crash when a parent package is missing too."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 # --------------------------------------------------------------------------- test
@@ -138,7 +126,7 @@ def _database_has_users(database_url: str) -> bool:
     import asyncpg
 
     async def check() -> bool:
-        conn = await asyncpg.connect(provision.asyncpg_url(database_url))
+        conn = await asyncpg.connect(asyncpg_url(database_url))
         try:
             return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM users)"))
         finally:
@@ -148,10 +136,6 @@ def _database_has_users(database_url: str) -> bool:
 
 
 def _seed_if_empty(database_url: str, env: dict[str, str]) -> None:
-    module = SEED_COMMAND[SEED_COMMAND.index("-m") + 1] if "-m" in SEED_COMMAND else ""
-    if module and not module_exists(module):
-        log(f"warning: {module} does not exist yet; no demo data")
-        return
     if _database_has_users(database_url):
         return
     log("empty database: loading demo data")
@@ -162,9 +146,6 @@ def _start_children(env: dict[str, str], port: int) -> list[tuple[ProcessSpec, s
     children: list[tuple[ProcessSpec, subprocess.Popen]] = []
     preexec = _pdeathsig()
     for spec in PROCESSES:
-        if not module_exists(spec.module):
-            log(f"warning: skipping {spec.name}: module {spec.module} does not exist yet")
-            continue
         argv = [a.format(python=sys.executable, port=port) for a in spec.argv]
         # Own process group: the terminal's Ctrl-C reaches only us, so shutdown is ordered.
         proc = subprocess.Popen(
@@ -205,10 +186,9 @@ def _stop_children(children: list[tuple[ProcessSpec, subprocess.Popen]], stop: _
 
 def _supervise(env: dict[str, str], port: int, stop: _Stop) -> int:
     children = _start_children(env, port)
-    api = any(spec.name == "api" for spec, _ in children)
     base = f"http://127.0.0.1:{port}"
     lines = [
-        f"  API        {base}" + ("" if api else "  (not started: see warnings)"),
+        f"  API        {base}",
         f"  GraphiQL   {base}/graphql",
         f"  Demo page  {base}/",
         f"  Postgres   {env['DATABASE_URL']}",
@@ -236,9 +216,9 @@ def cmd_run() -> int:
     """Provision, migrate, seed, then supervise PROCESSES until Ctrl-C/SIGTERM or a crash."""
     # Until supervision starts, SIGTERM behaves like Ctrl-C so the cleanup below still runs.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    port = int(os.environ.get("PORT", "8000"))
     stop = _Stop()
     try:
+        port = get_settings().port  # PORT; bad settings fail here, before anything starts
         env = provision.ensure_services()
         # Workers and API processes share metrics through prometheus multiprocess files.
         metrics_dir = provision.RUN_DIR / "prometheus"
@@ -258,7 +238,7 @@ def cmd_run() -> int:
         return _supervise(child_env, port, stop)
     except KeyboardInterrupt:
         return 0
-    except (provision.ProvisionError, subprocess.CalledProcessError) as exc:
+    except (provision.ProvisionError, subprocess.CalledProcessError, ValidationError) as exc:
         log(f"error: {exc}")
         return 1
     finally:
@@ -269,13 +249,25 @@ def cmd_run() -> int:
             log("stopped embedded " + ", ".join(stopped))
 
 
+USAGE = """usage: python -m devtools.launcher run | test [pytest args...]
+
+  run    provision PostgreSQL/Redis (embedded ones under .run/ unless DATABASE_URL/REDIS_URL
+         are set), migrate, load the demo data into an empty database, then run the API on
+         PORT (default 8000), the outbox relay and the ARQ workers until Ctrl-C (`make run`)
+  test   provision the same way and run pytest with the given arguments (`make test`)
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["run"] and len(args) == 1:
         return cmd_run()
     if args[:1] == ["test"]:
         return cmd_test(args[1:])
-    print("usage: python -m app.launcher run | test [pytest args...]", file=sys.stderr)
+    if args in (["-h"], ["--help"]):
+        print(USAGE, end="")
+        return 0
+    print(USAGE, end="", file=sys.stderr)
     return 2
 
 

