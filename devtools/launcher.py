@@ -30,7 +30,8 @@ from devtools import provision
 
 @dataclass
 class ProcessSpec:
-    """A supervised child. `{python}` and `{port}` in argv are filled in at start."""
+    """A supervised child. `{python}`, `{port}` and `{max_bytes}` in argv are filled in at
+    start."""
 
     name: str
     argv: list[str]
@@ -48,9 +49,14 @@ PROCESSES: list[ProcessSpec] = [
             "127.0.0.1",
             "--port",
             "{port}",
-            # ~40% less memory per idle websocket (frames are ~150 bytes anyway).
+            # ~40% less memory per idle websocket (frames are ~150 bytes anyway), and live
+            # frames can be written straight to the socket (app/api/raw_frames.py).
             "--ws-per-message-deflate",
             "false",
+            # Websocket messages are bounded like HTTP bodies (MAX_REQUEST_BYTES): uvicorn
+            # refuses a bigger one (1009) before buffering it; the app checks again.
+            "--ws-max-size",
+            "{max_bytes}",
             # A client that never reads must not hold the shutdown forever.
             "--timeout-graceful-shutdown",
             "5",
@@ -146,7 +152,8 @@ def _start_children(env: dict[str, str], port: int) -> list[tuple[ProcessSpec, s
     children: list[tuple[ProcessSpec, subprocess.Popen]] = []
     preexec = _pdeathsig()
     for spec in PROCESSES:
-        argv = [a.format(python=sys.executable, port=port) for a in spec.argv]
+        max_bytes = get_settings().max_request_bytes
+        argv = [a.format(python=sys.executable, port=port, max_bytes=max_bytes) for a in spec.argv]
         # Own process group: the terminal's Ctrl-C reaches only us, so shutdown is ordered.
         proc = subprocess.Popen(
             argv,
