@@ -48,6 +48,7 @@ browser:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/lint-imports
 
 schema: $(STAMP)
 	$(PY) -m app.api.export_schema

@@ -1,4 +1,6 @@
-"""Domain errors. Each carries one of the public error codes (API.md, "Errors")."""
+"""Domain errors. Each carries one of the public error codes (docs/API.md, "Errors"): the
+codes are the `code`s of AppError and its subclasses, and nowhere else (the GraphQL layer
+reads them from these classes)."""
 
 from __future__ import annotations
 
@@ -39,15 +41,3 @@ class RateLimited(AppError):
 
 class Conflict(AppError):
     code = "CONFLICT"
-
-
-ERROR_CODES = (
-    "UNAUTHENTICATED",
-    "FORBIDDEN",
-    "NOT_FOUND",
-    "BAD_USER_INPUT",
-    "CURSOR_EXPIRED",
-    "RATE_LIMITED",
-    "CONFLICT",
-    "INTERNAL",
-)

@@ -1,22 +1,34 @@
-"""Process-wide resources shared by the API, workers and benchmarks."""
+"""The composition root: the one place that builds the process's resources and services and
+hands each service what it needs of the others (the API, the ARQ workers, tests and
+benchmarks all start from `create_state`).
+
+Only the outer layers import this module: app.web, app.api (the request context), jobs/.
+No domain module does (the import contract in .importlinter says so): a service gets its
+collaborators as constructor arguments, so the arrows between the parts are the ones drawn
+in docs/ARCHITECTURE.md, and a part can be built alone in a test.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings, get_settings
 from app.db.engine import make_engine, make_sessionmaker
-from app.fanout.lag import LagProbe
+from app.fanout.lag import LagProbe, lane_lag_seconds
 from app.fanout.service import FanoutService
-from app.feed.bodies import BodyCache
 from app.feed.service import FeedService
 from app.feed.sessions import FeedSessionStore
+from app.outbox.relay import oldest_unpublished_seconds
+from app.posts.bodies import BodyCache
+from app.realtime.counts import reset_new_post_count
 from app.realtime.notifier import RedisNotifier
 from app.redis_client import make_redis
 from app.timelines.store import TimelineStore
+from app.users.activity import Activity
 
 
 @dataclass
@@ -28,6 +40,15 @@ class AppState:
     timelines: TimelineStore
     fanout: FanoutService
     feed: FeedService
+    activity: Activity
+
+    async def lane_lag(self) -> dict[str, tuple[float, int]]:
+        """For /metrics (app.observability.exposition.LiveSources)."""
+        return await lane_lag_seconds(self.redis)
+
+    async def outbox_age(self) -> float:
+        """For /metrics (app.observability.exposition.LiveSources)."""
+        return await oldest_unpublished_seconds(self.engine)
 
     async def close(self) -> None:
         await self.redis.aclose()
@@ -40,16 +61,23 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
     sessions = make_sessionmaker(engine)
     redis = make_redis(settings)
     timelines = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
+    bodies = BodyCache(redis)
     # Workers publish live "new posts" notifications after each timeline write.
-    fanout = FanoutService(sessions, timelines, settings, notifier=RedisNotifier(redis))
+    fanout = FanoutService(
+        sessions, timelines, settings, bodies=bodies, notifier=RedisNotifier(redis)
+    )
+    # Timeline rebuilds run in the API process that needs them (see app.users.activity).
+    activity = Activity(redis, engine, timelines, settings.active_days, fanout.rebuild_timeline)
     feed = FeedService(
         sessions=sessions,
         store=timelines,
         feed_sessions=FeedSessionStore(redis, settings.feed_session_ttl_seconds),
-        bodies=BodyCache(redis),
+        bodies=bodies,
         lag=LagProbe(redis, settings.lag_threshold_seconds),
         settings=settings,
         rebuild=fanout.rebuild_timeline,
+        activity=activity,
+        reset_new_posts=partial(reset_new_post_count, redis),
     )
     return AppState(
         settings=settings,
@@ -59,4 +87,5 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
         timelines=timelines,
         fanout=fanout,
         feed=feed,
+        activity=activity,
     )

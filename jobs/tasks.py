@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.fanout.service import Enqueue, FanoutService
+from app.fanout.lanes import Enqueue
+from app.fanout.service import FanoutService
 
 
 def _service(ctx: dict[str, Any]) -> FanoutService:
@@ -51,10 +52,6 @@ async def backfill_follow(ctx: dict[str, Any], follower_id: int, followee_id: in
 
 async def cleanup_author(ctx: dict[str, Any], user_id: int, author_id: int) -> int:
     return await _service(ctx).cleanup_author(user_id, author_id)
-
-
-async def rebuild_timeline(ctx: dict[str, Any], user_id: int) -> int:
-    return await _service(ctx).rebuild_timeline(user_id)
 
 
 async def post_changed(ctx: dict[str, Any], post_id: int) -> None:

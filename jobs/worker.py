@@ -35,8 +35,6 @@ FUNCTIONS = [
     func(tasks.fanout_batch, name=lanes.FANOUT_BATCH),
     func(tasks.backfill_follow, name=lanes.BACKFILL_FOLLOW),
     func(tasks.cleanup_author, name=lanes.CLEANUP_AUTHOR),
-    # keep_result=0: a later rebuild request for the same user must not be swallowed.
-    func(tasks.rebuild_timeline, name=lanes.REBUILD_TIMELINE, keep_result=0),
     func(tasks.post_changed, name=lanes.POST_CHANGED),
 ]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import select
+from sqlalchemy.orm import InstrumentedAttribute
 from strawberry.dataloader import DataLoader
 
 from app.db.models import Follow, Like, Post, User
@@ -41,30 +42,24 @@ class Loaders:
         return [rows.get(i) for i in ids]
 
     async def _viewer_follows(self, user_ids: Sequence[int]) -> list[bool]:
-        if self.viewer_id is None:
-            return [False] * len(user_ids)
-        async with read_sessions(self.state.sessions)() as session:
-            found = set(
-                await session.scalars(
-                    select(Follow.followee_id).where(
-                        Follow.follower_id == self.viewer_id, Follow.followee_id.in_(user_ids)
-                    )
-                )
-            )
-        return [u in found for u in user_ids]
+        return await self._viewer_has(Follow.followee_id, Follow.follower_id, user_ids)
 
     async def _viewer_liked(self, post_ids: Sequence[int]) -> list[bool]:
+        return await self._viewer_has(Like.post_id, Like.user_id, post_ids)
+
+    async def _viewer_has(
+        self,
+        key: InstrumentedAttribute[int],
+        viewer: InstrumentedAttribute[int],
+        keys: Sequence[int],
+    ) -> list[bool]:
+        """Per key, whether a row (viewer, key) exists: one IN query on the viewer's rows."""
         if self.viewer_id is None:
-            return [False] * len(post_ids)
+            return [False] * len(keys)
         async with read_sessions(self.state.sessions)() as session:
-            found = set(
-                await session.scalars(
-                    select(Like.post_id).where(
-                        Like.user_id == self.viewer_id, Like.post_id.in_(post_ids)
-                    )
-                )
-            )
-        return [p in found for p in post_ids]
+            query = select(key).where(viewer == self.viewer_id, key.in_(keys))
+            found = set(await session.scalars(query))
+        return [k in found for k in keys]
 
     def prime_posts(self, posts: Sequence[Post | FeedPost]) -> None:
         """Posts already loaded through a visibility-checked query need no second lookup."""

@@ -16,7 +16,6 @@ from app.errors import NotFound
 from app.posts import service as posts
 from app.posts.ids import parse_post_id
 from app.social import engagement, graph
-from app.users import activity
 from app.users import service as users
 
 
@@ -46,6 +45,20 @@ async def _change_graph(info: Info[Context, None], handle: str, change: GraphCha
     return User(row=target)
 
 
+LikeChange = Callable[[AsyncSession, int, int], Awaitable[models.Post]]
+
+
+async def _engage(
+    info: Info[Context, None], raw_id: strawberry.ID, change: LikeChange, *, liked: bool
+) -> Post:
+    """Like/unlike: one transaction; the answer's viewerHasLiked needs no query."""
+    viewer_id = await _writer(info)
+    async with info.context.transaction() as session:
+        post = await change(session, viewer_id, _post_id(raw_id))
+    info.context.loaders.viewer_liked_post.prime(post.id, liked)
+    return Post(row=post)
+
+
 @strawberry.type
 class Mutation:
     @strawberry.mutation
@@ -67,7 +80,7 @@ class Mutation:
         async with info.context.transaction() as session:
             user = await users.log_in(session, handle, password)
         # Back after a while (or Redis lost the timeline): rebuild it now, bounded.
-        await activity.touch(info.context.state, user.id, force=True)
+        await info.context.state.activity.touch(user.id, force=True)
         return AuthPayload(
             token=issue_token(info.context.state.settings, user.id), user=User(row=user)
         )
@@ -87,7 +100,7 @@ class Mutation:
                 session,
                 viewer_id,
                 body,
-                (visibility or Visibility.PUBLIC).value,
+                models.Visibility((visibility or Visibility.PUBLIC).value),
                 idempotency_key,
                 settings.max_body_chars,
             )
@@ -109,7 +122,9 @@ class Mutation:
     ) -> Post:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
-            post = await posts.set_visibility(session, viewer_id, _post_id(id), visibility.value)
+            post = await posts.set_visibility(
+                session, viewer_id, _post_id(id), models.Visibility(visibility.value)
+            )
         return Post(row=post)
 
     @strawberry.mutation
@@ -148,19 +163,11 @@ class Mutation:
 
     @strawberry.mutation
     async def like_post(self, info: Info[Context, None], id: strawberry.ID) -> Post:
-        viewer_id = await _writer(info)
-        async with info.context.transaction() as session:
-            post = await engagement.like(session, viewer_id, _post_id(id))
-        info.context.loaders.viewer_liked_post.prime(post.id, True)
-        return Post(row=post)
+        return await _engage(info, id, engagement.like, liked=True)
 
     @strawberry.mutation
     async def unlike_post(self, info: Info[Context, None], id: strawberry.ID) -> Post:
-        viewer_id = await _writer(info)
-        async with info.context.transaction() as session:
-            post = await engagement.unlike(session, viewer_id, _post_id(id))
-        info.context.loaders.viewer_liked_post.prime(post.id, False)
-        return Post(row=post)
+        return await _engage(info, id, engagement.unlike, liked=False)
 
     @strawberry.mutation
     async def add_comment(

@@ -20,12 +20,13 @@ from app.api.mutations import Mutation
 from app.api.queries import Query
 from app.api.subscriptions import EventScopedExecutor, Subscription
 from app.config import get_settings
-from app.errors import AppError
+from app.errors import AppError, BadInput
 
 log = logging.getLogger("app.api")
 
 MAX_ALIASES = 20
 MAX_TOKENS = 2000
+DOCUMENT_CACHE_SIZE = 256  # parsed and validated documents kept (module-level LRUs)
 INTERNAL_MESSAGE = "Something went wrong on our side; the request was not completed."
 
 
@@ -41,12 +42,12 @@ class FeedSchema(strawberry.Schema):
                 extensions["code"] = original.code
             elif original is None or isinstance(original, GraphQLError):
                 # Syntax, validation, variable coercion, depth or alias limits.
-                extensions.setdefault("code", "BAD_USER_INPUT")
+                extensions.setdefault("code", BadInput.code)
             else:
                 log.error("unhandled error in %s", error.path, exc_info=original)
                 error.message = INTERNAL_MESSAGE
                 error.original_error = None
-                extensions = {"code": "INTERNAL"}
+                extensions = {"code": AppError.code}
             error.extensions = extensions
 
 
@@ -69,7 +70,7 @@ def build_schema(subscription: type | None = Subscription) -> FeedSchema:
             # Factories: a fresh extension per request; the two caches are module-level LRUs.
             lambda: AddValidationRules(limits),
             lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
-            lambda: ParserCache(maxsize=256),
-            lambda: ValidationCache(maxsize=256),
+            lambda: ParserCache(maxsize=DOCUMENT_CACHE_SIZE),
+            lambda: ValidationCache(maxsize=DOCUMENT_CACHE_SIZE),
         ],
     )

@@ -14,22 +14,27 @@ from strawberry.types import Info
 
 from app.db import models
 from app.db.models import FANOUT_PULL
+from app.feed import modes
 from app.feed.rows import FeedAuthor, FeedPost
 
 V = TypeVar("V")
 
 
+# The GraphQL enums carry the domain enums' values, so `models.Visibility(v.value)` and
+# `modes.FeedMode(m.value)` map one onto the other.
+
+
 @strawberry.enum
 class Visibility(Enum):
-    PUBLIC = "public"
-    FOLLOWERS = "followers"
-    PRIVATE = "private"
+    PUBLIC = models.Visibility.PUBLIC.value
+    FOLLOWERS = models.Visibility.FOLLOWERS.value
+    PRIVATE = models.Visibility.PRIVATE.value
 
 
 @strawberry.enum
 class FeedMode(Enum):
-    RANKED = "ranked"
-    CHRONOLOGICAL = "chronological"
+    RANKED = modes.FeedMode.RANKED.value
+    CHRONOLOGICAL = modes.FeedMode.CHRONOLOGICAL.value
 
 
 @strawberry.enum

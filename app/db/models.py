@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -30,7 +31,14 @@ class Base(DeclarativeBase):
 FANOUT_PUSH = 0
 FANOUT_PULL = 1
 
-VISIBILITIES = ("public", "followers", "private")
+
+class Visibility(StrEnum):
+    """Who may see a post (the rule itself: app.posts.visibility). Stored as its value; the
+    GraphQL enum maps onto it (app.api.types)."""
+
+    PUBLIC = "public"
+    FOLLOWERS = "followers"
+    PRIVATE = "private"
 
 
 class User(Base):
@@ -55,7 +63,9 @@ class Post(Base):
     __tablename__ = "posts"
     __table_args__ = (
         Index("posts_author_created_idx", "author_id", "created_at", "id"),
-        CheckConstraint(f"visibility in {VISIBILITIES}", name="posts_visibility_check"),
+        CheckConstraint(
+            f"visibility in {tuple(v.value for v in Visibility)}", name="posts_visibility_check"
+        ),
     )
 
     # Time-ordered 64-bit id from next_post_id(): 19 decimal digits, so ids sort as strings too.
@@ -63,7 +73,7 @@ class Post(Base):
     author_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     body: Mapped[str] = mapped_column(Text)
-    visibility: Mapped[str] = mapped_column(String(10), server_default="public")
+    visibility: Mapped[str] = mapped_column(String(10), server_default=Visibility.PUBLIC.value)
     version: Mapped[int] = mapped_column(Integer, server_default="1")
     edited_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -6,6 +6,9 @@ celebrity post cannot sit in front of ordinary posts. Lag is measured per lane i
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 DEFAULT = "arq:queue"  # ARQ's own default queue name: splitters, small batches, graph jobs
 BIG = "arq:queue:big"  # FanoutBatch jobs of authors with >= BIG_AUTHOR_FOLLOWERS followers
 LANES = {"default": DEFAULT, "big": BIG}
@@ -16,5 +19,8 @@ FANOUT_BATCH = "fanout_batch"
 FANOUT_PAGES = "fanout_pages"  # continuation of a split past SPLIT_PAGES batches
 BACKFILL_FOLLOW = "backfill_follow"
 CLEANUP_AUTHOR = "cleanup_author"
-REBUILD_TIMELINE = "rebuild_timeline"
 POST_CHANGED = "post_changed"
+
+# enqueue(function, *args, job_id=..., lane=...): how services and the relay schedule jobs
+# (ARQ's enqueue_job behind it; tests record calls instead).
+Enqueue = Callable[..., Awaitable[Any]]

@@ -5,26 +5,25 @@ no-op, so replays and retries change nothing."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.db.models import FANOUT_PULL, Follow, Post, User
+from app.db.models import FANOUT_PULL, Follow, Post, User, Visibility
 from app.fanout import lanes
+from app.fanout.lanes import Enqueue
 from app.fanout.modes import ModeDecision, resolve_mode
-from app.fanout.queries import active_followers, active_since, author_posts, followee_posts
-from app.feed.bodies import BodyCache
+from app.fanout.queries import active_followers, active_since
 from app.observability.metrics import POST_TO_TIMELINE, TIMELINE_INSERTS
+from app.posts.bodies import BodyCache
 from app.posts.ids import created_ms
+from app.posts.queries import author_posts, followee_posts
 from app.timelines.store import TimelineStore
-
-# enqueue(function, args, job_id=..., lane=...): the job layer's way to schedule more work.
-Enqueue = Callable[..., Awaitable[Any]]
 
 # A post committed while a rebuild was reading may be skipped by both the fan-out (no
 # timeline yet) and the rebuild snapshot; re-reading this window after the write closes it.
@@ -62,6 +61,7 @@ class FanoutService:
     sessions: async_sessionmaker[AsyncSession]
     store: TimelineStore
     settings: Settings
+    bodies: BodyCache
     notifier: FanoutNotifier | None = None
 
     async def split_post(self, post_id: int, enqueue: Enqueue) -> SplitResult | None:
@@ -77,7 +77,7 @@ class FanoutService:
         reconciled = 0
         if decision.pull_since is not None:
             reconciled = await self._reconcile_pull_era(post.author_id, decision, enqueue)
-        if post.visibility == "private":
+        if post.visibility == Visibility.PRIVATE:
             return SplitResult(decision.mode, 0, 0, reconciled)
         if decision.mode == FANOUT_PULL:
             if self.notifier is not None:
@@ -235,7 +235,7 @@ class FanoutService:
                     select(Post.author_id, Post.deleted_at).where(Post.id == post_id)
                 )
             ).one_or_none()
-        await BodyCache(self.store.redis).invalidate([post_id])  # type: ignore[arg-type]
+        await self.bodies.invalidate([post_id])
         if row is not None and row.deleted_at is not None:
             await self.store.remove_author_post(row.author_id, post_id)
 
@@ -249,4 +249,4 @@ async def _follows(session: AsyncSession, follower_id: int, followee_id: int) ->
     return found is not None
 
 
-__all__ = ["Enqueue", "FanoutService", "SplitResult"]
+__all__ = ["FanoutService", "SplitResult"]

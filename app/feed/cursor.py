@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.errors import BadInput
+from app.feed.modes import FeedMode
 
 _SALT = b"feed-cursor-v2"
 _TAG = 16  # bytes of BLAKE2b tag
@@ -42,7 +43,7 @@ class Keyset:
 Cursor = SessionPosition | Keyset
 
 
-def fingerprint(viewer_id: int, mode: str) -> str:
+def fingerprint(viewer_id: int, mode: FeedMode) -> str:
     return hashlib.blake2b(f"{viewer_id}:{mode}".encode(), digest_size=6).hexdigest()
 
 

@@ -1,8 +1,9 @@
 """Authoritative checks for feed candidates, in SQL, against the CURRENT state.
 
-Every id that leaves the read path passed the visibility predicate below in the same
-request: alive, not private (unless the viewer's own), author followed now (or the viewer),
-no block either way. Timelines and caches only ever propose ids; these queries decide.
+Every id that leaves the read path passed the home-feed rule (app.posts.visibility,
+`home_feed_sql`) in the same request: alive, not private (unless the viewer's own), author
+followed now (or the viewer), no block either way. Timelines and caches only ever propose
+ids; these queries decide.
 
 How the queries run: `Reads`, SQLAlchemy Core on autocommit connections with the driver's
 own SQL ($n parameters). The read path is a few lone SELECTs per page, each in its own short
@@ -24,19 +25,12 @@ from typing import Any, NamedTuple
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.db.models import FANOUT_PULL
 from app.posts.ids import created_ms
+from app.posts.visibility import alive_sql, home_feed_sql, reaches_followers_sql
 
-# The visibility predicate ($1 = candidate ids, $2 = viewer), shared by every filter query.
-_VISIBLE = """
-    p.id = ANY($1::bigint[]) AND p.deleted_at IS NULL
-    AND (p.author_id = $2 OR (
-          p.visibility <> 'private'
-          AND EXISTS (SELECT 1 FROM follows f
-                      WHERE f.follower_id = $2 AND f.followee_id = p.author_id)
-          AND NOT EXISTS (SELECT 1 FROM blocks b
-                          WHERE (b.blocker_id = $2 AND b.blocked_id = p.author_id)
-                             OR (b.blocker_id = p.author_id AND b.blocked_id = $2))))
-"""
+# The filter ($1 = candidate ids, $2 = viewer), shared by every filter query.
+_VISIBLE = f" p.id = ANY($1::bigint[]) AND {home_feed_sql('p', '$2')}"
 
 # Ranking's view of the candidates: a RANKED first page filters ~600 of them, and only the
 # 20 shown need the rest of the row (read afterwards with _PAGE_ROWS). As four arrays in one
@@ -73,14 +67,14 @@ _BODIES = "SELECT id, version, body FROM posts WHERE id = ANY($1::bigint[])"
 # Where candidates come from besides Redis: the viewer's graph and own posts, plus (RANKED
 # first pages only) the recent likes/comments that make author affinity. One round trip.
 # $1 viewer, $2 "recent" (follows and mode switches whose async work may still run), $3 own.
-_CONTEXT_SOURCES = """
+_CONTEXT_SOURCES = f"""
     SELECT 1 AS kind, f.followee_id AS id, 0::bigint AS n
     FROM follows f JOIN users u ON u.id = f.followee_id
     WHERE f.follower_id = $1
-      AND (u.fanout_mode = 1 OR f.created_at >= $2 OR u.fanout_mode_changed_at >= $2)
+      AND (u.fanout_mode = {FANOUT_PULL} OR f.created_at >= $2 OR u.fanout_mode_changed_at >= $2)
     UNION ALL
     SELECT 2, o.id, 0 FROM (
-        SELECT id FROM posts WHERE author_id = $1 AND deleted_at IS NULL
+        SELECT id FROM posts WHERE author_id = $1 AND {alive_sql("posts")}
         ORDER BY created_at DESC, id DESC LIMIT $3
     ) o
 """
@@ -101,11 +95,11 @@ _VIEWER_SOURCES = _GROUPED.format(_CONTEXT_SOURCES)
 
 # Fallback source when Redis cannot answer: newest posts of followees, bounded per author,
 # strictly older than a post id (ids are time-ordered, so this is the keyset bound).
-_FOLLOWEE_POSTS_BEFORE = """
+_FOLLOWEE_POSTS_BEFORE = f"""
     SELECT p.id FROM follows f
     CROSS JOIN LATERAL (
         SELECT id, created_at FROM posts
-        WHERE author_id = f.followee_id AND deleted_at IS NULL AND visibility <> 'private'
+        WHERE author_id = f.followee_id AND {reaches_followers_sql("posts")}
           AND id < $2
         ORDER BY created_at DESC, id DESC LIMIT $3
     ) p
@@ -113,10 +107,10 @@ _FOLLOWEE_POSTS_BEFORE = """
     ORDER BY p.created_at DESC, p.id DESC LIMIT $3
 """
 
-_RECENT_FOLLOWEE_POSTS = """
+_RECENT_FOLLOWEE_POSTS = f"""
     SELECT p.id FROM follows f
     JOIN posts p ON p.author_id = f.followee_id AND p.created_at >= $2
-    WHERE f.follower_id = $1 AND p.deleted_at IS NULL AND p.visibility <> 'private'
+    WHERE f.follower_id = $1 AND {reaches_followers_sql("p")}
     ORDER BY p.id DESC LIMIT $3
 """
 

@@ -1,5 +1,10 @@
 """The `feed` read path: candidates -> dedupe -> authoritative filter -> rank -> session
--> hydrate. Free of GraphQL types so benchmarks and tests drive it directly too."""
+-> hydrate. Free of GraphQL types so benchmarks and tests drive it directly too.
+
+A first page (no cursor) is also where the viewer is marked active (which rebuilds the
+timeline of a user coming back) and where their live "new posts" count restarts at zero.
+What it needs of other parts (activity, rebuilds, queue lag, the live count) is handed in
+by the composition root, app.state."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
@@ -18,12 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.errors import CursorExpired
-from app.fanout.lag import LagProbe
-from app.fanout.queries import author_posts
 from app.feed import rows as sql
-from app.feed.bodies import BodyCache
 from app.feed.cursor import Cursor, Keyset, SessionPosition
 from app.feed.hot_cache import CoalescingCache
+from app.feed.modes import FeedMode
 from app.feed.rows import (
     FeedPost,
     FeedRow,
@@ -43,15 +46,17 @@ from app.observability.metrics import (
     FEED_FILTERED,
     FEED_STAGE,
 )
+from app.posts.bodies import BodyCache
 from app.posts.ids import created_ms
+from app.posts.queries import author_posts
 from app.ranking.scoring import RankingTimeout, rank_columns
 from app.timelines.store import Entry, TimelineStore
+from app.users.activity import Activity
 
 log = logging.getLogger("app.feed")
 T = TypeVar("T")
 U = TypeVar("U")
 
-RANKED, CHRONOLOGICAL = "ranked", "chronological"
 MAX_ID = 2**63 - 1
 PULL_PER_AUTHOR = 50  # newest posts taken from each pulled author
 OWN_POSTS = 20  # read-your-writes: the viewer's newest posts are always candidates
@@ -130,6 +135,12 @@ async def _concurrently(
     return result, await task
 
 
+class LagSignal(Protocol):
+    """Whether fan-out runs late (app.fanout.lag.LagProbe): reads then pull recent posts."""
+
+    async def lagging(self) -> bool: ...
+
+
 class FeedService:
     def __init__(
         self,
@@ -137,9 +148,11 @@ class FeedService:
         store: TimelineStore,
         feed_sessions: FeedSessionStore,
         bodies: BodyCache,
-        lag: LagProbe,
+        lag: LagSignal,
         settings: Settings,
         rebuild: Callable[[int], Awaitable[int]],
+        activity: Activity,
+        reset_new_posts: Callable[[int], Awaitable[None]],
     ) -> None:
         self.sessions = sessions
         # The read path only SELECTs: autocommit Core (see app.feed.rows), same engine.
@@ -151,6 +164,8 @@ class FeedService:
         self.lag = lag
         self.settings = settings
         self._rebuild = rebuild
+        self.activity = activity
+        self._reset_new_posts = reset_new_posts
         self._rebuilding: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._fallbacks = 0  # Postgres fallbacks for the timeline running now
@@ -160,13 +175,28 @@ class FeedService:
 
     # -- public ----------------------------------------------------------------------------
 
-    async def page(self, viewer_id: int, mode: str, first: int, cursor: Cursor | None) -> FeedPage:
+    async def page(
+        self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
+    ) -> FeedPage:
+        """One page; without a cursor, a fresh first page (see the module docstring)."""
+        if cursor is None:
+            await self.activity.touch(viewer_id)
+        page = await self._read(viewer_id, mode, first, cursor)
+        if cursor is None:
+            # A fresh first page shows everything announced so far: the live count restarts.
+            with contextlib.suppress(RedisError):  # Redis down: the page matters more
+                await self._reset_new_posts(viewer_id)
+        return page
+
+    async def _read(
+        self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
+    ) -> FeedPage:
         stages = _Stages()
         extras = PageExtras()
         if isinstance(cursor, SessionPosition):
             page = await self._session_page(viewer_id, cursor, first, stages, extras)
         else:
-            ranked_first = cursor is None and mode == RANKED
+            ranked_first = cursor is None and mode == FeedMode.RANKED
             before = cursor.post_id if isinstance(cursor, Keyset) else MAX_ID
             if ranked_first:
                 limit = int(self.settings.feed_session_size * CANDIDATE_SLACK)

@@ -1,25 +1,30 @@
 """What /metrics serves: this process's metrics, the workers' (prometheus multiprocess mode
 when PROMETHEUS_MULTIPROC_DIR is set, as `make run` does) and live gauges read at scrape
-time: fan-out lag per lane in seconds and the age of the oldest unpublished outbox event."""
+time: fan-out lag per lane in seconds and the age of the oldest unpublished outbox event.
+
+Those live figures come from the process's `LiveSources` (the composition root, app.state,
+implements them), so this module stays infrastructure: it knows Prometheus, not the parts."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
-from sqlalchemy import text
 
-from app.fanout.lag import lane_lag_seconds
-from app.state import AppState
 
-_OUTBOX_AGE = text(
-    "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM outbox "
-    "WHERE published_at IS NULL"
-)
+class LiveSources(Protocol):
+    async def lane_lag(self) -> dict[str, tuple[float, int]]:
+        """Lane name -> (oldest waiting job's age in seconds, jobs waiting)."""
+        ...
+
+    async def outbox_age(self) -> float:
+        """Seconds since the oldest outbox event not yet relayed was written (0: none)."""
+        ...
 
 
 class _Live(Collector):
@@ -51,11 +56,10 @@ class _Live(Collector):
 _live = _Live()
 
 
-async def render(state: AppState) -> bytes:
+async def render(sources: LiveSources) -> bytes:
     try:
-        _live.lag = await lane_lag_seconds(state.redis)
-        async with state.engine.connect() as conn:
-            _live.outbox_age = float((await conn.execute(_OUTBOX_AGE)).scalar_one())
+        _live.lag = await sources.lane_lag()
+        _live.outbox_age = await sources.outbox_age()
     except Exception:  # a scrape must answer even when a backend is down
         _live.lag, _live.outbox_age = {}, 0.0
     registry = CollectorRegistry()

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-GRAPHQL_REQUESTS = Counter(
-    "feed_graphql_requests_total", "GraphQL HTTP requests by outcome", ["outcome"]
-)
 GRAPHQL_LATENCY = Histogram(
     "feed_graphql_request_seconds",
     "GraphQL HTTP request latency, all operations (log-ins and mutations included)",

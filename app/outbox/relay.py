@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.fanout import lanes
-from app.fanout.service import Enqueue
+from app.fanout.lanes import Enqueue
 from app.outbox import events
 
 log = logging.getLogger("app.relay")
@@ -31,6 +31,16 @@ _CLAIM = text(
 )
 _MARK = text("UPDATE outbox SET published_at = now() WHERE id = ANY(:ids)")
 _PRUNE = text("DELETE FROM outbox WHERE published_at < now() - make_interval(hours => :hours)")
+_OLDEST_AGE = text(
+    "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM outbox "
+    "WHERE published_at IS NULL"
+)
+
+
+async def oldest_unpublished_seconds(engine: AsyncEngine) -> float:
+    """Age of the oldest event not relayed yet (0 when none): the relay's lag, for /metrics."""
+    async with engine.connect() as conn:
+        return float((await conn.execute(_OLDEST_AGE)).scalar_one())
 
 
 @dataclass(frozen=True)

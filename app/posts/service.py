@@ -1,21 +1,20 @@
-"""Post writes. Each write and its outbox event commit in one transaction; no fan-out here."""
+"""Post writes and lookups. Each write and its outbox event commit in one transaction; no
+fan-out here. Who may see a post is decided by app.posts.visibility."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import IdempotencyKey, Post
+from app.db.models import IdempotencyKey, Post, Visibility
 from app.errors import BadInput, Forbidden, NotFound
 from app.outbox import events
 from app.posts.ids import created_ms
 from app.posts.visibility import visible_to
 
-VISIBILITY_VALUES = ("public", "followers", "private")
 IDEMPOTENCY_KEY_MAX = 100
 
 
@@ -28,10 +27,12 @@ def clean_body(body: str, limit: int) -> str:
     return body
 
 
-def check_visibility(visibility: str) -> str:
-    if visibility not in VISIBILITY_VALUES:
-        raise BadInput(f"Visibility must be one of {', '.join(VISIBILITY_VALUES)}.")
-    return visibility
+def check_visibility(visibility: str) -> Visibility:
+    try:
+        return Visibility(visibility)
+    except ValueError:
+        allowed = ", ".join(v.value for v in Visibility)
+        raise BadInput(f"Visibility must be one of {allowed}.") from None
 
 
 def _event_payload(post: Post) -> dict[str, object]:
@@ -58,7 +59,7 @@ async def create_post(
     the key's primary key until the first transaction commits, then finds its post.
     """
     body = clean_body(body, max_chars)
-    check_visibility(visibility)
+    checked = check_visibility(visibility)
     now = datetime.now(UTC)
     # Millisecond precision: the id and the timeline score carry ms, so SQL order by
     # (created_at, id) and Redis order by (score, id) must agree.
@@ -87,7 +88,7 @@ async def create_post(
         author_id=author_id,
         created_at=now,
         body=body,
-        visibility=visibility,
+        visibility=checked.value,
         version=1,
         like_count=0,
         comment_count=0,
@@ -103,16 +104,6 @@ async def visible_post(session: AsyncSession, viewer_id: int | None, post_id: in
     if post is None:
         raise NotFound("No such post.")
     return post
-
-
-async def visible_posts(
-    session: AsyncSession, viewer_id: int | None, post_ids: Sequence[int]
-) -> dict[int, Post]:
-    """Batch lookup filtered by visibility: one query whatever the number of ids."""
-    if not post_ids:
-        return {}
-    rows = await session.scalars(select(Post).where(Post.id.in_(post_ids), visible_to(viewer_id)))
-    return {p.id: p for p in rows}
 
 
 async def _own_post_for_update(session: AsyncSession, viewer_id: int, post_id: int) -> Post:
@@ -142,10 +133,10 @@ async def edit_post(
 async def set_visibility(
     session: AsyncSession, viewer_id: int, post_id: int, visibility: str
 ) -> Post:
-    check_visibility(visibility)
+    checked = check_visibility(visibility)
     post = await _own_post_for_update(session, viewer_id, post_id)
-    if post.visibility != visibility:
-        post.visibility = visibility
+    if post.visibility != checked:
+        post.visibility = checked.value
         post.version += 1
         await session.flush()
         await events.record(session, events.POST_VISIBILITY_CHANGED, _event_payload(post))

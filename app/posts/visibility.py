@@ -1,43 +1,97 @@
-"""Who may see a post. One SQL predicate, used by every query that returns posts."""
+"""Who may see a post: the one home of the visibility-and-block rule.
+
+The rule, read against the current rows (never a cache):
+- a deleted post is seen by nobody; the author sees every other post of theirs;
+- a block, either way, lets nothing flow between two users;
+- PUBLIC posts are seen by anyone (anonymous readers see only these), FOLLOWERS posts by the
+  author's followers, PRIVATE posts by the author alone;
+- a home feed, a timeline, a live count or a pull shows another user's post only to a
+  follower, so there a post "reaches followers" when it is alive and not PRIVATE.
+
+Every query that returns posts or routes them to users builds its condition from here. The
+rule is written once, as SQL fragments: queries kept as SQL text for speed (the read path's
+driver SQL, the hub's and the write path's queries) splice the `*_sql` builders in, and ORM
+queries use `visible_to`, the same fragment as a SQLAlchemy clause. Builders take SQL
+expressions (a table alias such as "p", a parameter such as "$2" or ":viewer").
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, and_, exists, false, or_, select
-from sqlalchemy.orm import InstrumentedAttribute
+from sqlalchemy import BigInteger, BindParameter, TextClause, bindparam, text
 
-from app.db.models import Block, Follow, Post
+from app.db.models import Visibility
+
+_PUBLIC = f"'{Visibility.PUBLIC.value}'"
+_FOLLOWERS = f"'{Visibility.FOLLOWERS.value}'"
+_PRIVATE = f"'{Visibility.PRIVATE.value}'"
 
 
-def blocked_between(
-    viewer_id: int, author_col: ColumnElement[int] | InstrumentedAttribute[int]
-) -> ColumnElement[bool]:
-    """True when either side blocked the other: nothing flows between them."""
-    return exists(
-        select(Block.blocker_id).where(
-            or_(
-                and_(Block.blocker_id == viewer_id, Block.blocked_id == author_col),
-                and_(Block.blocker_id == author_col, Block.blocked_id == viewer_id),
-            )
-        )
+def alive_sql(post: str) -> str:
+    """The post (alias `post`) is not deleted."""
+    return f"{post}.deleted_at IS NULL"
+
+
+def reaches_followers_sql(post: str) -> str:
+    """The post may reach its author's followers: alive and not PRIVATE."""
+    return f"{alive_sql(post)} AND {post}.visibility <> {_PRIVATE}"
+
+
+def follows_sql(follower: str, followee: str) -> str:
+    """`follower` follows `followee` now."""
+    return (
+        "EXISTS (SELECT 1 FROM follows fo"
+        f" WHERE fo.follower_id = {follower} AND fo.followee_id = {followee})"
     )
 
 
-def visible_to(viewer_id: int | None) -> ColumnElement[bool]:
-    """Post rows the viewer may see now: not deleted, allowed by visibility, no block."""
-    alive = Post.deleted_at.is_(None)
+def blocked_sql(a: str, b: str) -> str:
+    """Either user blocked the other: nothing flows between them."""
+    return (
+        "EXISTS (SELECT 1 FROM blocks bl"
+        f" WHERE (bl.blocker_id = {a} AND bl.blocked_id = {b})"
+        f" OR (bl.blocker_id = {b} AND bl.blocked_id = {a}))"
+    )
+
+
+def visible_sql(post: str, viewer: str | None) -> str:
+    """The viewer (None: anonymous) may see the post when they ask for it by id or author."""
+    if viewer is None:
+        return f"{alive_sql(post)} AND {post}.visibility = {_PUBLIC}"
+    author = f"{post}.author_id"
+    allowed = (
+        f"({post}.visibility = {_PUBLIC}"
+        f" OR ({post}.visibility = {_FOLLOWERS} AND {follows_sql(viewer, author)}))"
+    )
+    others = f"{allowed} AND NOT {blocked_sql(viewer, author)}"
+    return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
+
+
+def home_feed_sql(post: str, viewer: str) -> str:
+    """The post may be in the viewer's home feed: `visible_sql` narrowed to the viewer's own
+    posts and the posts of authors they follow (so PUBLIC and FOLLOWERS alike)."""
+    author = f"{post}.author_id"
+    others = (
+        f"{post}.visibility <> {_PRIVATE} AND {follows_sql(viewer, author)}"
+        f" AND NOT {blocked_sql(viewer, author)}"
+    )
+    return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
+
+
+def visible_to(viewer_id: int | None) -> TextClause:
+    """`visible_sql` as a clause for ORM queries over the `posts` table (`select(Post)`)."""
     if viewer_id is None:
-        return and_(alive, Post.visibility == "public")
-    follows_author = exists(
-        select(Follow.follower_id).where(
-            Follow.follower_id == viewer_id, Follow.followee_id == Post.author_id
-        )
+        return text(visible_sql("posts", None))
+    return text(visible_sql("posts", ":visible_to_viewer")).bindparams(
+        _user_id("visible_to_viewer", viewer_id)
     )
-    others = and_(
-        or_(
-            Post.visibility == "public",
-            and_(Post.visibility == "followers", follows_author),
-            false(),
-        ),
-        ~blocked_between(viewer_id, Post.author_id),
+
+
+def blocked_between(a: int, b: int) -> TextClause:
+    """`blocked_sql` as a boolean SELECT for two known users."""
+    return text(f"SELECT {blocked_sql(':blocked_a', ':blocked_b')}").bindparams(
+        _user_id("blocked_a", a), _user_id("blocked_b", b)
     )
-    return and_(alive, or_(Post.author_id == viewer_id, others))
+
+
+def _user_id(name: str, value: int) -> BindParameter[int]:
+    return bindparam(name, value, type_=BigInteger)

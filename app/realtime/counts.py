@@ -15,21 +15,19 @@ the mark to the follow time: posts made since count again, older ones never resu
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError
 
 from app.realtime import keys
+from app.realtime.keys import stops_key
 from app.realtime.metrics import PUBLISHED
 from app.realtime.settings import RealtimeSettings, get_realtime_settings
+from app.redis_scripts import AnyRedis, LuaScript, run_script, run_script_many
 
-AnyRedis = Redis | RedisCluster
 Entry = Sequence[int]
 """(post_id, created_at_ms), as fan-out batches carry them, or (post_id, created_at_ms,
 author_id): with the author known, the pair's stop mark applies (see `stop_counting`)."""
@@ -40,24 +38,6 @@ SCRIPT_KEYS = 500  # users per EVALSHA on a standalone server: one round trip, b
 STOPPED = 2**53 - 1
 
 
-def stops_key(user_id: int) -> str:
-    """`fuc:{<user_id>}` zset: author id -> ms; the user counts only that author's posts
-    created after it (STOPPED: none). Absent author: no restriction. Shares the user's slot.
-
-    Built here, not in `keys`, only because that module has another owner at the moment.
-    """
-    return f"fuc:{{{int(user_id)}}}"
-
-
-@dataclass(frozen=True)
-class Script:
-    source: str
-    sha: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
-
-
 # Add posts to many users' counts. KEYS: per user its count key, then its stop-marks key.
 # ARGV: ttl, max, now_ms, mode, channel prefix, n, na, then n triples score, member, author
 # index (1..na; 0 = author unknown), then na author ids, then one user id per key pair.
@@ -65,7 +45,8 @@ class Script:
 # per user (ZMSCORE with several authors), only when authors are given.
 # mode 'p': publish "count:latest:now" to <prefix><id> when the count grew; returns publishes.
 # mode 'r': publish nothing; returns a flat list count1, latest1, count2, latest2, ...
-ADD = Script(
+ADD = LuaScript(
+    "add",
     """
 local ttl, max, now, mode, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 local n, na = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -129,14 +110,15 @@ for i = 1, #KEYS / 2 do
 end
 if mode == 'p' then return published end
 return out
-"""
+""",
 )
 
 # Set one pair's stop mark. KEYS: stop-marks key, count key. ARGV: author, mark ms, ttl,
 # prune_before ms, stop. stop = '1': set the mark and return the counted post ids; else only
 # lower an existing mark (a first follow needs none). Marks older than the counts' ttl are
 # pruned (STOPPED marks stay while the key lives).
-STOP = Script(
+STOP = LuaScript(
+    "stop",
     """
 if ARGV[5] == '1' then
   redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
@@ -147,27 +129,36 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 if ARGV[5] == '1' then return redis.call('ZRANGE', KEYS[2], 0, -1) end
 return {}
-"""
+""",
 )
+
+
+def _publish_count(channel: str, now: str) -> str:
+    """Lua that publishes the count in KEYS[1] and its newest post's ms to `channel`, as
+    `decode_count` reads it (`channel` and `now` are Lua expressions)."""
+    return f"""
+  local card = redis.call('ZCARD', KEYS[1])
+  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  redis.call('PUBLISH', {channel}, card .. ':' .. (top[2] or '0') .. ':' .. {now})
+"""
+
 
 # Forget some counted posts. KEYS: count key. ARGV: now_ms, user channel, post ids.
 # Publishes the new count and the newest remaining post's ms when anything was removed.
-DROP = Script(
-    """
+DROP = LuaScript(
+    "drop",
+    f"""
 local removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 3))
-if removed > 0 then
-  local card = redis.call('ZCARD', KEYS[1])
-  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  redis.call('PUBLISH', ARGV[2], card .. ':' .. (top[2] or '0') .. ':' .. ARGV[1])
-end
+if removed > 0 then{_publish_count("ARGV[2]", "ARGV[1]")}end
 return removed
-"""
+""",
 )
 
 # Reset after a fresh first page of the feed. KEYS: count key, reset key. ARGV: upto ms
 # ('' = everything), reset ms, ttl, now_ms, user channel. Publishes the count when it changed.
-RESET = Script(
-    """
+RESET = LuaScript(
+    "reset",
+    f"""
 local removed
 if ARGV[1] == '' then
   removed = redis.call('ZCARD', KEYS[1])
@@ -176,23 +167,20 @@ else
   removed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 end
 redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3])
-if removed > 0 then
-  local card = redis.call('ZCARD', KEYS[1])
-  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  redis.call('PUBLISH', ARGV[5], card .. ':' .. (top[2] or '0') .. ':' .. ARGV[4])
-end
+if removed > 0 then{_publish_count("ARGV[5]", "ARGV[4]")}end
 return removed
-"""
+""",
 )
 
 # The reset mark, set to now when missing. KEYS: reset key. ARGV: now_ms, ttl.
-MARK = Script(
+MARK = LuaScript(
+    "mark",
     """
 local v = redis.call('GET', KEYS[1])
 if v then return v end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 return ARGV[1]
-"""
+""",
 )
 
 
@@ -216,44 +204,20 @@ def decode_count(data: bytes) -> FeedCount:
     return FeedCount(int(count), latest_ms or None, float(published))
 
 
-async def _eval(redis: AnyRedis, script: Script, keys_: Sequence[str], args: Sequence[Any]) -> Any:
-    """One EVALSHA; on NOSCRIPT (first use, restart, SCRIPT FLUSH) load it and retry."""
-    try:
-        return await redis.evalsha(script.sha, len(keys_), *keys_, *args)  # type: ignore[misc]
-    except NoScriptError:
-        await redis.script_load(script.source)
-        return await redis.evalsha(script.sha, len(keys_), *keys_, *args)  # type: ignore[misc]
-
-
 def _user_keys(user_ids: Sequence[int]) -> list[str]:
     """Each user's count key and stop-marks key (one slot per user on a cluster)."""
     return [k for u in user_ids for k in (keys.count_key(u), stops_key(u))]
 
 
 async def _eval_users(
-    redis: AnyRedis, script: Script, user_ids: Sequence[int], head: Sequence[Any]
+    redis: AnyRedis, script: LuaScript, user_ids: Sequence[int], head: Sequence[Any]
 ) -> list[Any]:
-    """ADD over many users: chunks of SCRIPT_KEYS keys on a standalone server, one key per
+    """ADD over many users: chunks of SCRIPT_KEYS users on a standalone server, one user per
     call on a cluster (a script's keys must share a slot), all calls pipelined."""
     size = 1 if isinstance(redis, RedisCluster) else SCRIPT_KEYS
     chunks = [user_ids[i : i + size] for i in range(0, len(user_ids), size)]
-    if len(chunks) == 1:
-        ids = chunks[0]
-        return [await _eval(redis, script, _user_keys(ids), [*head, *ids])]
-    for attempt in range(2):
-        pipe = redis.pipeline(transaction=False)
-        for ids in chunks:
-            ks = _user_keys(ids)
-            args: list[Any] = [*ks, *head, *ids]
-            # A raw command: redis-py's cluster pipeline refuses its evalsha() method.
-            pipe.execute_command("EVALSHA", script.sha, len(ks), *args)
-        try:
-            return list(await pipe.execute())
-        except NoScriptError:
-            if attempt:
-                raise
-            await redis.script_load(script.source)
-    raise AssertionError("unreachable")
+    calls = [(_user_keys(ids), [*head, *ids]) for ids in chunks]
+    return await run_script_many(redis, script, calls)
 
 
 def _head(
@@ -355,39 +319,17 @@ async def add_for_users(
     return out
 
 
-async def reset_mark(
-    redis: AnyRedis, user_id: int, settings: RealtimeSettings | None = None
-) -> int:
-    """When the user's count was last reset (ms); set to now on first use."""
-    settings = settings or get_realtime_settings()
-    raw = await _eval(
-        redis, MARK, [keys.reset_key(user_id)], [now_ms(), settings.count_ttl_seconds]
-    )
-    return int(raw)
-
-
 async def reset_marks(
     redis: AnyRedis, user_ids: Sequence[int], settings: RealtimeSettings | None = None
 ) -> dict[int, int]:
-    """`reset_mark` for many users in one pipeline (a hub admitting a burst of sockets)."""
+    """When each user's count was last reset (ms), set to now on first use: one pipeline for
+    many users (a hub admitting a burst of sockets)."""
     settings = settings or get_realtime_settings()
     ids = list(dict.fromkeys(user_ids))
-    if len(ids) <= 1:
-        return {u: await reset_mark(redis, u, settings) for u in ids}
     now, ttl = now_ms(), settings.count_ttl_seconds
-    for attempt in range(2):
-        pipe = redis.pipeline(transaction=False)
-        for u in ids:
-            pipe.execute_command("EVALSHA", MARK.sha, 1, keys.reset_key(u), now, ttl)
-        try:
-            replies = await pipe.execute()
-        except NoScriptError:
-            if attempt:
-                raise
-            await redis.script_load(MARK.source)
-            continue
-        return {u: int(r) for u, r in zip(ids, replies, strict=True)}
-    raise AssertionError("unreachable")
+    calls = [([keys.reset_key(u)], [now, ttl]) for u in ids]
+    replies = await run_script_many(redis, MARK, calls)
+    return {u: int(r) for u, r in zip(ids, replies, strict=True)}
 
 
 async def add_each(
@@ -422,7 +364,9 @@ async def reset_new_post_count(
     upto = "" if seen_upto_ms is None else str(int(seen_upto_ms))
     channel = keys.Channels.for_redis(redis, settings.namespace).user(user_id)
     args = [upto, mark, settings.count_ttl_seconds, now, channel]
-    removed = await _eval(redis, RESET, [keys.count_key(user_id), keys.reset_key(user_id)], args)
+    removed = await run_script(
+        redis, RESET, [keys.count_key(user_id), keys.reset_key(user_id)], args
+    )
     if int(removed):
         PUBLISHED.labels("reset").inc()
 
@@ -459,7 +403,7 @@ async def stop_counting(
         if not doomed:
             continue
         args = [now_ms(), channels.user(user_id), *doomed]
-        gone = int(await _eval(redis, DROP, [keys.count_key(user_id)], args))
+        gone = int(await run_script(redis, DROP, [keys.count_key(user_id)], args))
         if gone:
             removed += gone
             PUBLISHED.labels("reset").inc()
@@ -492,5 +436,5 @@ async def _stop(
 ) -> list[int]:
     ttl = settings.count_ttl_seconds
     args = [int(author_id), mark, ttl, now_ms() - ttl * 1000, "1" if stop else "0"]
-    ids = await _eval(redis, STOP, [stops_key(user_id), keys.count_key(user_id)], args)
+    ids = await run_script(redis, STOP, [stops_key(user_id), keys.count_key(user_id)], args)
     return [int(p) for p in ids]

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import get_settings
+from app.db.models import Visibility
 from app.realtime import counts, keys, queries
 from app.realtime.counts import FeedCount
 from app.realtime.metrics import COALESCED, DELIVERED, DROPPED, LATENCY, RECEIVED, SUBSCRIBERS
@@ -543,7 +544,7 @@ class Hub:
         try:
             async with self._author_sem:
                 local = sorted(self._followers.get(author_id, ()))
-                if not local or visibility == "private":
+                if not local or visibility == Visibility.PRIVATE:
                     return
                 for i in range(0, len(local), DELIVER_SLICE):
                     async with self.sessions() as session:

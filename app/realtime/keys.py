@@ -4,6 +4,7 @@
   (member = post id, score = created_at ms): its ZCARD is `newPostCount`, idempotent under
   replayed fan-out batches because a re-added member changes nothing.
 - `fur:{<user_id>}` string: ms of the last reset; pull-mode posts newer than it are "new".
+- `fuc:{<user_id>}` zset: author id -> ms, the pairs' stop marks (`counts.stop_counting`).
 - channel `fu:<ns>:u:<user_id>`: "count:latest_ms:published_ms" after a user's count changed.
 - channel `fu:<ns>:a:<author_id>`: "post_id:created_ms:visibility:published_ms" when a
   pull-mode author posts; only API processes with a connected follower subscribe to it.
@@ -12,7 +13,7 @@
   keeps counts only for these users; anyone else's count is rebuilt from the timeline when
   they subscribe, so an offline follower costs the fan-out one lookup, not five writes.
 
-Braces are literal Redis Cluster hash tags: a user's two keys share a slot. Pub/sub channels,
+Braces are literal Redis Cluster hash tags: a user's keys share a slot. Pub/sub channels,
 unlike keys, are shared by every database of a server: `<ns>` (REALTIME_NAMESPACE, by default
 the database number) keeps two deployments or test runs on one server apart.
 """
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+
+from app.redis_scripts import AnyRedis
 
 
 def count_key(user_id: int) -> str:
@@ -33,6 +35,12 @@ def reset_key(user_id: int) -> str:
     return f"fur:{{{int(user_id)}}}"
 
 
+def stops_key(user_id: int) -> str:
+    """Author id -> ms; the user counts only that author's posts created after it (STOPPED:
+    none). Absent author: no restriction."""
+    return f"fuc:{{{int(user_id)}}}"
+
+
 @dataclass(frozen=True)
 class Channels:
     """Channel names of one namespace."""
@@ -40,7 +48,7 @@ class Channels:
     namespace: str
 
     @classmethod
-    def for_redis(cls, redis: Redis | RedisCluster, namespace: str = "") -> Channels:
+    def for_redis(cls, redis: AnyRedis, namespace: str = "") -> Channels:
         if not namespace:
             db = (
                 0

@@ -11,16 +11,15 @@ from collections.abc import Sequence
 
 from redis.exceptions import RedisClusterException, RedisError
 
+from app.db.models import Visibility
 from app.realtime import counts, keys
-from app.realtime.counts import AnyRedis
 from app.realtime.metrics import PUBLISHED
 from app.realtime.settings import RealtimeSettings, get_realtime_settings
+from app.redis_scripts import AnyRedis
 
 log = logging.getLogger("app.realtime")
 # redis-py's cluster errors do not derive from RedisError; neither may fail a fan-out job.
 SOFT_ERRORS = (RedisError, RedisClusterException)
-
-PRIVATE = "private"
 
 
 def encode_author_post(post_id: int, created_ms: int, visibility: str, published_ms: int) -> str:
@@ -55,7 +54,7 @@ class RedisNotifier:
         self, author_id: int, post_id: int, created_ms: int, visibility: str
     ) -> None:
         """Pull-mode post: one message for the author; each API process finds its followers."""
-        if visibility == PRIVATE:
+        if visibility == Visibility.PRIVATE:
             return  # never announced to anyone
         message = encode_author_post(post_id, created_ms, visibility, counts.now_ms())
         try:

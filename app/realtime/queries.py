@@ -14,14 +14,10 @@ from sqlalchemy.types import BigInteger
 
 from app.db.models import FANOUT_PULL
 from app.posts.ids import created_ms
+from app.posts.visibility import blocked_sql, reaches_followers_sql
 
-_NOT_BLOCKED = """
-    NOT EXISTS (
-        SELECT 1 FROM blocks b
-        WHERE (b.blocker_id = f.follower_id AND b.blocked_id = f.followee_id)
-           OR (b.blocker_id = f.followee_id AND b.blocked_id = f.follower_id)
-    )
-"""
+# The follow edge `f` carries posts: no block either way between its two users.
+_NOT_BLOCKED = f"NOT {blocked_sql('f.follower_id', 'f.followee_id')}"
 
 _PULL_FOLLOWEES = text(
     f"""
@@ -79,18 +75,13 @@ async def post_authors(session: AsyncSession, post_ids: Sequence[int]) -> dict[i
 # followed, since before the post (a refollow does not bring old posts back as "new"), no
 # block either way, still visible.
 _COUNTABLE_PAIRS = text(
-    """
+    f"""
     SELECT pair.user_id, p.id, p.author_id
     FROM unnest(:users, :ids) AS pair(user_id, post_id)
     JOIN posts p ON p.id = pair.post_id
     JOIN follows f ON f.follower_id = pair.user_id AND f.followee_id = p.author_id
-    WHERE f.created_at < p.created_at
-      AND p.deleted_at IS NULL AND p.visibility <> 'private'
-      AND NOT EXISTS (
-        SELECT 1 FROM blocks b
-        WHERE (b.blocker_id = pair.user_id AND b.blocked_id = p.author_id)
-           OR (b.blocker_id = p.author_id AND b.blocked_id = pair.user_id)
-      )
+    WHERE f.created_at < p.created_at AND {reaches_followers_sql("p")}
+      AND {_NOT_BLOCKED}
     """
 ).bindparams(bindparam("users", type_=ARRAY(BigInteger)), bindparam("ids", type_=ARRAY(BigInteger)))
 
@@ -120,13 +111,13 @@ async def countable_entries_many(
 
 
 _POSTS_SINCE_EACH = text(
-    """
+    f"""
     SELECT a.author_id, p.id
     FROM unnest(:authors) AS a(author_id)
     CROSS JOIN LATERAL (
       SELECT id FROM posts
       WHERE author_id = a.author_id AND created_at > :since
-        AND deleted_at IS NULL AND visibility <> 'private'
+        AND {reaches_followers_sql("posts")}
       ORDER BY created_at DESC, id DESC LIMIT :n
     ) p
     """

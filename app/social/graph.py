@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from redis.exceptions import RedisError
-from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -21,17 +21,26 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.db.models import Block, Follow, User
 from app.errors import BadInput, Forbidden, NotFound
 from app.outbox import events
+from app.posts.visibility import blocked_between
 from app.realtime import counts
 from app.realtime import queries as live_queries
-from app.realtime.counts import AnyRedis
+from app.redis_scripts import AnyRedis
 
 log = logging.getLogger("app.social")
 
 
-async def _lock_pair(session: AsyncSession, a: int, b: int) -> None:
-    """Lock both user rows in id order so concurrent follows of a pair never deadlock."""
+async def _check_and_lock_pair(
+    session: AsyncSession, viewer_id: int, target: User, verb: str
+) -> None:
+    """Refuse a change of the viewer with themself; lock both user rows in id order so
+    concurrent changes of a pair never deadlock."""
+    if target.id == viewer_id:
+        raise BadInput(f"You cannot {verb} yourself.")
     await session.execute(
-        select(User.id).where(User.id.in_((a, b))).order_by(User.id).with_for_update()
+        select(User.id)
+        .where(User.id.in_((viewer_id, target.id)))
+        .order_by(User.id)
+        .with_for_update()
     )
 
 
@@ -45,15 +54,7 @@ async def _adjust_counts(session: AsyncSession, follower: int, followee: int, de
 
 
 async def is_blocked_either_way(session: AsyncSession, a: int, b: int) -> bool:
-    row = await session.scalar(
-        select(Block.blocker_id).where(
-            or_(
-                and_(Block.blocker_id == a, Block.blocked_id == b),
-                and_(Block.blocker_id == b, Block.blocked_id == a),
-            )
-        )
-    )
-    return row is not None
+    return bool(await session.scalar(blocked_between(a, b)))
 
 
 async def _remove_follow(session: AsyncSession, follower: int, followee: int) -> bool:
@@ -70,9 +71,7 @@ async def _remove_follow(session: AsyncSession, follower: int, followee: int) ->
 
 async def follow(session: AsyncSession, viewer_id: int, target: User) -> bool:
     """Returns True when a new edge was made (False: already following)."""
-    if target.id == viewer_id:
-        raise BadInput("You cannot follow yourself.")
-    await _lock_pair(session, viewer_id, target.id)
+    await _check_and_lock_pair(session, viewer_id, target, "follow")
     if await is_blocked_either_way(session, viewer_id, target.id):
         raise Forbidden(f"You cannot follow @{target.handle}: one of you blocked the other.")
     made = await session.scalar(
@@ -91,9 +90,7 @@ async def follow(session: AsyncSession, viewer_id: int, target: User) -> bool:
 
 
 async def unfollow(session: AsyncSession, viewer_id: int, target: User) -> bool:
-    if target.id == viewer_id:
-        raise BadInput("You cannot unfollow yourself.")
-    await _lock_pair(session, viewer_id, target.id)
+    await _check_and_lock_pair(session, viewer_id, target, "unfollow")
     removed = await _remove_follow(session, viewer_id, target.id)
     if removed:
         await events.record(
@@ -104,9 +101,7 @@ async def unfollow(session: AsyncSession, viewer_id: int, target: User) -> bool:
 
 async def block(session: AsyncSession, viewer_id: int, target: User) -> bool:
     """Blocking also cuts follows both ways, so neither side keeps receiving the other."""
-    if target.id == viewer_id:
-        raise BadInput("You cannot block yourself.")
-    await _lock_pair(session, viewer_id, target.id)
+    await _check_and_lock_pair(session, viewer_id, target, "block")
     made = await session.scalar(
         pg_insert(Block)
         .values(blocker_id=viewer_id, blocked_id=target.id)

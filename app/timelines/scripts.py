@@ -2,8 +2,8 @@
 
 Why scripts: a fan-out batch must cost one round trip for ~1,000 timelines, and each
 timeline's ZADD + trim (+ existence check) must be atomic so a concurrent reader never sees a
-timeline above its bound or a half-built one. Scripts are registered once (SHA computed
-locally) and run with EVALSHA; the store reloads them on NOSCRIPT.
+timeline above its bound or a half-built one. They run through `app.redis_scripts` (EVALSHA,
+reloaded on NOSCRIPT).
 
 Conventions shared by all scripts:
 - members are post ids as 19 fixed-width decimal digits, scores are created_at in ms (> 0),
@@ -17,22 +17,10 @@ Conventions shared by all scripts:
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
+from app.posts.ids import ID_DIGITS
+from app.redis_scripts import LuaScript
 
-EMPTY_MEMBER = "0" * 19
-
-
-@dataclass(frozen=True)
-class LuaScript:
-    """A script source with its SHA1, so EVALSHA needs no SCRIPT LOAD round trip first."""
-
-    name: str
-    source: str
-    sha: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
+EMPTY_MEMBER = "0" * ID_DIGITS
 
 
 # Fan one post into many timelines.

@@ -1,4 +1,4 @@
-"""The one owner of the Redis timeline keyspace (API.md "Redis key layout").
+"""The one owner of the Redis timeline keyspace (docs/redis-keys.md).
 
 - `tl:{<user_id>}`: home timeline, zset, member = post id, score = created_at ms.
 - `posts:{<author_id>}`: recent posts of an author, same encoding.
@@ -23,28 +23,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError
 
-from app.timelines.scripts import (
-    EMPTY_MEMBER,
-    PUSH_ENTRIES,
-    PUSH_MANY,
-    REBUILD,
-    REMOVE,
-    LuaScript,
-)
+from app.posts.ids import EPOCH_MS, encode_post_id
+from app.posts.ids import created_ms as created_at_ms
+from app.redis_scripts import AnyRedis, LuaScript, run_script, run_script_many
+from app.timelines.scripts import EMPTY_MEMBER, PUSH_ENTRIES, PUSH_MANY, REBUILD, REMOVE
 
-POST_ID_EPOCH_MS = 1_420_070_400_000  # 2015-01-01T00:00:00Z, the snowflake epoch
-POST_ID_WIDTH = 19
-_MAX_POST_ID = 10**POST_ID_WIDTH - 1
+# The id layout lives in app.posts.ids; its epoch stays importable from here under this name
+# (tests and benchmarks build ids with it), as do `created_at_ms` and `encode_post_id`.
+POST_ID_EPOCH_MS = EPOCH_MS
 _MAX_EXACT_SCORE = 2**53
 
 Entry = tuple[int, int]
 """(post_id, created_at_ms)."""
-
-AnyRedis = Redis | RedisCluster
 
 
 def timeline_key(user_id: int) -> str:
@@ -55,18 +47,6 @@ def timeline_key(user_id: int) -> str:
 def author_posts_key(author_id: int) -> str:
     """`posts:{<author_id>}`: one author's recent posts."""
     return f"posts:{{{int(author_id)}}}"
-
-
-def encode_post_id(post_id: int) -> str:
-    """Fixed-width decimal member: equal scores sort lexicographically, so widths must match."""
-    if not 0 < post_id <= _MAX_POST_ID:
-        raise ValueError(f"post id out of range: {post_id}")
-    return f"{post_id:0{POST_ID_WIDTH}d}"
-
-
-def created_at_ms(post_id: int) -> int:
-    """The creation time carried by a snowflake id: `(ms_since_2015 << 22) | seq`."""
-    return (post_id >> 22) + POST_ID_EPOCH_MS
 
 
 def _check_score(score_ms: int) -> int:
@@ -146,32 +126,13 @@ class TimelineStore:
     # -- script plumbing ------------------------------------------------------------------
 
     async def _eval(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """One EVALSHA; on NOSCRIPT (first use, restart, SCRIPT FLUSH) load it and retry."""
-        try:
-            return await self.redis.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            await self.redis.script_load(script.source)
-            return await self.redis.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return await run_script(self.redis, script, keys, args)
 
     async def _eval_batches(
         self, script: LuaScript, batches: Sequence[Sequence[str]], args: Sequence[Any]
     ) -> list[Any]:
-        """EVALSHA per key batch, all pipelined; scripts are idempotent so a retry is safe."""
-        if not batches:
-            return []
-        if len(batches) == 1:
-            return [await self._eval(script, batches[0], args)]
-        for attempt in range(2):
-            pipe = self.redis.pipeline(transaction=False)
-            for keys in batches:
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            try:
-                return list(await pipe.execute())
-            except NoScriptError:
-                if attempt:
-                    raise
-                await self.redis.script_load(script.source)
-        raise AssertionError("unreachable")
+        """One script call per key batch, all pipelined (same args for every batch)."""
+        return await run_script_many(self.redis, script, [(keys, args) for keys in batches])
 
     def _batches(self, keys: Sequence[str]) -> list[Sequence[str]]:
         """Key batches one script call may touch: by size, and by slot on a cluster."""
@@ -303,13 +264,6 @@ class TimelineStore:
             EMPTY_MEMBER,
         ]
         return int(await self._eval(PUSH_MANY, [author_posts_key(author_id)], args))
-
-    async def push_author_entries(
-        self, author_id: int, entries: Sequence[Entry], *, create: bool = True
-    ) -> int:
-        """Merge several posts into an author index (trimmed to `author_posts_max`)."""
-        key = author_posts_key(author_id)
-        return await self._push_entries(key, self.author_posts_max, entries, create)
 
     async def rebuild_author(
         self, author_id: int, entries: Sequence[Entry], *, keep_since_ms: int | None = None

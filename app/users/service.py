@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy import select
@@ -74,8 +73,3 @@ async def by_handle(session: AsyncSession, handle: str) -> User | None:
     except BadInput:
         return None
     return await session.scalar(select(User).where(User.handle == handle))
-
-
-async def by_ids(session: AsyncSession, ids: Sequence[int]) -> dict[int, User]:
-    rows = await session.scalars(select(User).where(User.id.in_(ids)))
-    return {u.id: u for u in rows}
