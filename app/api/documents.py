@@ -1,11 +1,14 @@
 """The operation documents in graphql/operations/: what the demo and the tests send.
 
 Each named operation is returned as a self-contained document (the operation plus the
-fragments it spreads), ready to POST. Keeping one source avoids drift between clients.
+fragments it spreads), ready to POST. Keeping one source avoids drift between clients. The
+same texts are the server's trusted documents (app.api.trusted): a client may send
+`document_id(text)` instead of the text.
 """
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 
 from graphql import (
@@ -23,6 +26,17 @@ from graphql.language import Visitor
 from app.config import PROJECT_ROOT
 
 OPERATIONS_DIR = PROJECT_ROOT / "graphql" / "operations"
+DOCUMENT_ID_PREFIX = "sha256:"
+
+
+def sha256_hex(text: str) -> str:
+    """The hex SHA-256 of a document's UTF-8 text (Apollo's `persistedQuery.sha256Hash`)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def document_id(text: str) -> str:
+    """The `documentId` a client sends instead of `text`: "sha256:" and its hex SHA-256."""
+    return DOCUMENT_ID_PREFIX + sha256_hex(text)
 
 
 class _Spreads(Visitor):

@@ -1,9 +1,52 @@
 // GraphQL over HTTP with the project's own operation documents (operations.js is generated
 // from graphql/operations/*.graphql), and one place that turns every failure into a message.
+//
+// The server registers those same documents as trusted documents (docs/API.md, "Trusted
+// documents") and lists their ids at /graphql/documents.json: the page sends the id of a
+// document instead of its text, and falls back to the text when the server does not know
+// the id (PERSISTED_QUERY_NOT_FOUND: it was restarted with other documents) or when the
+// list cannot be had (a server without it).
 
 import { operations } from '../operations.js';
 
 const TOKEN_KEY = 'hybridfeed.token';
+const DOCUMENT_IDS_URL = '/graphql/documents.json';
+const UNKNOWN_DOCUMENT = 'PERSISTED_QUERY_NOT_FOUND';
+
+let documentIds = null; // operation name -> documentId ("sha256:<hex>"), once loaded
+let loadingIds = null;
+
+/** The server's list of document ids (once per page; again after forgetDocumentIds). */
+function loadDocumentIds() {
+  if (documentIds) return Promise.resolve(documentIds);
+  loadingIds ??= fetch(DOCUMENT_IDS_URL, { headers: { accept: 'application/json' } })
+    .then((response) => (response.ok ? response.json() : {}))
+    .then((ids) => {
+      documentIds = ids && typeof ids === 'object' ? ids : {};
+      return documentIds;
+    })
+    .catch(() => ({})) // unreachable now: send texts, and ask again next time
+    .finally(() => {
+      loadingIds = null;
+    });
+  return loadingIds;
+}
+
+loadDocumentIds(); // early: the first request should not wait for it
+
+/** The documentId to send for an operation, when the list is loaded and names it. */
+export function documentIdOf(name) {
+  return documentIds?.[name] || null;
+}
+
+/** The server did not know a documentId we sent: its list changed. */
+export function isUnknownDocument(errors) {
+  return (errors || []).some((e) => e?.extensions?.code === UNKNOWN_DOCUMENT);
+}
+
+export function forgetDocumentIds() {
+  documentIds = null;
+}
 
 export const auth = {
   get token() {
@@ -128,29 +171,43 @@ export async function gql(operation, variables = {}, { signal, token = auth.toke
   }
   const headers = { 'content-type': 'application/json', accept: 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
+  const documentId = (await loadDocumentIds())[operation];
+  let body;
+  if (documentId) {
+    body = await post({ documentId, variables, operationName: operation }, headers, signal);
+    if (isUnknownDocument(body?.errors)) {
+      forgetDocumentIds();
+      body = null; // the text, below
+    }
+  }
+  body ??= await post({ query, variables, operationName: operation }, headers, signal);
+  if (body?.errors?.length) throw errorFromGraphQL(body.errors, operation);
+  if (!body?.data) throw new ApiError('INTERNAL', 'The server answered without data.', { operation });
+  return body.data;
+}
+
+/** One POST /graphql; the decoded answer, or ApiError (AbortError when `signal` aborts). */
+async function post(payload, headers, signal) {
+  const operation = payload.operationName;
   let response;
   try {
     response = await fetch('/graphql', {
       method: 'POST',
       headers,
-      body: JSON.stringify({ query, variables, operationName: operation }),
+      body: JSON.stringify(payload),
       signal,
     });
   } catch (err) {
     if (err?.name === 'AbortError') throw err;
     throw new ApiError('NETWORK', 'The request did not reach the server.', { operation });
   }
-  let body;
   try {
-    body = await response.json();
+    return await response.json();
   } catch {
     throw new ApiError('INTERNAL', `The server answered HTTP ${response.status} without JSON.`, {
       operation,
     });
   }
-  if (body.errors?.length) throw errorFromGraphQL(body.errors, operation);
-  if (!body.data) throw new ApiError('INTERNAL', 'The server answered without data.', { operation });
-  return body.data;
 }
 
 export function hasOperation(name) {

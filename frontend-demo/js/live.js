@@ -3,7 +3,8 @@
 // Protocol (https://github.com/enisdenjo/graphql-ws/blob/master/PROTOCOL.md), client side:
 //   -> connection_init {payload: {authorization: "Bearer <token>"}}
 //   <- connection_ack                      (else the server closes: 4401/4403 = not authorized)
-//   -> subscribe {id, payload: {query, operationName}}
+//   -> subscribe {id, payload: {documentId, operationName}}   (the registered document's id;
+//                                        {query, ...} when the server does not know it)
 //   <- next {id, payload: {data}} ...      (each carries the running newPostCount)
 //   <- error {id, payload: [GraphQLError]} (the operation failed; no `complete` follows)
 //   <- complete {id}                       (the server ended it; we subscribe again)
@@ -11,7 +12,14 @@
 //                                           notice a dead connection that never closes)
 // When the socket drops we reconnect with exponential backoff and jitter, and say so.
 
-import { auth, errorFromGraphQL, operationDocument } from './api.js';
+import {
+  auth,
+  documentIdOf,
+  errorFromGraphQL,
+  forgetDocumentIds,
+  isUnknownDocument,
+  operationDocument,
+} from './api.js';
 
 const PROTOCOL = 'graphql-transport-ws';
 const ACK_TIMEOUT_MS = 10_000;
@@ -39,6 +47,7 @@ export class LiveFeed extends EventTarget {
     this.ws = null;
     this.seq = 0;
     this.subscriptionId = null;
+    this.sentById = false; // the subscription named its document by id (not by text)
     this.attempt = 0; // consecutive failed connections
     this.timers = {};
     this.stopped = true;
@@ -201,7 +210,13 @@ export class LiveFeed extends EventTarget {
         }
         break;
       case 'error':
-        if (message.id === this.subscriptionId) this.failed(ws, message.payload || []);
+        if (message.id !== this.subscriptionId) break;
+        if (this.sentById && isUnknownDocument(message.payload)) {
+          forgetDocumentIds(); // the server has other documents: send the text
+          this.subscribe(ws, document);
+          break;
+        }
+        this.failed(ws, message.payload || []);
         break;
       case 'complete':
         // The server ended the stream (e.g. it is shutting down): ask again shortly.
@@ -231,10 +246,13 @@ export class LiveFeed extends EventTarget {
   subscribe(ws, document) {
     if (ws.readyState !== WebSocket.OPEN) return;
     this.subscriptionId = String(++this.seq);
+    const documentId = documentIdOf(this.operation);
+    const named = documentId ? { documentId } : { query: document };
+    this.sentById = Boolean(documentId);
     this.send(ws, {
       id: this.subscriptionId,
       type: 'subscribe',
-      payload: { query: document, operationName: this.operation, variables: {} },
+      payload: { ...named, operationName: this.operation, variables: {} },
     });
   }
 

@@ -14,9 +14,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from app.api.documents import operations
-from tests.fanout.helpers import follow, make_user, post
-from tests.graphql_client import gql
-from tests.realtime.live import PROTOCOL, ApiServer
+from tests.helpers import follow, gql, make_user, post
+from tests.realtime.live import PROTOCOL
+from tests.servers import ApiServer
 
 FEED_UPDATES = operations()["FeedUpdates"]
 POST_QUERY = "query Post($id: ID!) { post(id: $id) { id body } }"

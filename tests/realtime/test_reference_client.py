@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.fanout.helpers import follow, make_user, post
-from tests.realtime.live import ApiServer
+from tests.helpers import follow, make_user, post
+from tests.servers import ApiServer
 
 CLIENT_DIR = Path(__file__).parent / "reference_client"
 LOCK_FILE = CLIENT_DIR / "package-lock.json"
