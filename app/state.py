@@ -50,6 +50,14 @@ class AppState:
         """For /metrics (app.observability.exposition.LiveSources)."""
         return await oldest_unpublished_seconds(self.engine)
 
+    def forget_local(self) -> None:
+        """Forget what this process keeps in memory about users and posts: the pulled
+        authors' cache, the open feed sessions, the activity gate (tests: ids restart with
+        every test's empty tables; in production nothing needs it)."""
+        self.feed.author_cache.clear()
+        self.feed.open_sessions.clear()
+        self.activity.recently.clear()
+
     async def close(self) -> None:
         await self.redis.aclose()
         await self.engine.dispose()

@@ -102,7 +102,7 @@ async def clean(state: object) -> None:
     finally:
         await conn.close()
     await state.redis.flushdb()
-    state.feed.author_cache.clear()  # in-process: ids restart with every test
+    state.forget_local()  # in-process caches and gates: ids restart with every test
 
 
 @pytest.fixture

@@ -2,9 +2,34 @@
 -> hydrate. Free of GraphQL types so benchmarks and tests drive it directly too.
 
 A first page (no cursor) is also where the viewer is marked active (which rebuilds the
-timeline of a user coming back) and where their live "new posts" count restarts at zero.
-What it needs of other parts (activity, rebuilds, queue lag, the live count) is handed in
-by the composition root, app.state."""
+timeline of a user coming back; at most once an hour, app.users.activity) and where their
+live "new posts" count restarts at zero. What it needs of other parts (activity, rebuilds,
+queue lag, the live count) is handed in by the composition root, app.state.
+
+A refresh with nothing new reuses the open session. A RANKED first page reads its
+candidates (timeline, pulled authors, own posts) as always; when they are exactly the ones
+the viewer's last session in this process was ranked from (`OpenSessions`: a 16-byte
+signature of the ids), less than FEED_SESSION_REUSE_SECONDS ago, the page is answered from
+that session (same order, same sessionId, same cursors; its lifetime restarts) instead of
+filtering and ranking ~600 candidates and writing a new session. What keeps it correct:
+- every shown id is still checked against the current graph, blocks, tombstones and
+  visibility (`_from_session` runs the same SQL filter as a later page), so deletes, blocks
+  and unfollows since the freeze apply, and the gaps they leave fill from the next positions;
+- anything new changes the candidates, hence the signature: a post pushed into the timeline
+  (also one older than its head, fanned out late), a pulled author's or the viewer's own
+  post, a new follow (its author is pulled for RECENT_WINDOW), posts pulled under queue lag;
+- a missing or unreadable session (expired, Redis trouble) means a fresh ranking, never an
+  error; degraded reads are never reused nor remembered.
+What it does not see for FEED_SESSION_REUSE_SECONDS (5 min): engagement that would reorder
+the same posts, and a post among the same candidates that became visible again (made
+public again); both are ranked in on the first refresh after that.
+
+The new-post count is not reset on a reused page whose session's first page reset it: the
+count holds posts delivered since that reset, and every such post would be a new candidate
+(it would have changed the signature). "Count is zero" alone is not enough to skip: the
+reset also moves the mark (`fur:{user}`) from which a later subscribe counts the posts that
+arrived while the viewer was away, so skipping it on an unchanged zero count would announce
+posts this very page showed."""
 
 from __future__ import annotations
 
@@ -36,7 +61,7 @@ from app.feed.rows import (
     ViewerContext,
     read_sessions,
 )
-from app.feed.sessions import FeedSession, FeedSessionStore
+from app.feed.sessions import FeedSession, FeedSessionStore, OpenSessions, candidates_signature
 from app.observability.metrics import (
     FEED_CACHE,
     FEED_CANDIDATES,
@@ -64,7 +89,23 @@ RECENT_WINDOW = timedelta(minutes=10)  # follows/mode switches whose async work 
 LAG_WINDOW = timedelta(minutes=5)  # under queue lag, followees' posts this recent are pulled
 CANDIDATE_SLACK = 1.25  # candidates filtered per session slot (some will be invisible)
 MAX_FALLBACKS = 4  # Postgres fallbacks for late Redis reads running at once, per process
-PATIENCE = 4  # past MAX_FALLBACKS, a late Redis read gets this many timeouts more
+PATIENCE = 8  # past MAX_FALLBACKS, or with a busy loop, a late read waits up to this many more
+BUSY_SHARE = 0.2  # loop lag (timers run late) of this share of the source timeout = busy
+
+# First-page work skipped or done, by kind: what the gates and the session reuse save.
+FIRST_PAGE = Counter(
+    "feed_first_page_total",
+    "RANKED/CHRONOLOGICAL first pages by what they did: session new|reused; reset done|skipped",
+    ["step", "outcome"],
+)
+_SESSION_NEW = FIRST_PAGE.labels("session", "new")
+_SESSION_REUSED = FIRST_PAGE.labels("session", "reused")
+_RESET_DONE = FIRST_PAGE.labels("reset", "done")
+_RESET_SKIPPED = FIRST_PAGE.labels("reset", "skipped")
+FEED_PATIENT = Counter(
+    "feed_source_patient_total",
+    "Extra source timeouts given to late Redis reads (busy loop or MAX_FALLBACKS), not degraded",
+)
 
 
 @dataclass
@@ -75,6 +116,7 @@ class FeedPage:
     degraded: bool
     posts: list[FeedPost] = field(default_factory=list)
     first_page: bool = False
+    reused: bool = False  # a first page answered from the viewer's open session
     # Read with the rows, so the Post/User fields need no DataLoader queries of their own.
     extras: PageExtras = field(default_factory=PageExtras)
 
@@ -135,6 +177,53 @@ async def _concurrently(
     return result, await task
 
 
+class LoadTimeout(TimeoutError):
+    """A source read still late after PATIENCE more timeouts, all with a busy event loop:
+    degraded because of this process's load (metric reason "load_timeout")."""
+
+
+class LoopLag:
+    """How late this process's event loop lately ran its timers (s): the backlog of work
+    every await waits behind. A timer is armed every PERIOD while reads ask (`recent`), and
+    for two WINDOWs after the last one; nothing runs in an idle process."""
+
+    PERIOD = 0.02
+    WINDOW = 1.0
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._armed = False
+        self._until = 0.0  # beat until then (loop time)
+        self._worst = self._previous = 0.0  # per WINDOW: this one, the one before
+        self._window_end = 0.0
+
+    def recent(self) -> float:
+        """The worst lateness over the last one to two WINDOWs; keeps the watch running."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        self._until = now + 2 * self.WINDOW
+        if not self._armed or self._loop is not loop:
+            self._loop, self._armed = loop, True
+            self._worst = self._previous = 0.0
+            loop.call_at(now + self.PERIOD, self._beat, loop, now + self.PERIOD)
+        if now >= self._window_end + self.WINDOW:
+            return 0.0  # no beat for two windows: stale figures
+        return max(self._worst, self._previous)
+
+    def _beat(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        if loop is not self._loop:
+            return  # a watch armed on a loop since replaced (tests)
+        now = loop.time()
+        if now >= self._window_end:
+            self._previous, self._worst = self._worst, 0.0
+            self._window_end = now + self.WINDOW
+        self._worst = max(self._worst, now - due)
+        if now < self._until:
+            loop.call_at(now + self.PERIOD, self._beat, loop, now + self.PERIOD)
+        else:
+            self._armed = False
+
+
 class LagSignal(Protocol):
     """Whether fan-out runs late (app.fanout.lag.LagProbe): reads then pull recent posts."""
 
@@ -172,6 +261,9 @@ class FeedService:
         self.author_cache: CoalescingCache[int, list[Entry]] = CoalescingCache(ttl_seconds=2.0)
         # Per Redis source: past it the page is answered without that source.
         self.source_timeout = settings.feed_source_timeout_ms / 1000
+        self.loop_lag = LoopLag()
+        # Each viewer's last RANKED session and what it was ranked from (see module doc).
+        self.open_sessions = OpenSessions(settings.feed_session_reuse_seconds)
 
     # -- public ----------------------------------------------------------------------------
 
@@ -180,12 +272,23 @@ class FeedService:
     ) -> FeedPage:
         """One page; without a cursor, a fresh first page (see the module docstring)."""
         if cursor is None:
-            await self.activity.touch(viewer_id)
+            await self.activity.touch_read(viewer_id)  # at most once an hour
         page = await self._read(viewer_id, mode, first, cursor)
         if cursor is None:
-            # A fresh first page shows everything announced so far: the live count restarts.
-            with contextlib.suppress(RedisError):  # Redis down: the page matters more
+            # A fresh first page shows everything announced so far: the live count restarts,
+            # unless nothing arrived since the reset after this session's own first page.
+            session = page.session_id
+            open_ = self.open_sessions.get(viewer_id, session) if page.reused else None
+            if open_ is not None and open_.reset_done:
+                _RESET_SKIPPED.inc()
+                return page
+            try:
                 await self._reset_new_posts(viewer_id)
+            except RedisError:
+                return page  # Redis down: the page matters more; the next first page resets
+            _RESET_DONE.inc()
+            if session is not None:
+                self.open_sessions.reset_done(viewer_id, session)
         return page
 
     async def _read(
@@ -239,6 +342,11 @@ class FeedService:
             viewer_id, context, MAX_ID, int(size * CANDIDATE_SLACK), timeline
         )
         stages.done("candidates")
+        signature = None if found.degraded else candidates_signature(found.ids, found.maybe_more)
+        if signature is not None:
+            reused = await self._reuse(viewer_id, signature, first, stages, extras)
+            if reused is not None:
+                return reused
         # Ranking needs four columns of each candidate; the shown rows are read in full below.
         visible = await sql.rank_rows(self.reads, viewer_id, found.ids)
         FEED_FILTERED.inc(len(found.ids) - len(visible.post_ids))
@@ -276,9 +384,38 @@ class FeedService:
                 first_page=True,
             )
         stages.done("session")
+        _SESSION_NEW.inc()
+        if signature is not None and not degraded and self.open_sessions.max_age > 0:
+            self.open_sessions.remember(viewer_id, frozen.session_id, signature)
         # The page itself is the session's first positions, read like any later page.
         page = await self._from_session(viewer_id, frozen, 0, first, stages, extras, False)
         page.degraded, page.first_page = degraded, True
+        return page
+
+    async def _reuse(
+        self,
+        viewer_id: int,
+        signature: bytes,
+        first: int,
+        stages: _Stages,
+        extras: PageExtras,
+    ) -> FeedPage | None:
+        """The first page from the viewer's open session, if it was ranked from these very
+        candidates (see the module docstring); None: rank afresh."""
+        open_ = self.open_sessions.matching(viewer_id, signature)
+        if open_ is None:
+            return None
+        try:
+            frozen = await self.feed_sessions.renew(viewer_id, open_.session_id)
+        except RedisError:
+            frozen = None
+        if frozen is None:  # expired or lost: a new ranking, as if never opened
+            self.open_sessions.forget(viewer_id)
+            return None
+        stages.done("session")
+        _SESSION_REUSED.inc()
+        page = await self._from_session(viewer_id, frozen, 0, first, stages, extras, False)
+        page.first_page = page.reused = True
         return page
 
     async def _session_page(
@@ -400,13 +537,14 @@ class FeedService:
         """
         read: _Timeline
         if timeline is None:
-            read, pulled = await _concurrently(
+            read, (pulled, pulled_ok) = await _concurrently(
                 self._timeline(viewer_id, before, limit), self._pulled(context.pull_authors)
             )
         else:
-            read, pulled = timeline, await self._pulled(context.pull_authors)
+            read, (pulled, pulled_ok) = timeline, await self._pulled(context.pull_authors)
         lagging = await self._lagging()
         tl_ids, tl_full, degraded = read
+        degraded = degraded or not pulled_ok
         sources: dict[str, list[int]] = {
             "timeline": tl_ids,
             "pull": [p for entries in pulled.values() for p, _ in entries if p < before],
@@ -441,13 +579,17 @@ class FeedService:
                 )
             if before != MAX_ID and not entries and not await self.store.exists(viewer_id):
                 entries = None
-            redis_ok = True
-        except (RedisError, TimeoutError, OSError):
-            entries, redis_ok = None, False
+            reason = "timeline_missing"
+        except LoadTimeout:
+            entries, reason = None, "load_timeout"
+        except TimeoutError:
+            entries, reason = None, "redis_timeout"
+        except (RedisError, OSError):
+            entries, reason = None, "redis_down"
         if entries is not None:
             return [p for p, _ in entries], len(entries) >= limit, False
-        FEED_DEGRADED.labels("timeline_missing" if redis_ok else "redis_down").inc()
-        if redis_ok:
+        FEED_DEGRADED.labels(reason).inc()
+        if reason == "timeline_missing":
             self._schedule_rebuild(viewer_id)
         self._fallbacks += 1
         try:
@@ -458,46 +600,60 @@ class FeedService:
 
     async def _in_time(self, read: Coroutine[object, object, T]) -> T:
         """A Redis read within FEED_SOURCE_TIMEOUT_MS, TimeoutError past it (the caller then
-        answers from Postgres, degraded) - unless MAX_FALLBACKS such answers are already
-        running in this process: then the read gets PATIENCE times longer first.
+        answers without it, degraded) - unless the process is the likelier culprit: its
+        event loop ran timers late lately (by BUSY_SHARE of the timeout, `LoopLag`), or
+        MAX_FALLBACKS Postgres fallbacks already run in it. Then the read gets another
+        timeout, and so on while that holds, PATIENCE more at most.
 
         Why: the timeout runs on this process's event loop, so when the process is saturated
         it measures the loop's backlog, not Redis. Falling back then adds an expensive
         Postgres query per read to a process that is already behind (measured: ~10% of the
-        reads at 50 concurrent clients on 2 cores went degraded and throughput dropped). A
-        real outage still degrades at once: a dead Redis fails fast with connection errors,
-        and a hung one costs at most PATIENCE + 1 timeouts. The read runs as its own task,
-        so waiting on does not cancel it (redis-py drops a connection when a command is
-        cancelled mid-flight).
+        reads at 50 concurrent clients on 2 cores went degraded and throughput dropped;
+        MAX_FALLBACKS alone still left 1-4%, and 8-40% on a machine shared with other work).
+        A real outage still degrades soon: a dead Redis fails fast with connection errors,
+        a hung one behind a responsive loop after one timeout, behind a busy loop after at
+        most PATIENCE + 1. Admission control (app.admission) bounds the loop's backlog, so
+        the busy case stays short. The read runs as its own task, so waiting on does not
+        cancel it (redis-py drops a connection when a command is cancelled mid-flight).
         """
+        lag = self.loop_lag
+        lag.recent()  # keeps the watch running while reads come
         task = asyncio.ensure_future(read)
+        late = 0
         try:
-            try:
-                async with asyncio.timeout(self.source_timeout):
-                    return await asyncio.shield(task)
-            except TimeoutError:
-                if self._fallbacks < MAX_FALLBACKS:
-                    raise
-            async with asyncio.timeout(self.source_timeout * PATIENCE):
-                return await asyncio.shield(task)
+            while True:
+                try:
+                    async with asyncio.timeout(self.source_timeout):
+                        return await asyncio.shield(task)
+                except TimeoutError:
+                    busy = lag.recent() >= self.source_timeout * BUSY_SHARE
+                    if late == PATIENCE:
+                        raise (LoadTimeout() if busy else TimeoutError()) from None
+                    if not busy and self._fallbacks < MAX_FALLBACKS:
+                        raise
+                    late += 1
+                    FEED_PATIENT.inc()
         finally:
             task.cancel()  # a no-op once done
 
-    async def _pulled(self, authors: Sequence[int]) -> dict[int, list[Entry]]:
+    async def _pulled(self, authors: Sequence[int]) -> tuple[dict[int, list[Entry]], bool]:
+        """The pulled authors' newest posts, and False when they could not be read in time
+        (the page then goes without them, degraded)."""
         if not authors:
-            return {}
+            return {}, True
         try:
-            async with asyncio.timeout(self.source_timeout):
-                found, misses = await self.author_cache.get_many_counted(
-                    list(authors), self._load_author_indexes
-                )
-        except (RedisError, TimeoutError, OSError):
-            FEED_DEGRADED.labels("pull_source").inc()
-            return {}
+            found, misses = await self._in_time(
+                self.author_cache.get_many_counted(list(authors), self._load_author_indexes)
+            )
+        except (RedisError, TimeoutError, OSError) as exc:
+            FEED_DEGRADED.labels(
+                "load_timeout" if isinstance(exc, LoadTimeout) else "pull_source"
+            ).inc()
+            return {}, False
         # Per call: the cache's shared totals also move with concurrent readers.
         FEED_CACHE.labels("author_index", "hit").inc(len(authors) - misses)
         FEED_CACHE.labels("author_index", "miss").inc(misses)
-        return found
+        return found, True
 
     async def _load_author_indexes(self, authors: list[int]) -> dict[int, list[Entry]]:
         found = await self.store.author_latest_many_or_none(authors, PULL_PER_AUTHOR)

@@ -9,18 +9,27 @@ missing key means expired.
 One SET ... EX per session (not HSET + EXPIRE in MULTI/EXEC): one command on every RANKED
 first page instead of four. A key left in the older hash format answers WRONGTYPE, which
 the read path treats like a lost session (CURSOR_EXPIRED).
+
+A RANKED first page with nothing new since a session was frozen answers from that session
+again: `OpenSessions` remembers, in process, each viewer's last session and a signature of
+the candidates it was ranked from, and `renew` reads the session and restarts its lifetime
+in one GETEX, so the cursors of that page live FEED_SESSION_TTL_SECONDS like a new one's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import struct
+import time
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
 _ID = struct.Struct(">Q")
+OPEN_MAX = 20_000  # viewers whose open session a process remembers (~5 MB); oldest go first
 
 
 @dataclass(frozen=True)
@@ -57,15 +66,88 @@ class FeedSessionStore:
         return FeedSession(session_id, list(ids), tail)
 
     async def load(self, viewer_id: int, session_id: str) -> FeedSession | None:
-        raw = await self.redis.get(_key(viewer_id, session_id))
-        if raw is None:
-            return None
-        head, _, packed = raw.partition(b"\n")  # the tail is ASCII: the first newline splits
-        tail = None
-        if head:
-            score, _, post_id = head.decode().partition(":")
-            tail = (int(score), int(post_id))
-        return FeedSession(session_id, _unpack(packed), tail)
+        return _decode(session_id, await self.redis.get(_key(viewer_id, session_id)))
+
+    async def renew(self, viewer_id: int, session_id: str) -> FeedSession | None:
+        """`load`, and the session lives FEED_SESSION_TTL_SECONDS from now (one GETEX)."""
+        raw = await self.redis.getex(_key(viewer_id, session_id), ex=self.ttl)
+        return _decode(session_id, raw)
 
     async def drop(self, viewer_id: int, session_id: str) -> None:
         await self.redis.delete(_key(viewer_id, session_id))
+
+
+def _decode(session_id: str, raw: bytes | None) -> FeedSession | None:
+    if raw is None:
+        return None
+    head, _, packed = raw.partition(b"\n")  # the tail is ASCII: the first newline splits
+    tail = None
+    if head:
+        score, _, post_id = head.decode().partition(":")
+        tail = (int(score), int(post_id))
+    return FeedSession(session_id, _unpack(packed), tail)
+
+
+def candidates_signature(ids: Sequence[int], maybe_more: bool) -> bytes:
+    """16 bytes that change when the candidate ids (or whether older ones exist) do."""
+    digest = hashlib.blake2b(array("q", ids).tobytes(), digest_size=16)
+    digest.update(b"+" if maybe_more else b".")
+    return digest.digest()
+
+
+@dataclass(slots=True)
+class OpenSession:
+    session_id: str
+    signature: bytes  # candidates_signature of the candidates the session was ranked from
+    frozen_at: float  # time.monotonic()
+    # The viewer's new-post count was reset after a first page that read these candidates.
+    reset_done: bool = False
+
+
+class OpenSessions:
+    """viewer -> their last RANKED session in this process and what it was ranked from;
+    at most `max_entries` viewers (every entry lives the same time: the oldest go first).
+
+    In process on purpose: deciding costs no I/O. A viewer whose refresh lands on another
+    API process simply gets a new session there, as before."""
+
+    def __init__(self, max_age_seconds: float, max_entries: int = OPEN_MAX) -> None:
+        self.max_age = max_age_seconds
+        self.max_entries = max_entries
+        self._open: dict[int, OpenSession] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def matching(self, viewer_id: int, signature: bytes) -> OpenSession | None:
+        """The viewer's open session if it was ranked from these very candidates and is
+        younger than `max_age_seconds`."""
+        found = self._open.get(viewer_id)
+        if found is None or found.signature != signature:
+            return None
+        if time.monotonic() - found.frozen_at > self.max_age:
+            del self._open[viewer_id]
+            return None
+        return found
+
+    def remember(self, viewer_id: int, session_id: str, signature: bytes) -> None:
+        self._open.pop(viewer_id, None)
+        self._open[viewer_id] = OpenSession(session_id, signature, time.monotonic())
+        while len(self._open) > self.max_entries:
+            del self._open[next(iter(self._open))]
+
+    def get(self, viewer_id: int, session_id: str | None) -> OpenSession | None:
+        """The viewer's open session if it is `session_id`."""
+        found = self._open.get(viewer_id)
+        return found if found is not None and found.session_id == session_id else None
+
+    def reset_done(self, viewer_id: int, session_id: str) -> None:
+        found = self.get(viewer_id, session_id)
+        if found is not None:
+            found.reset_done = True
+
+    def forget(self, viewer_id: int) -> None:
+        self._open.pop(viewer_id, None)
+
+    def clear(self) -> None:
+        self._open.clear()
