@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -58,12 +59,17 @@ class Settings(BaseSettings):
 
     # Capacity constants: each has an invariant checked below.
     timeline_max: int = 800  # entries kept per home timeline (newest first)
+    # Redis layout of tl:{user} and posts:{author} (docs/decisions/0001-timeline-encoding.md):
+    # packed ids in a string (~9 B/entry) or zsets (~120 B/entry); reads understand both.
+    timeline_encoding: Literal["packed", "zset"] = "packed"
     fanout_batch_size: int = 1000  # follower ids per FanoutBatch job
     fanout_pull_threshold: int = 10_000  # followers at/above which an author switches to pull
     fanout_push_threshold: int = 8_000  # followers below which a pull author switches back
     active_days: int = 30  # followers active within this window get pushed timelines
     feed_session_size: int = 500  # ranked ids frozen per feed session
     feed_session_ttl_seconds: int = 1800
+    # A RANKED refresh with nothing new answers from a session this young (0 = never).
+    feed_session_reuse_seconds: int = Field(default=300, ge=0)
 
     # Limits that are not in the public contract but are explicit here.
     author_posts_max: int = 200  # entries kept in posts:{author}
@@ -78,8 +84,16 @@ class Settings(BaseSettings):
     big_author_followers: int = 5_000
     feed_source_timeout_ms: int = 250  # per Redis candidate source on the read path
     ranking_budget_ms: int = 50  # past this, RANKED falls back to freshness (degraded)
+    # Admission control (app.admission): GraphQL HTTP requests running at once per process
+    # (0 = no limit), and how long one over it may wait for a slot before 503 OVERLOADED.
+    max_in_flight: int = Field(default=16, ge=0)
+    admission_wait_ms: int = Field(default=500, ge=0)
     lag_threshold_seconds: float = 5.0  # lane lag above which reads pull recent posts too
     job_timeout_seconds: int = 60  # a killed worker's job is retried this long + 10 s later
+    # Refuse documents other than graphql/operations/ ones (app.api.trusted): production.
+    trusted_documents_only: bool = False
+    # GraphQL attribute fields without graphql-core's per-field machinery (app.api.fast_exec).
+    fast_execution: bool = True
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:

@@ -41,3 +41,16 @@ class RateLimited(AppError):
 
 class Conflict(AppError):
     code = "CONFLICT"
+
+
+class PersistedQueryNotFound(AppError):
+    """A document hash that is not registered (app.api.trusted): Apollo's code and message;
+    clients retry with the document's text."""
+
+    code = "PERSISTED_QUERY_NOT_FOUND"
+
+
+class Overloaded(AppError):
+    """The API process is at capacity (app.admission): retry after the Retry-After seconds."""
+
+    code = "OVERLOADED"

@@ -40,12 +40,14 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET, UnsetType
 
+from app.admission import Admission
 from app.api.context import Context
 from app.api.graphiql import graphiql_assets_mount, graphiql_html
 from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.raw_frames import RawFrames
 from app.api.schema import build_schema
 from app.api.subscriptions import ABORT_KEY, SocketContext
+from app.api.trusted import DocumentRefused, manifest_route, names_a_document, with_document_id
 from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter
 from app.auth.tokens import user_id_from_header
 from app.config import PROJECT_ROOT, get_settings
@@ -76,7 +78,9 @@ class FeedGraphQL(GraphQL):
         init_timeout = get_realtime_settings().connection_init_timeout_seconds
         kwargs.setdefault("connection_init_wait_timeout", timedelta(seconds=init_timeout))
         kwargs.setdefault("max_subscriptions_per_connection", 10)
-        super().__init__(build_schema(), **kwargs)
+        schema = build_schema()
+        super().__init__(schema, **kwargs)
+        self.documents = schema.documents  # trusted documents (app.api.trusted)
         self._state = state_getter
         self._hub = hub_getter
         self.max_message_bytes = get_settings().max_request_bytes
@@ -114,13 +118,22 @@ class FeedGraphQL(GraphQL):
         root_value: Any,
         request_data: GraphQLRequestData,
     ) -> ExecutionResult:
-        """Strawberry's, but a subscription over HTTP is a typed error, not a null result."""
+        """Strawberry's, but a subscription over HTTP is a typed error, not a null result,
+        and a document may be named by its hash (app.api.trusted)."""
         allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
         if request_adapter.method == "GET" and not self.allow_queries_via_get:
             allowed -= {OperationType.QUERY}
         try:
-            return await self.schema.execute(
+            query = self.documents.resolve(
                 request_data.query,
+                getattr(request_data, "document_id", None),
+                request_data.extensions,
+            )
+        except DocumentRefused as refused:
+            return ExecutionResult(data=None, errors=[refused])
+        try:
+            return await self.schema.execute(
+                query,
                 root_value=root_value,
                 variable_values=request_data.variables,
                 context_value=context,
@@ -138,6 +151,16 @@ class FeedGraphQL(GraphQL):
             raise HTTPException(400, exc.as_http_error_reason()) from exc
         except MissingQueryError as exc:
             raise HTTPException(400, "No GraphQL query found in the request") from exc
+
+    async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> Any:
+        """Strawberry's, keeping the `documentId` it drops (app.api.trusted)."""
+        data = await super().parse_http_body(request)
+        if isinstance(data, GraphQLRequestData):
+            data = await with_document_id(request, data)
+        return data
+
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        return super().should_render_graphql_ide(request) and not names_a_document(request)
 
     def encode_json(self, data: object) -> bytes:  # type: ignore[override]
         return orjson.dumps(data)
@@ -285,6 +308,7 @@ def create_app(state: AppState | None = None) -> Starlette:
 
     routes = [
         Route("/graphql", graphql_app, methods=["GET", "POST"]),
+        manifest_route(graphql.documents),
         WebSocketRoute("/graphql", graphql_app),
         Route("/healthz", healthz),
         Route("/metrics", metrics),
@@ -296,7 +320,15 @@ def create_app(state: AppState | None = None) -> Starlette:
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        middleware=[Middleware(SocketLimits, send_buffer=realtime.socket_send_buffer)],
+        middleware=[
+            # Outermost: a refused request costs no routing, body read or parse.
+            Middleware(
+                Admission,
+                max_in_flight=settings.max_in_flight,
+                wait_ms=settings.admission_wait_ms,
+            ),
+            Middleware(SocketLimits, send_buffer=realtime.socket_send_buffer),
+        ],
     )
 
 

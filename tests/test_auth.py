@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.graphql_client import gql, sign_up
+from tests.helpers import gql, sign_up
 
 
 async def test_sign_up_then_log_in_and_viewer(client) -> None:

@@ -8,7 +8,7 @@ import httpx
 
 from app.state import create_state
 from app.web import create_app
-from tests.graphql_client import gql, sign_up
+from tests.helpers import gql, sign_up
 
 
 async def test_bad_user_input_cases(client) -> None:

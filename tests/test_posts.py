@@ -6,26 +6,16 @@ import asyncio
 
 import asyncpg
 
-from tests.conftest import TEST_DATABASE_URL
-from tests.graphql_client import gql, sign_up
-
-
-async def _post(client, token: str, body: str = "hello world", **extra) -> dict:
-    data = (await gql(client, "CreatePost", {"body": body, **extra}, token=token)).ok()
-    return data["createPost"]
+from tests.helpers import block, create_post, follow, gql, sign_up, sql
 
 
 async def _outbox_rows() -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(TEST_DATABASE_URL)
-    try:
-        return await conn.fetch("SELECT event_type, payload FROM outbox ORDER BY id")
-    finally:
-        await conn.close()
+    return await sql("SELECT event_type, payload FROM outbox ORDER BY id")
 
 
 async def test_create_edit_delete(client) -> None:
     token = await sign_up(client, "alice")
-    post = await _post(client, token, "  first post  ")
+    post = await create_post(client, token, "  first post  ")
     assert post["body"] == "first post"
     assert post["author"]["handle"] == "alice"
     assert len(post["id"]) == 19
@@ -50,7 +40,7 @@ async def test_create_edit_delete(client) -> None:
 async def test_only_the_author_can_change_a_post(client) -> None:
     alice = await sign_up(client, "alice")
     bob = await sign_up(client, "bob")
-    post = await _post(client, alice)
+    post = await create_post(client, alice)
     for op, extra in (
         ("EditPost", {"body": "mine now"}),
         ("SetPostVisibility", {"visibility": "PRIVATE"}),
@@ -63,10 +53,10 @@ async def test_only_the_author_can_change_a_post(client) -> None:
 
 async def test_idempotency_key_returns_the_same_post(client) -> None:
     token = await sign_up(client, "alice")
-    first = await _post(client, token, "once", idempotencyKey="k-1")
-    second = await _post(client, token, "once", idempotencyKey="k-1")
+    first = await create_post(client, token, "once", idempotencyKey="k-1")
+    second = await create_post(client, token, "once", idempotencyKey="k-1")
     assert first["id"] == second["id"]
-    other = await _post(client, token, "twice", idempotencyKey="k-2")
+    other = await create_post(client, token, "twice", idempotencyKey="k-2")
     assert other["id"] != first["id"]
     created = [r for r in await _outbox_rows() if r["event_type"] == "PostCreated"]
     assert len(created) == 2
@@ -89,8 +79,8 @@ async def test_concurrent_duplicates_make_one_post(client) -> None:
 async def test_same_key_for_two_authors_is_two_posts(client) -> None:
     alice = await sign_up(client, "alice")
     bob = await sign_up(client, "bob")
-    a = await _post(client, alice, idempotencyKey="shared")
-    b = await _post(client, bob, idempotencyKey="shared")
+    a = await create_post(client, alice, idempotencyKey="shared")
+    b = await create_post(client, bob, idempotencyKey="shared")
     assert a["id"] != b["id"]
 
 
@@ -108,12 +98,12 @@ async def test_visibility_matrix(client) -> None:
     follower = await sign_up(client, "follower")
     stranger = await sign_up(client, "stranger")
     blocked = await sign_up(client, "blocked")
-    (await gql(client, "Follow", {"handle": "author"}, token=follower)).ok()
-    (await gql(client, "Follow", {"handle": "author"}, token=blocked)).ok()
-    (await gql(client, "Block", {"handle": "blocked"}, token=author)).ok()
+    await follow(client, follower, "author")
+    await follow(client, blocked, "author")
+    await block(client, author, "blocked")
 
     posts = {
-        v: (await _post(client, author, f"{v} post", visibility=v))["id"]
+        v: (await create_post(client, author, f"{v} post", visibility=v))["id"]
         for v in ("PUBLIC", "FOLLOWERS", "PRIVATE")
     }
     expected = {
@@ -156,7 +146,7 @@ async def test_visibility_matrix(client) -> None:
 
 async def test_user_posts_keyset_paging(client) -> None:
     token = await sign_up(client, "author")
-    made = [(await _post(client, token, f"post {i}"))["id"] for i in range(7)]
+    made = [(await create_post(client, token, f"post {i}"))["id"] for i in range(7)]
     seen: list[str] = []
     after = None
     while True:
@@ -174,7 +164,7 @@ async def test_user_posts_keyset_paging(client) -> None:
 async def test_likes_and_comments_counts(client) -> None:
     alice = await sign_up(client, "alice")
     bob = await sign_up(client, "bob")
-    post = await _post(client, alice)
+    post = await create_post(client, alice)
     liked = (await gql(client, "LikePost", {"id": post["id"]}, token=bob)).ok()["likePost"]
     assert liked["likeCount"] == 1 and liked["viewerHasLiked"]
     twice = (await gql(client, "LikePost", {"id": post["id"]}, token=bob)).ok()["likePost"]

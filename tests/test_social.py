@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.graphql_client import gql, sign_up
+from tests.helpers import gql, sign_up
 
 
 async def _counts(client, handle: str, token: str | None = None) -> tuple[int, int, bool]:

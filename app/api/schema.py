@@ -6,19 +6,22 @@ import logging
 
 import strawberry
 from graphql import ASTValidationRule, GraphQLError
-from strawberry.extensions import (
-    AddValidationRules,
-    MaxTokensLimiter,
-    ParserCache,
-    ValidationCache,
-)
+from strawberry.extensions import AddValidationRules, MaxTokensLimiter
 from strawberry.extensions.max_aliases import create_validator as alias_rule
 from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 from strawberry.types import ExecutionContext
 
+from app.api.documents import operations
+from app.api.fast_exec import FastExecutor
 from app.api.mutations import Mutation
 from app.api.queries import Query
 from app.api.subscriptions import EventScopedExecutor, Subscription
+from app.api.trusted import (
+    DocumentParserCache,
+    DocumentRegistry,
+    DocumentValidationCache,
+    RegisteredDocuments,
+)
 from app.config import get_settings
 from app.errors import AppError, BadInput
 
@@ -31,6 +34,8 @@ INTERNAL_MESSAGE = "Something went wrong on our side; the request was not comple
 
 
 class FeedSchema(strawberry.Schema):
+    documents: DocumentRegistry  # the trusted documents (app.api.trusted), set by build_schema
+
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
@@ -51,8 +56,13 @@ class FeedSchema(strawberry.Schema):
             error.extensions = extensions
 
 
-def build_schema(subscription: type | None = Subscription) -> FeedSchema:
+def build_schema(
+    subscription: type | None = Subscription, fast_execution: bool | None = None
+) -> FeedSchema:
+    """`fast_execution` (default: the FAST_EXECUTION setting) picks app.api.fast_exec's
+    executor over graphql-core's per-field path; the answers are the same bytes."""
     settings = get_settings()
+    fast = settings.fast_execution if fast_execution is None else fast_execution
     # The limit rules are built once: ValidationCache keys on the rule classes, and a class
     # made anew per request (as QueryDepthLimiter(...) in a factory does) never hits, which
     # cost a full validation of every request, 30-50% of the API's CPU.
@@ -60,17 +70,24 @@ def build_schema(subscription: type | None = Subscription) -> FeedSchema:
         depth_rule(settings.max_query_depth, None, None),
         alias_rule(MAX_ALIASES),
     ]
-    return FeedSchema(
+    documents = DocumentRegistry(only_registered=settings.trusted_documents_only)
+    schema = FeedSchema(
         query=Query,
         mutation=Mutation,
         subscription=subscription,
-        # Only changes subscriptions: see EventScopedExecutor (a per-frame leak otherwise).
-        execution_context_class=EventScopedExecutor,
+        # Both keep EventScopedExecutor's subscription fix (a per-frame leak otherwise).
+        execution_context_class=FastExecutor if fast else EventScopedExecutor,
         extensions=[
             # Factories: a fresh extension per request; the two caches are module-level LRUs.
             lambda: AddValidationRules(limits),
             lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
-            lambda: ParserCache(maxsize=DOCUMENT_CACHE_SIZE),
-            lambda: ValidationCache(maxsize=DOCUMENT_CACHE_SIZE),
+            # A registered document skips the two caches (app.api.trusted): first in line.
+            lambda: RegisteredDocuments(documents),
+            lambda: DocumentParserCache(maxsize=DOCUMENT_CACHE_SIZE),
+            lambda: DocumentValidationCache(maxsize=DOCUMENT_CACHE_SIZE),
         ],
     )
+    # Parsed and validated once here, with the same token limit and rules as a request.
+    documents.register(schema._schema, operations(), limits, MAX_TOKENS)
+    schema.documents = documents
+    return schema

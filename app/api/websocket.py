@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from starlette.websockets import WebSocketDisconnect, WebSocketState
@@ -42,6 +42,10 @@ from strawberry.types.unset import UnsetType
 from strawberry.utils.aio import aclosing
 
 from app.api.subscriptions import OperationContext, SocketContext
+from app.api.trusted import DocumentRefused
+
+if TYPE_CHECKING:
+    from app.api.schema import FeedSchema
 
 CLOSE_TOO_BIG = 1009  # RFC 6455: a message too big to process
 CLOSE_FORBIDDEN = 4403
@@ -190,9 +194,27 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             await self._close_expired()
             return
         payload = message.get("payload")
-        if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
+        query: object = payload.get("query") if isinstance(payload, dict) else None
+        if not isinstance(payload, dict) or not isinstance(query, str | None):
             await self.handle_invalid_message("A subscribe message needs payload.query")
             return
+        if self.connection_acknowledged and message["id"] not in self.operations:
+            # A trusted document may be named by its hash (app.api.trusted): run its text.
+            documents = cast("FeedSchema", self.schema).documents
+            try:
+                query = documents.resolve(
+                    query, payload.get("documentId"), payload.get("extensions")
+                )
+            except DocumentRefused as refused:
+                error = {"id": message["id"], "type": "error", "payload": [refused.formatted]}
+                await self.send_message(cast(Message, error))
+                return
+            if query is None:
+                await self.handle_invalid_message(
+                    "A subscribe message needs payload.query or .documentId"
+                )
+                return
+            payload["query"] = query
         await super().handle_subscribe(message)
 
     async def run_operation(self, operation: Operation[SocketContext, None]) -> None:

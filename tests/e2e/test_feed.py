@@ -5,40 +5,23 @@ the banner test the `feedUpdates` subscription) on the server."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from playwright.async_api import expect
 
-from tests.e2e.helpers import (
-    eventually,
+from tests.e2e.ui import (
     feed_post,
-    follow,
     graphql_error,
     log_in,
-    make_user,
     operation_of,
-    post,
+    record_feed_requests,
     scroll_to_end,
 )
-
-
-def record_feed_requests(page) -> list[dict[str, Any]]:
-    """Variables of every Feed request the page sends, in order."""
-    sent: list[dict[str, Any]] = []
-
-    def on_request(request) -> None:
-        if request.url.endswith("/graphql") and request.method == "POST":
-            payload = json.loads(request.post_data or "{}")
-            if payload.get("operationName") == "Feed":
-                sent.append(payload.get("variables") or {})
-
-    page.on("request", on_request)
-    return sent
+from tests.helpers import eventually, follow, post, sign_up
 
 
 async def test_new_posts_banner_then_refresh_shows_them(page, http, pipeline) -> None:
-    reader = await make_user(http, "reader")
-    author = await make_user(http, "author", "Ann Author")
+    reader = await sign_up(http, "reader")
+    author = await sign_up(http, "author", name="Ann Author")
     await follow(http, reader, "author")
     await post(http, author, "an older post")
     await pipeline.settle()
@@ -69,9 +52,9 @@ async def test_new_posts_banner_then_refresh_shows_them(page, http, pipeline) ->
 
 
 async def test_scroll_three_pages_over_the_cursor(page, http, pipeline) -> None:
-    reader = await make_user(http, "reader")
+    reader = await sign_up(http, "reader")
     made: list[str] = []
-    tokens = {h: await make_user(http, h) for h in ("ana", "ben", "cai")}
+    tokens = {h: await sign_up(http, h) for h in ("ana", "ben", "cai")}
     for handle in tokens:
         await follow(http, reader, handle)
     for i in range(45):  # pages of 20: 20 + 20 + 5
@@ -106,8 +89,8 @@ async def test_scroll_three_pages_over_the_cursor(page, http, pipeline) -> None:
 async def test_ranked_scroll_shows_every_post_once_and_the_switch_sticks(
     page, http, pipeline
 ) -> None:
-    reader = await make_user(http, "reader")
-    tokens = {h: await make_user(http, h) for h in ("ana", "ben", "cai")}
+    reader = await sign_up(http, "reader")
+    tokens = {h: await sign_up(http, h) for h in ("ana", "ben", "cai")}
     for handle in tokens:
         await follow(http, reader, handle)
     made = set()
@@ -136,8 +119,8 @@ async def test_ranked_scroll_shows_every_post_once_and_the_switch_sticks(
 
 
 async def test_delete_hides_the_post(pages, http, pipeline) -> None:
-    author = await make_user(http, "author")
-    reader = await make_user(http, "reader")
+    author = await sign_up(http, "author")
+    reader = await sign_up(http, "reader")
     await follow(http, reader, "author")
     await post(http, author, "this one stays")
     await post(http, author, "regrettable take")
@@ -170,7 +153,7 @@ async def test_delete_hides_the_post(pages, http, pipeline) -> None:
 
 
 async def test_your_new_post_is_in_your_feed_at_once(page, http) -> None:
-    await make_user(http, "alice")
+    await sign_up(http, "alice")
     await log_in(page, "alice")
     await page.get_by_test_id("compose-body").fill("read your writes")
     await page.get_by_test_id("compose-submit").click()
@@ -180,8 +163,8 @@ async def test_your_new_post_is_in_your_feed_at_once(page, http) -> None:
 
 
 async def test_an_expired_cursor_restarts_from_the_top(page, http, pipeline) -> None:
-    reader = await make_user(http, "reader")
-    author = await make_user(http, "author")
+    reader = await sign_up(http, "reader")
+    author = await sign_up(http, "author")
     await follow(http, reader, "author")
     for i in range(30):
         await post(http, author, f"item {i:02d}")

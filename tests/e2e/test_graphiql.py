@@ -14,7 +14,7 @@ from playwright.async_api import Locator, Page, expect
 
 from app.api.graphiql import GRAPHIQL_ASSETS_PATH, SCRIPTS, STYLESHEETS
 from tests.e2e.conftest import Pages
-from tests.e2e.helpers import follow, make_user, post
+from tests.helpers import follow, post, sign_up
 
 SUBSCRIPTION = "subscription {\n  feedUpdates {\n    newPostCount\n    latestPostAt\n  }\n}\n"
 LOCAL_HOSTS = {"127.0.0.1"}
@@ -103,8 +103,8 @@ async def test_graphiql_renders_offline(pages: Pages) -> None:
 async def test_subscription_authenticated_by_the_headers_pane(
     pages: Pages, http: httpx.AsyncClient, pipeline
 ) -> None:
-    reader = await make_user(http, "reader")
-    author = await make_user(http, "author")
+    reader = await sign_up(http, "reader")
+    author = await sign_up(http, "author")
     await follow(http, reader, "author")
     page, blocked = await offline_page(pages)
     init_payloads: list[object] = []
@@ -148,7 +148,7 @@ async def test_subscription_without_a_token_says_what_to_do(pages: Pages) -> Non
 async def test_query_with_headers_from_the_link(pages: Pages, http: httpx.AsyncClient) -> None:
     """A shared link fills the editors (URL fragment); the Headers pane's token authenticates
     the HTTP request, and the token is dropped from the address bar."""
-    token = await make_user(http, "gina")
+    token = await sign_up(http, "gina")
     page, blocked = await offline_page(pages)
     sent_auth: list[str | None] = []
 

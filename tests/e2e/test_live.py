@@ -5,33 +5,28 @@ over; and what clicking "N new posts" shows. Needs the `feedUpdates` subscriptio
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from playwright.async_api import expect
 
-from tests.e2e.conftest import ServerProcess
-from tests.e2e.helpers import (
+from tests.e2e.ui import (
     feed_post,
-    follow,
     log_in,
-    make_user,
     open_with_token,
-    post,
+    record_feed_requests,
     scroll_to_end,
 )
-from tests.graphql_client import gql
+from tests.helpers import create_post, follow, gql, post, sign_up
+from tests.servers import ApiServer
 
 
 async def test_a_dropped_socket_shows_reconnecting_then_recovers(
     pages, http, pipeline, test_database
 ) -> None:
     # A server of its own, so stopping it disturbs no other test.
-    server = ServerProcess()
-    server.start()
-    try:
-        reader = await make_user(http, "reader")
-        author = await make_user(http, "author")
+    async with ApiServer() as server:
+        reader = await sign_up(http, "reader")
+        author = await sign_up(http, "author")
         await follow(http, reader, "author")
         page = await pages.new(server=server)
         await log_in(page, "reader")
@@ -45,7 +40,7 @@ async def test_a_dropped_socket_shows_reconnecting_then_recovers(
         await expect(bar).to_contain_text("Reconnecting to live updates")
         await expect(bar).to_contain_text("Next try in")
 
-        server.start()  # same port
+        await server.start()  # same port
         await page.get_by_test_id("live-retry").click()
         await expect(status).to_have_attribute("data-state", "live", timeout=20_000)
         await expect(bar).to_be_hidden()
@@ -54,14 +49,12 @@ async def test_a_dropped_socket_shows_reconnecting_then_recovers(
         await post(http, author, "after the outage")
         await pipeline.settle()
         await expect(page.get_by_test_id("new-posts-banner")).to_contain_text("1 new post")
-    finally:
-        server.stop()
 
 
 async def test_a_binary_frame_is_a_protocol_error_not_decoded(page, http) -> None:
     """graphql-transport-ws messages are text frames. If the server ever sends JSON as a
     binary frame again, the page must fail visibly (as standard clients do), not decode it."""
-    await make_user(http, "reader")
+    await sign_up(http, "reader")
     frames: dict[str, bool] = {"binary": True}
 
     async def fake_server(ws) -> None:
@@ -87,19 +80,6 @@ async def test_a_binary_frame_is_a_protocol_error_not_decoded(page, http) -> Non
     await expect(bar).to_be_hidden()
 
 
-def _feed_requests(page) -> list[dict[str, Any]]:
-    sent: list[dict[str, Any]] = []
-
-    def on_request(request) -> None:
-        if request.url.endswith("/graphql") and request.method == "POST":
-            payload = json.loads(request.post_data or "{}")
-            if payload.get("operationName") == "Feed":
-                sent.append(payload.get("variables") or {})
-
-    page.on("request", on_request)
-    return sent
-
-
 OLDER = 12  # posts already in the feed, each liked: a new post (no likes) ranks below them
 
 
@@ -114,22 +94,22 @@ OLDER = 12  # posts already in the feed, each liked: a new post (no likes) ranks
 async def test_new_posts_are_on_top_after_the_banner_click(
     page, http, pipeline, mode: str, page_size: int
 ) -> None:
-    reader = await make_user(http, "reader")
-    authors = {h: await make_user(http, h) for h in ("ana", "ben", "dan")}
-    fans = [await make_user(http, f"fan{i}") for i in range(2)]
+    reader = await sign_up(http, "reader")
+    authors = {h: await sign_up(http, h) for h in ("ana", "ben", "dan")}
+    fans = [await sign_up(http, f"fan{i}") for i in range(2)]
     for handle in authors:
         await follow(http, reader, handle)
     older = []
     for i in range(OLDER):
         body = f"older post {i:02d}"
-        made = await post(http, authors[("ana", "ben")[i % 2]], body)
+        made = await create_post(http, authors[("ana", "ben")[i % 2]], body)
         for fan in fans:  # engagement (not the reader's: no affinity either way)
             (await gql(http, "LikePost", {"id": made["id"]}, token=fan)).ok()
         older.append(body)
     await pipeline.settle()
 
     await page.add_init_script(f"localStorage.setItem('hybridfeed.mode', {json.dumps(mode)})")
-    sent = _feed_requests(page)
+    sent = record_feed_requests(page)
     await open_with_token(page, reader, f"/?first={page_size}#/")
     posts = page.get_by_test_id("feed").get_by_test_id("post")
     await expect(posts.first).to_be_visible()

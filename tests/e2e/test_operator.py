@@ -8,8 +8,8 @@ import re
 import httpx
 from playwright.async_api import expect
 
-from tests.e2e.helpers import log_in, make_user
-from tests.graphql_client import gql
+from tests.e2e.ui import log_in
+from tests.helpers import gql, sign_up
 
 METRICS = """\
 # HELP feed_fanout_oldest_job_age_seconds Age of the oldest pending job per lane
@@ -45,7 +45,7 @@ FEED_P99 = re.compile(r"\d+(\.\d)? ms")
 
 
 async def test_the_panel_shows_the_real_servers_metrics(page, http) -> None:
-    await make_user(http, "alice")
+    await sign_up(http, "alice")
     await log_in(page, "alice")
     panel = page.get_by_test_id("operator")
     await expect(panel).to_be_visible()  # open by default on a wide screen
@@ -76,7 +76,7 @@ async def test_the_panel_shows_the_real_servers_metrics(page, http) -> None:
 
 
 async def test_the_panel_computes_rates_and_p99_and_tolerates_gaps(page, http) -> None:
-    await make_user(http, "alice")
+    await sign_up(http, "alice")
     polls = {"n": 0}
 
     async def metrics(route) -> None:
@@ -127,7 +127,7 @@ async def test_the_panel_computes_rates_and_p99_and_tolerates_gaps(page, http) -
 
 
 async def test_on_a_narrow_screen_the_panel_is_a_drawer(pages, http) -> None:
-    await make_user(http, "alice")
+    await sign_up(http, "alice")
     page = await pages.new(width=390, height=844)
     await log_in(page, "alice")
     panel = page.get_by_test_id("operator")
@@ -144,7 +144,7 @@ def _feed_count(metrics: str, mode: str, page: str) -> float:
 
 
 async def test_metrics_expose_the_feed_query_latency(http: httpx.AsyncClient) -> None:
-    token = await make_user(http, "alice")
+    token = await sign_up(http, "alice")
     before = (await http.get("/metrics")).text
     (await gql(http, "Feed", {"first": 5, "mode": "RANKED"}, token=token)).ok()
     (await gql(http, "Feed", {"first": 5, "mode": "CHRONOLOGICAL"}, token=token)).ok()

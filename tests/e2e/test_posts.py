@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from playwright.async_api import expect
 
-from tests.e2e.helpers import follow, log_in, make_user, post
-from tests.graphql_client import gql
+from tests.e2e.ui import log_in
+from tests.helpers import create_post, follow, gql, sign_up
 
 
 async def test_compose_edit_and_delete_your_own_post(page, http) -> None:
-    await make_user(http, "alice", "Alice Nguyen")
+    await sign_up(http, "alice", name="Alice Nguyen")
     await log_in(page, "alice")
 
     await page.get_by_test_id("compose-body").fill("first light at the crag")
@@ -50,9 +50,9 @@ async def test_compose_edit_and_delete_your_own_post(page, http) -> None:
 
 
 async def test_like_unlike_and_comment_counts(page, http) -> None:
-    await make_user(http, "alice")
-    bob = await make_user(http, "bob")
-    made = await post(http, bob, "crumb shot incoming")
+    await sign_up(http, "alice")
+    bob = await sign_up(http, "bob")
+    made = await create_post(http, bob, "crumb shot incoming")
     await log_in(page, "alice")
     await page.goto("/#/u/bob")
     card = page.get_by_test_id("post").filter(has_text="crumb shot incoming")
@@ -79,11 +79,11 @@ async def test_like_unlike_and_comment_counts(page, http) -> None:
 
 
 async def test_others_cannot_see_a_post_made_private(page, http) -> None:
-    await make_user(http, "alice")
-    bob = await make_user(http, "bob")
+    await sign_up(http, "alice")
+    bob = await sign_up(http, "bob")
     alice = (await gql(http, "LogIn", {"handle": "alice", "password": "password123"})).ok()
     await follow(http, alice["logIn"]["token"], "bob")
-    made = await post(http, bob, "soon to be private")
+    made = await create_post(http, bob, "soon to be private")
     await log_in(page, "alice")
     await page.goto("/#/u/bob")
     card = page.get_by_test_id("post").filter(has_text="soon to be private")

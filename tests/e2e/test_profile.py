@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from playwright.async_api import expect
 
-from tests.e2e.helpers import follow, log_in, make_user, post
+from tests.e2e.ui import log_in
+from tests.helpers import follow, post, sign_up
 
 
 async def test_follow_unfollow_and_block_from_a_user_page(page, http) -> None:
-    await make_user(http, "alice")
-    bob = await make_user(http, "bob", "Bob Tan")
+    await sign_up(http, "alice")
+    bob = await sign_up(http, "bob", name="Bob Tan")
     await post(http, bob, "bob's first post")
     await log_in(page, "alice")
 
@@ -44,9 +45,9 @@ async def test_follow_unfollow_and_block_from_a_user_page(page, http) -> None:
 
 
 async def test_a_big_author_shows_the_pull_badge(page, http, pipeline) -> None:
-    star = await make_user(http, "star", "Star Power")
+    star = await sign_up(http, "star", name="Star Power")
     for i in range(10):  # FANOUT_PULL_THRESHOLD is 10 in the test settings
-        await follow(http, await make_user(http, f"fan{i}"), "star")
+        await follow(http, await sign_up(http, f"fan{i}"), "star")
     await post(http, star, "hello, all ten of you")
     await pipeline.settle()  # the mode is decided when the post fans out
 
@@ -62,7 +63,7 @@ async def test_a_big_author_shows_the_pull_badge(page, http, pipeline) -> None:
 
 
 async def test_a_missing_user_is_a_clear_not_found(page, http) -> None:
-    await make_user(http, "alice")
+    await sign_up(http, "alice")
     await log_in(page, "alice")
     await page.goto("/#/u/nobody_here")
     await expect(page.get_by_test_id("user-not-found")).to_contain_text(
@@ -71,7 +72,7 @@ async def test_a_missing_user_is_a_clear_not_found(page, http) -> None:
 
 
 async def test_your_own_page_has_compose_and_no_follow_button(page, http) -> None:
-    await make_user(http, "alice")
+    await sign_up(http, "alice")
     await log_in(page, "alice")
     await page.get_by_test_id("nav-profile").click()
     await expect(page.get_by_test_id("profile")).to_contain_text("This is you")

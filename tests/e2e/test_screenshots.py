@@ -14,9 +14,9 @@ import pytest
 from playwright.async_api import expect
 
 from app.config import PROJECT_ROOT
-from tests.e2e.conftest import ServerProcess
-from tests.e2e.helpers import feed_post, follow, log_in, make_user, post
-from tests.graphql_client import gql
+from tests.e2e.ui import feed_post, log_in
+from tests.helpers import create_post, follow, gql, post, sign_up
+from tests.servers import ApiServer
 
 OUT = PROJECT_ROOT / "docs" / "screenshots"
 
@@ -48,16 +48,16 @@ FANS = 10  # FANOUT_PULL_THRESHOLD in the test settings: nova becomes a pull-mod
 
 
 async def _world(http, pipeline) -> dict[str, str]:
-    tokens = {h: await make_user(http, h, name) for h, name in PEOPLE.items()}
+    tokens = {h: await sign_up(http, h, name=name) for h, name in PEOPLE.items()}
     for handle in PEOPLE:
         if handle != "alice":
             await follow(http, tokens["alice"], handle)
     await follow(http, tokens["bob"], "carol")
     for i in range(FANS - 1):
-        await follow(http, await make_user(http, f"fan{i}"), "nova")
+        await follow(http, await sign_up(http, f"fan{i}"), "nova")
     await post(http, tokens["alice"], "Sent my first V5 tonight. Forearms are filing a complaint.")
     for handle, body in POSTS:
-        made = await post(http, tokens[handle], body)
+        made = await create_post(http, tokens[handle], body)
         for liker in ("bob", "carol", "erin", "alice")[: len(body) % 5]:
             if liker != handle:
                 (await gql(http, "LikePost", {"id": made["id"]}, token=tokens[liker])).ok()
@@ -69,8 +69,13 @@ async def _world(http, pipeline) -> dict[str, str]:
     return tokens
 
 
+# Finite animations (transitions, fades) still running; a spinner's endless one is left out.
+_SETTLING = """() => document.getAnimations().some(
+    (a) => a.playState === 'running' && a.effect.getComputedTiming().iterations !== Infinity)"""
+
+
 async def _shot(page, name: str) -> None:
-    await page.wait_for_timeout(400)  # let transitions finish
+    await page.wait_for_function(f"() => !({_SETTLING})()")  # transitions have finished
     await page.screenshot(path=str(OUT / name))
 
 
@@ -91,7 +96,9 @@ async def test_screenshots(pages, http, pipeline, test_database) -> None:
     await post(http, tokens["bob"], "Crumb shot incoming. I'm not even sorry.")
     await pipeline.settle()
     await expect(home.get_by_test_id("new-posts-banner")).to_contain_text("new posts")
-    await home.wait_for_timeout(4500)  # two operator polls: rates and a windowed p99
+    # Two operator polls (every 2 s): the p99s are then over the last 30 s.
+    operator_p99 = home.get_by_test_id("operator-graphql-p99")
+    await expect(operator_p99).to_contain_text("last 30 s", timeout=15_000)
     await _shot(home, "home.png")
 
     await home.get_by_test_id("new-posts-banner").click()
@@ -125,15 +132,13 @@ async def test_screenshots(pages, http, pipeline, test_database) -> None:
     await _shot(dark, "home-dark.png")
 
     # The websocket drops: a server of its own, stopped under the page.
-    server = ServerProcess()
-    server.start()
-    try:
+    async with ApiServer() as server:
         offline = await pages.new(server=server)
         await log_in(offline, "alice")
         await expect(offline.get_by_test_id("live-status")).to_have_attribute("data-state", "live")
         server.stop()
         await expect(offline.get_by_test_id("live-bar")).to_contain_text("Reconnecting")
-        await offline.wait_for_timeout(1200)
+        # The operator panel's next poll fails too; then a retry is scheduled (again).
+        await expect(offline.get_by_test_id("operator-state")).to_contain_text("unreachable")
+        await expect(offline.get_by_test_id("live-bar")).to_contain_text("Next try in")
         await _shot(offline, "reconnecting.png")
-    finally:
-        server.stop()

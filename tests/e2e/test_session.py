@@ -6,7 +6,8 @@ import re
 
 from playwright.async_api import expect
 
-from tests.e2e.helpers import PASSWORD, log_in, make_user
+from tests.e2e.ui import log_in
+from tests.helpers import PASSWORD, sign_up
 
 
 async def test_sign_up_then_the_token_survives_a_reload(page) -> None:
@@ -30,7 +31,7 @@ async def test_sign_up_then_the_token_survives_a_reload(page) -> None:
 
 
 async def test_log_in_and_its_error_messages(page, http) -> None:
-    await make_user(http, "alice")
+    await sign_up(http, "alice")
     await page.goto("/#/login")
     error = page.get_by_test_id("auth-error")
 
@@ -63,8 +64,8 @@ async def test_a_dead_token_sends_you_to_log_in_with_the_reason(page) -> None:
 
 
 async def test_a_deep_link_survives_logging_in(page, http) -> None:
-    await make_user(http, "alice")
-    await make_user(http, "bob")
+    await sign_up(http, "alice")
+    await sign_up(http, "bob")
     await page.goto("/#/u/bob")
     await expect(page.get_by_test_id("auth-submit")).to_be_visible()
     await page.get_by_test_id("auth-handle").fill("alice")

@@ -5,27 +5,26 @@ followers, back to push below 8, batches of 4."""
 from __future__ import annotations
 
 from app.fanout import lanes
-from tests.fanout.helpers import fanout_mode, follow, make_user, post, timeline_ids, unfollow
-from tests.graphql_client import gql
-
-
-async def chrono_feed(client, token) -> list[int]:
-    data = (await gql(client, "Feed", {"first": 100, "mode": "CHRONOLOGICAL"}, token=token)).ok()
-    return [int(e["node"]["id"]) for e in data["feed"]["edges"]]
+from tests.helpers import (
+    author_with_fans,
+    fanout_mode,
+    feed_ids,
+    follow,
+    post,
+    timeline_ids,
+    unfollow,
+)
 
 
 async def assert_feeds(client, fans, expected: list[int]) -> None:
     for token, _ in fans:
-        ids = await chrono_feed(client, token)
+        ids = await feed_ids(client, token, mode="CHRONOLOGICAL")
         assert len(ids) == len(set(ids)), "duplicate in feed"
         assert ids == sorted(expected, reverse=True)
 
 
 async def test_crossing_both_thresholds(client, state, pipeline) -> None:
-    author, _ = await make_user(client, "author")
-    fans = [await make_user(client, f"fan{i}") for i in range(10)]
-    for token, _ in fans[:9]:
-        await follow(client, token, "author")
+    author, _, fans = await author_with_fans(client, 10, following=9)
     await pipeline.settle()
     made = [await post(client, author, "push 1")]
     await pipeline.settle()
@@ -60,10 +59,7 @@ async def test_crossing_both_thresholds(client, state, pipeline) -> None:
 
 
 async def test_switch_to_pull_while_a_fan_out_is_in_flight(client, state, pipeline) -> None:
-    author, _ = await make_user(client, "author")
-    fans = [await make_user(client, f"fan{i}") for i in range(10)]
-    for token, _ in fans[:9]:
-        await follow(client, token, "author")
+    author, _, fans = await author_with_fans(client, 10, following=9)
     await pipeline.settle()
     first = await post(client, author, "fanning out")
     await pipeline.relay.drain()
@@ -80,10 +76,7 @@ async def test_switch_to_pull_while_a_fan_out_is_in_flight(client, state, pipeli
 
 
 async def test_switch_back_to_push_while_batches_are_queued(client, state, pipeline) -> None:
-    author, _ = await make_user(client, "author")
-    fans = [await make_user(client, f"fan{i}") for i in range(10)]
-    for token, _ in fans:
-        await follow(client, token, "author")
+    author, _, fans = await author_with_fans(client, 10)
     await pipeline.settle()
     pulled = await post(client, author, "pulled")
     await pipeline.settle()

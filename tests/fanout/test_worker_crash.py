@@ -8,17 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import asyncpg
 
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT
 from app.fanout import lanes
-from app.timelines.store import timeline_key
-from tests.conftest import TEST_DATABASE_URL
-from tests.graphql_client import gql
+from tests.helpers import db, eventually, post
 
 FOLLOWERS = 20_000
 WORKER_ENV = {
@@ -31,8 +26,7 @@ WORKER_ENV = {
 
 
 async def _seed_followers(state) -> tuple[int, list[int]]:
-    conn = await asyncpg.connect(TEST_DATABASE_URL)
-    try:
+    async with db() as conn:
         author = await conn.fetchval(
             "INSERT INTO users (handle, password_hash, display_name, last_active_at, "
             "follower_count) VALUES ('author', 'x', 'Author', now(), $1) RETURNING id",
@@ -50,8 +44,6 @@ async def _seed_followers(state) -> tuple[int, list[int]]:
             records=[(f, author) for f in followers],
             columns=["follower_id", "followee_id"],
         )
-    finally:
-        await conn.close()
     for start in range(0, FOLLOWERS, 1000):
         await asyncio.gather(
             *(state.timelines.rebuild(f, []) for f in followers[start : start + 1000])
@@ -60,11 +52,9 @@ async def _seed_followers(state) -> tuple[int, list[int]]:
 
 
 async def _holding(state, followers: list[int], post_id: int) -> int:
-    member = str(post_id)
-    async with state.redis.pipeline(transaction=False) as pipe:
-        for f in followers:
-            pipe.zscore(timeline_key(f), member)
-        return sum(1 for s in await pipe.execute() if s is not None)
+    # Through the store: one pipeline, whatever the layout (TIMELINE_ENCODING).
+    found = await state.timelines.latest_many(followers, state.settings.timeline_max)
+    return sum(1 for rows in found.values() if any(p == post_id for p, _ in rows))
 
 
 def _start_worker() -> subprocess.Popen[bytes]:
@@ -81,39 +71,28 @@ def _start_worker() -> subprocess.Popen[bytes]:
 async def test_sigkill_mid_fan_out_converges(client, state, pipeline) -> None:
     author, followers = await _seed_followers(state)
     token = issue_token(state.settings, author)
-    created = (await gql(client, "CreatePost", {"body": "to 20k"}, token=token)).ok()
-    post_id = int(created["createPost"]["id"])
+    post_id = await post(client, token, "to 20k")
     await pipeline.relay.drain()
+
+    async def held() -> int:
+        return await _holding(state, followers, post_id)
+
+    async def converged() -> bool:
+        return await held() == FOLLOWERS
 
     worker = _start_worker()
     try:
-        deadline = time.monotonic() + 60
-        held = 0
-        while time.monotonic() < deadline:
-            held = await _holding(state, followers, post_id)
-            if held > 0:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(held, within=60, what="the worker reached a timeline")
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
-        at_kill = await _holding(state, followers, post_id)
+        at_kill = await held()
         assert 0 < at_kill < FOLLOWERS, at_kill  # killed in the middle
         assert await state.redis.zcard(lanes.DEFAULT) > 0  # work was left behind
 
         worker = _start_worker()
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            held = await _holding(state, followers, post_id)
-            if held == FOLLOWERS:
-                break
-            await asyncio.sleep(0.5)
-        assert held == FOLLOWERS
-        counts = set()
-        async with state.redis.pipeline(transaction=False) as pipe:
-            for f in followers:
-                pipe.zcount(timeline_key(f), "(0", "+inf")
-            counts = set(await pipe.execute())
-        assert counts == {1}  # exactly once everywhere
+        await eventually(converged, within=90, interval=0.5, what="every timeline holds it")
+        found = await state.timelines.latest_many(followers, state.settings.timeline_max)
+        assert {len(rows) for rows in found.values()} == {1}  # exactly once everywhere
     finally:
         worker.send_signal(signal.SIGTERM)
         try:

@@ -5,20 +5,31 @@ conftest shrinks capacities: TIMELINE_MAX 400, FEED_SESSION_SIZE 120, pull at 10
 
 from __future__ import annotations
 
+import dataclasses
+
+import httpx
 from sqlalchemy import event
 
-from tests.fanout.helpers import follow, make_user, post, timeline_ids, unfollow
-from tests.graphql_client import gql
+from app.state import create_state
+from app.timelines.store import timeline_key
+from app.web import create_app
+from tests.helpers import (
+    author_with_fans,
+    block,
+    eventually,
+    fanout_mode,
+    feed_ids,
+    follow,
+    gql,
+    make_user,
+    post,
+    timeline_ids,
+    unfollow,
+)
 
 
 async def feed_page(client, token, first=20, after=None, mode="RANKED"):
-    result = await gql(client, "Feed", {"first": first, "after": after, "mode": mode}, token=token)
-    return result
-
-
-async def feed_ids(client, token, first=100, mode="RANKED") -> list[int]:
-    data = (await feed_page(client, token, first=first, mode=mode)).ok()["feed"]
-    return [int(e["node"]["id"]) for e in data["edges"]]
+    return await gql(client, "Feed", {"first": first, "after": after, "mode": mode}, token=token)
 
 
 async def scroll(client, token, first=20, mode="RANKED", pages=1000) -> list[int]:
@@ -86,7 +97,7 @@ async def test_scrolling_while_the_world_changes(client, state, pipeline) -> Non
             await unfollow(client, viewer, "cat")
             gone_authors["cat"] = len(seen)
         if pages == 4:
-            (await gql(client, "Block", {"handle": "viewer"}, token=tokens["dan"])).ok()
+            await block(client, tokens["dan"], "viewer")
             gone_authors["dan"] = len(seen)
         after = data["pageInfo"]["endCursor"]
         data = (await feed_page(client, viewer, first=25, after=after)).ok()["feed"]
@@ -109,35 +120,25 @@ async def test_scrolling_while_the_world_changes(client, state, pipeline) -> Non
 
 
 async def test_chronological_keyset_has_no_gaps_or_repeats(client, pipeline) -> None:
-    viewer, _ = await make_user(client, "viewer")
-    author, _ = await make_user(client, "author")
-    await follow(client, viewer, "author")
+    author, _, [(viewer, _)] = await author_with_fans(client, ["viewer"])
     made = [await post(client, author, f"p{i}") for i in range(57)]
     await pipeline.settle()
     assert await scroll(client, viewer, first=7, mode="CHRONOLOGICAL") == list(reversed(made))
 
 
 async def test_celebrity_posts_are_pulled_not_pushed(client, state, pipeline) -> None:
-    celeb, _ = await make_user(client, "celeb")
-    fans = [await make_user(client, f"fan{i}") for i in range(10)]
-    for token, _ in fans:
-        await follow(client, token, "celeb")
+    celeb, _, fans = await author_with_fans(client, 10, author="celeb")
     await pipeline.settle()
     star_post = await post(client, celeb, "I am famous now")
     await pipeline.settle()
-    assert (await gql(client, "UserProfile", {"handle": "celeb"})).ok()["user"][
-        "fanoutMode"
-    ] == "PULL"
+    assert await fanout_mode(client, "celeb") == "PULL"
     for token, uid in fans:
         assert star_post not in await timeline_ids(state, uid)
         assert (await feed_ids(client, token)).count(star_post) == 1
 
 
 async def test_push_and_pull_copies_show_once(client, state, pipeline) -> None:
-    author, _ = await make_user(client, "author")
-    fans = [await make_user(client, f"fan{i}") for i in range(9)]
-    for token, _ in fans:
-        await follow(client, token, "author")
+    author, _, fans = await author_with_fans(client, 9)
     await pipeline.settle()
     pushed = await post(client, author, "pushed while small")
     await pipeline.settle()
@@ -184,7 +185,7 @@ async def test_cursor_errors_and_page_bounds(client, state, pipeline) -> None:
         assert (await feed_page(client, alice, bad)).codes == ["BAD_USER_INPUT"]
     assert (await feed_page(client, None)).codes == ["UNAUTHENTICATED"]
 
-    await state.redis.delete(*[k async for k in state.redis.scan_iter(f"fs:{{{alice_id}}}:*")])
+    await state.feed.feed_sessions.drop(alice_id, data["sessionId"])  # the session expired
     expired = await feed_page(client, alice, 2, cursor)
     assert expired.codes == ["CURSOR_EXPIRED"]
     assert "expired" in expired.errors[0]["message"]
@@ -193,30 +194,21 @@ async def test_cursor_errors_and_page_bounds(client, state, pipeline) -> None:
 async def test_missing_timeline_is_served_from_postgres_then_rebuilt(
     client, state, pipeline
 ) -> None:
-    alice, alice_id = await make_user(client, "alice")
-    bob, _ = await make_user(client, "bob")
-    await follow(client, alice, "bob")
+    bob, _, [(alice, alice_id)] = await author_with_fans(client, ["alice"], author="bob")
     made = [await post(client, bob, f"b{i}") for i in range(4)]
     await pipeline.settle()
-    await state.redis.delete(f"tl:{{{alice_id}}}")
+    await state.redis.delete(timeline_key(alice_id))
     data = (await feed_page(client, alice, mode="CHRONOLOGICAL")).ok()["feed"]
     assert data["degraded"] is True
     assert [int(e["node"]["id"]) for e in data["edges"]] == list(reversed(made))
-    for _ in range(50):
-        if await state.timelines.exists(alice_id):
-            break
-        import asyncio
-
-        await asyncio.sleep(0.02)
+    await eventually(lambda: state.timelines.exists(alice_id), what="the timeline rebuilt")
     assert await timeline_ids(state, alice_id) == list(reversed(made))
     again = (await feed_page(client, alice, mode="CHRONOLOGICAL")).ok()["feed"]
     assert again["degraded"] is False
 
 
 async def test_ranking_timeout_falls_back_to_freshness(client, state, pipeline) -> None:
-    alice, _ = await make_user(client, "alice")
-    bob, _ = await make_user(client, "bob")
-    await follow(client, alice, "bob")
+    bob, _, [(alice, _)] = await author_with_fans(client, ["alice"], author="bob")
     made = [await post(client, bob, f"b{i}") for i in range(5)]
     await pipeline.settle()
     budget = state.settings.ranking_budget_ms
@@ -231,11 +223,11 @@ async def test_ranking_timeout_falls_back_to_freshness(client, state, pipeline) 
 
 async def test_a_page_costs_the_same_queries_at_20_and_100(client, state, pipeline) -> None:
     viewer, _ = await make_user(client, "viewer")
+    made: list[int] = []
     for a in range(5):
         token, _ = await make_user(client, f"author{a}")
         await follow(client, viewer, f"author{a}")
-        for i in range(25):
-            await post(client, token, f"a{a} p{i}")
+        made += [await post(client, token, f"a{a} p{i}") for i in range(25)]
     await pipeline.settle()
     (await feed_page(client, viewer)).ok()  # the hourly activity mark is not a page cost
     statements: list[str] = []
@@ -248,12 +240,12 @@ async def test_a_page_costs_the_same_queries_at_20_and_100(client, state, pipeli
         costs = {}
         for first in (20, 50, 100):
             for mode in ("RANKED", "CHRONOLOGICAL"):
-                await _drop_body_cache(state)  # measure cold: the same work at both sizes
+                await state.feed.bodies.invalidate(made)  # cold: the same work at both sizes
                 statements.clear()
                 data = (await feed_page(client, viewer, first=first, mode=mode)).ok()["feed"]
                 assert len(data["edges"]) == first
                 costs[(first, mode)] = len(statements)
-                await _drop_body_cache(state)
+                await state.feed.bodies.invalidate(made)
                 statements.clear()
                 nxt = (
                     await feed_page(client, viewer, first, data["pageInfo"]["endCursor"], mode)
@@ -270,24 +262,9 @@ async def test_a_page_costs_the_same_queries_at_20_and_100(client, state, pipeli
     assert costs[(20, "RANKED", "next")] == costs[(50, "RANKED", "next")] <= 4, costs
 
 
-async def _drop_body_cache(state) -> None:
-    keys = [k async for k in state.redis.scan_iter("pb:*")]
-    if keys:
-        await state.redis.delete(*keys)
-
-
 async def test_redis_down_serves_the_feed_from_postgres(client, state, pipeline) -> None:
-    import dataclasses
-
-    import httpx
-
-    from app.state import create_state
-    from app.web import create_app
-
-    alice, _ = await make_user(client, "alice")
-    bob, _ = await make_user(client, "bob")
+    bob, _, [(alice, _)] = await author_with_fans(client, ["alice"], author="bob")
     carol, _ = await make_user(client, "carol")
-    await follow(client, alice, "bob")
     made = [await post(client, bob, f"b{i}") for i in range(5)]
     hidden = await post(client, carol, "not followed")
     await pipeline.settle()

@@ -1,23 +1,15 @@
-"""Real servers and real websocket clients for realtime tests.
-
-`ApiServer` runs `uvicorn app.web:app` as a subprocess on a free port with the test
-environment (conftest exported DATABASE_URL/REDIS_URL/thresholds into os.environ).
-`LiveClient` speaks graphql-transport-ws with the `websockets` package, as a browser would.
-"""
+"""A real websocket client for realtime tests: `LiveClient` speaks graphql-transport-ws with
+the `websockets` package, as a browser would, to a tests.servers.ApiServer; `subscribed_fan`
+is the usual start of a test: an author, a follower, and the follower's live socket."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -25,63 +17,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from app.api.documents import operations
-from app.config import PROJECT_ROOT
+from tests.helpers import follow, make_user
+from tests.servers import ApiServer
 
 PROTOCOL = "graphql-transport-ws"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ApiServer:
-    def __init__(self, env: dict[str, str] | None = None, args: Sequence[str] = ()) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}/graphql"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "app.web:app", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning", *args],
-            cwd=PROJECT_ROOT,
-            env={**os.environ, **(env or {})},
-        )  # fmt: skip
-
-    async def ready(self, seconds: float = 20.0) -> ApiServer:
-        deadline = time.monotonic() + seconds
-        async with httpx.AsyncClient(base_url=self.base) as client:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"uvicorn exited with {self.proc.returncode}")
-                try:
-                    if (await client.get("/healthz")).status_code == 200:
-                        return self
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise TimeoutError("uvicorn did not become healthy")
-
-    def http(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.base, timeout=10)
-
-    async def metric(self, name: str, labels: str = "") -> float:
-        """One sample from /metrics (0 when absent)."""
-        async with self.http() as client:
-            text = (await client.get("/metrics")).text
-        pattern = re.escape(name + (f"{{{labels}}}" if labels else "")) + r" ([0-9.e+-]+)"
-        found = re.search(r"^" + pattern + "$", text, re.M)
-        return float(found.group(1)) if found else 0.0
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
 
 
 class LiveClient:
@@ -140,3 +79,34 @@ class LiveClient:
     async def close(self) -> None:
         with contextlib.suppress(ConnectionClosed):
             await self.ws.close()
+
+
+@dataclass
+class Fan:
+    token: str
+    id: int
+    authors: dict[str, str]  # the followed users' tokens by handle
+    live: LiveClient  # the fan's socket, its first frame (count 0) read
+
+    @property
+    def author(self) -> str:
+        """The token of the first (or only) followed user."""
+        return next(iter(self.authors.values()))
+
+
+async def subscribed_fan(
+    server: ApiServer,
+    http: httpx.AsyncClient,
+    pipeline: Any,
+    follows: Sequence[str] = ("author",),
+) -> Fan:
+    """The users `follows`, user `fan` following each of them (fan-out settled), and the
+    fan's socket subscribed to feedUpdates."""
+    authors = {handle: (await make_user(http, handle))[0] for handle in follows}
+    token, fan_id = await make_user(http, "fan")
+    for handle in follows:
+        await follow(http, token, handle)
+    await pipeline.settle()
+    live = await LiveClient.open(server, token)
+    assert (await live.next_update())["newPostCount"] == 0  # the current count, at once
+    return Fan(token, fan_id, authors, live)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import pytest
 
@@ -20,6 +20,7 @@ from app.realtime.hub import CLOSE_GOING_AWAY, CLOSE_TOO_SLOW, Hub, Subscriber
 from app.realtime.keys import Channels
 from app.realtime.settings import RealtimeSettings
 from tests.conftest import TEST_DB
+from tests.helpers import eventually
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
 SETTINGS = RealtimeSettings(namespace=TEST_DB)
@@ -41,15 +42,6 @@ async def _messages(pubsub) -> list[FeedCount]:
 
 def _shown(messages: list[FeedCount]) -> list[tuple[int, int | None]]:
     return [(m.count, m.latest_ms) for m in messages]
-
-
-async def _until(predicate: Callable[[], bool], seconds: float = 5.0) -> None:
-    """Poll until `predicate()` holds; fail after `seconds`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not predicate():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 def _authors(owner: Mapping[int, int]):
@@ -143,7 +135,7 @@ async def test_a_stalled_subscriber_is_dropped_and_the_others_still_served(state
     for post_id in range(1, 4):
         await add_and_publish(state.redis, [1, 2], [(post_id, 1_000 * post_id)], SETTINGS)
         assert (await asyncio.wait_for(fine.next(), 1)).count == post_id
-    await _until(lambda: stuck.dropped and closed == {1: CLOSE_TOO_SLOW})
+    await eventually(lambda: stuck.dropped and closed == {1: CLOSE_TOO_SLOW}, within=5)
     assert hub.subscriber_count == 1
     await hub.stop()
     assert closed == {1: CLOSE_TOO_SLOW, 2: CLOSE_GOING_AWAY}

@@ -16,9 +16,18 @@ import pytest
 
 from app.fanout import lanes
 from app.posts.ids import created_ms
-from tests.fanout.helpers import follow, make_user, post, timeline_ids, unfollow
-from tests.graphql_client import gql
-from tests.realtime.live import ApiServer, LiveClient
+from tests.helpers import (
+    author_with_fans,
+    block,
+    fanout_mode,
+    follow,
+    post,
+    timeline_ids,
+    unblock,
+    unfollow,
+)
+from tests.realtime.live import Fan, LiveClient, subscribed_fan
+from tests.servers import ApiServer
 
 
 def _ms(frame: dict[str, Any]) -> int | None:
@@ -35,6 +44,16 @@ async def _sentinel(http, pipeline, live: LiveClient, token: str, count: int) ->
     assert (frame["newPostCount"], _ms(frame)) == (count, created_ms(post_id)), frame
 
 
+async def _counted_then_unfollowed(http, pipeline, fan: Fan) -> None:
+    """The author posts, the fan's count shows it, the fan unfollows: the count drops to 0
+    in the unfollow's own request (the cleanup job has not run)."""
+    await post(http, fan.author, "before the unfollow")
+    await pipeline.settle()
+    await fan.live.until_count(1)
+    await unfollow(http, fan.token, "author")
+    assert (await fan.live.next_update(seconds=1))["newPostCount"] == 0
+
+
 async def _cleanup_not_run(state, user_id: int, post_id: int) -> None:
     """The unfollow's async timeline cleanup has not run: the post is still in the timeline."""
     assert post_id in await timeline_ids(state, user_id)
@@ -44,27 +63,21 @@ async def test_unfollow_drops_that_authors_posts_from_the_count_at_once(
     server: ApiServer, pipeline, state
 ) -> None:
     async with server.http() as http:
-        kept, _ = await make_user(http, "kept")
-        gone, _ = await make_user(http, "gone")
-        fan, fan_id = await make_user(http, "fan")
-        await follow(http, fan, "kept")
-        await follow(http, fan, "gone")
-        await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        assert (await live.next_update())["newPostCount"] == 0
-        older = await post(http, kept, "stays counted")
-        newer = await post(http, gone, "about to be unfollowed")
+        fan = await subscribed_fan(server, http, pipeline, follows=("kept", "gone"))
+        live = fan.live
+        older = await post(http, fan.authors["kept"], "stays counted")
+        newer = await post(http, fan.authors["gone"], "about to be unfollowed")
         await pipeline.settle()
         frame = (await live.until_count(2))[-1]
         assert _ms(frame) == created_ms(newer)
 
-        await unfollow(http, fan, "gone")  # no relay, no worker: the cleanup has not run
+        await unfollow(http, fan.token, "gone")  # no relay, no worker: the cleanup has not run
         frame = await live.next_update(seconds=1)
         # One post left: its time is the newest remaining one's, not the removed post's.
         assert (frame["newPostCount"], _ms(frame)) == (1, created_ms(older))
-        await _cleanup_not_run(state, fan_id, newer)
+        await _cleanup_not_run(state, fan.id, newer)
 
-        await unfollow(http, fan, "kept")
+        await unfollow(http, fan.token, "kept")
         assert await live.next_update(seconds=1) == {"newPostCount": 0, "latestPostAt": None}
         await live.close()
 
@@ -74,30 +87,24 @@ async def test_a_block_either_way_drops_the_count_at_once(
     server: ApiServer, pipeline, state, who_blocks: str
 ) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        friend, _ = await make_user(http, "friend")
-        fan, fan_id = await make_user(http, "fan")
-        await follow(http, fan, "author")
-        await follow(http, fan, "friend")
-        await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        assert (await live.next_update())["newPostCount"] == 0
+        fan = await subscribed_fan(server, http, pipeline, follows=("author", "friend"))
+        author, friend, live = fan.authors["author"], fan.authors["friend"], fan.live
         post_id = await post(http, author, "hello")
         await pipeline.settle()
         await live.until_count(1)
 
         if who_blocks == "viewer":
-            (await gql(http, "Block", {"handle": "author"}, token=fan)).ok()
+            await block(http, fan.token, "author")
         else:
-            (await gql(http, "Block", {"handle": "fan"}, token=author)).ok()
+            await block(http, author, "fan")
         assert await live.next_update(seconds=1) == {"newPostCount": 0, "latestPostAt": None}
-        await _cleanup_not_run(state, fan_id, post_id)
+        await _cleanup_not_run(state, fan.id, post_id)
 
         # Unblocking brings nothing back, and (blocked by the author) no follow is left.
         if who_blocks == "viewer":
-            (await gql(http, "Unblock", {"handle": "author"}, token=fan)).ok()
+            await unblock(http, fan.token, "author")
         else:
-            (await gql(http, "Unblock", {"handle": "fan"}, token=author)).ok()
+            await unblock(http, author, "fan")
         await post(http, author, "after the block, not followed any more")
         await _sentinel(http, pipeline, live, friend, 1)
         await live.close()
@@ -109,21 +116,17 @@ async def test_unfollowing_a_pull_mode_author_drops_the_count_at_once(
     """Pull-mode posts are counted by the API hub, not by a fan-out: they leave the count
     the same way."""
     async with server.http() as http:
-        celeb, _ = await make_user(http, "celeb")
-        fans = [(await make_user(http, f"fan{i}"))[0] for i in range(10)]
-        for token in fans:
-            await follow(http, token, "celeb")
+        celeb, _, fans = await author_with_fans(http, 10, author="celeb")
         await post(http, celeb, "now I have 10 followers")  # the split switches to PULL
         await pipeline.settle()
-        profile = (await gql(http, "UserProfile", {"handle": "celeb"})).ok()
-        assert profile["user"]["fanoutMode"] == "PULL"
-        live = await LiveClient.open(server, fans[0])
+        assert await fanout_mode(http, "celeb") == "PULL"
+        live = await LiveClient.open(server, fans[0][0])
         assert (await live.next_update())["newPostCount"] == 0
         await post(http, celeb, "pulled")
         await pipeline.settle()
         await live.until_count(1)
 
-        await unfollow(http, fans[0], "celeb")
+        await unfollow(http, fans[0][0], "celeb")
         assert await live.next_update(seconds=1) == {"newPostCount": 0, "latestPostAt": None}
         await live.close()
 
@@ -135,21 +138,15 @@ async def test_a_fan_out_queued_before_the_unfollow_counts_nothing(
     unfollows; then the batch runs. It still writes the timeline (readers filter that), but
     the count stays 0 and no frame announces the post."""
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        friend, _ = await make_user(http, "friend")
-        fan, fan_id = await make_user(http, "fan")
-        await follow(http, fan, "author")
-        await follow(http, fan, "friend")
-        await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        assert (await live.next_update())["newPostCount"] == 0
+        fan = await subscribed_fan(server, http, pipeline, follows=("author", "friend"))
+        author, friend, live = fan.authors["author"], fan.authors["friend"], fan.live
 
         post_id = await post(http, author, "queued before the unfollow")
         split = await state.fanout.split_post(post_id, pipeline.enqueue)  # the real split
         assert split is not None and split.batches == 1  # its FanoutBatch waits in ARQ
-        await unfollow(http, fan, "author")
+        await unfollow(http, fan.token, "author")
         assert await pipeline.run_lane(lanes.DEFAULT) == 1  # the lagging batch, nothing else
-        assert post_id in await timeline_ids(state, fan_id)  # it did reach the fan
+        assert post_id in await timeline_ids(state, fan.id)  # it did reach the fan
 
         # The first frame since is the sentinel's, with the lagged post not counted.
         await _sentinel(http, pipeline, live, friend, 1)
@@ -158,44 +155,26 @@ async def test_a_fan_out_queued_before_the_unfollow_counts_nothing(
 
 async def test_a_refollow_does_not_bring_old_posts_back(server: ApiServer, pipeline) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        fan, _ = await make_user(http, "fan")
-        await follow(http, fan, "author")
-        await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        assert (await live.next_update())["newPostCount"] == 0
-        await post(http, author, "before the unfollow")
-        await pipeline.settle()
-        await live.until_count(1)
-        await unfollow(http, fan, "author")
-        assert (await live.next_update(seconds=1))["newPostCount"] == 0
+        fan = await subscribed_fan(server, http, pipeline)
+        await _counted_then_unfollowed(http, pipeline, fan)
         await pipeline.settle()  # cleanup
 
-        await follow(http, fan, "author")
+        await follow(http, fan.token, "author")
         await pipeline.settle()  # backfill copies the old post into the timeline again
         # Only the post made after the refollow is new.
-        await _sentinel(http, pipeline, live, author, 1)
-        await live.close()
+        await _sentinel(http, pipeline, fan.live, fan.author, 1)
+        await fan.live.close()
 
 
 async def test_a_reconnect_before_the_cleanup_does_not_count_the_unfollowed(
     server: ApiServer, pipeline
 ) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        fan, _ = await make_user(http, "fan")
-        await follow(http, fan, "author")
-        await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        assert (await live.next_update())["newPostCount"] == 0
-        await post(http, author, "hello")
-        await pipeline.settle()
-        await live.until_count(1)
-        await unfollow(http, fan, "author")
-        assert (await live.next_update(seconds=1))["newPostCount"] == 0
-        await live.close()
+        fan = await subscribed_fan(server, http, pipeline)
+        await _counted_then_unfollowed(http, pipeline, fan)
+        await fan.live.close()
 
-        again = await LiveClient.open(server, fan)  # the timeline still holds the post
+        again = await LiveClient.open(server, fan.token)  # the timeline still holds the post
         frame = await again.next_update()
         await again.close()
         assert frame["newPostCount"] == 0

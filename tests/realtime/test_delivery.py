@@ -13,14 +13,15 @@ from websockets.exceptions import ConnectionClosed
 from app.realtime.counts import now_ms
 from app.realtime.keys import Channels
 from tests.conftest import TEST_DB
-from tests.fanout.helpers import make_user
-from tests.realtime.live import ApiServer, LiveClient
+from tests.helpers import make_user
+from tests.realtime.live import LiveClient
+from tests.servers import ApiServer
 
 
 async def test_a_client_that_never_reads_is_dropped_without_slowing_others(state) -> None:
     # No coalescing window, so every notification becomes a frame and the socket fills fast.
-    api = await ApiServer(env={"REALTIME_COALESCE_MS": "0", "REALTIME_STALL_SECONDS": "1"}).ready()
-    try:
+    env = {"REALTIME_COALESCE_MS": "0", "REALTIME_STALL_SECONDS": "1"}
+    async with ApiServer(env=env) as api:
         async with api.http() as http:
             slow_token, slow_id = await make_user(http, "slow")
             fast_token, fast_id = await make_user(http, "fast")
@@ -54,22 +55,21 @@ async def test_a_client_that_never_reads_is_dropped_without_slowing_others(state
                 while True:
                     await slow.ws.recv()
         await fast.close()
-    finally:
-        api.stop()
 
 
 async def test_server_shutdown_closes_sockets_with_a_code(state) -> None:
-    api = await ApiServer().ready()
-    async with api.http() as http:
-        token, _ = await make_user(http, "leaving")
-    live = await LiveClient.open(api, token)
-    await live.next_update()
-    stopped = time.monotonic()
-    api.proc.send_signal(signal.SIGTERM)
-    with pytest.raises(ConnectionClosed):
-        async with asyncio.timeout(5):
-            await live.ws.recv()
-    assert live.ws.close_code == 1012  # service restart: the client reconnects
-    # Uvicorn re-raises the signal once its shutdown (lifespan included) completed.
-    assert await asyncio.to_thread(api.proc.wait, 10) in (0, -signal.SIGTERM)
-    assert time.monotonic() - stopped < 5
+    async with ApiServer() as api:
+        async with api.http() as http:
+            token, _ = await make_user(http, "leaving")
+        live = await LiveClient.open(api, token)
+        await live.next_update()
+        stopped = time.monotonic()
+        assert api.proc is not None
+        api.proc.send_signal(signal.SIGTERM)
+        with pytest.raises(ConnectionClosed):
+            async with asyncio.timeout(5):
+                await live.ws.recv()
+        assert live.ws.close_code == 1012  # service restart: the client reconnects
+        # Uvicorn re-raises the signal once its shutdown (lifespan included) completed.
+        assert await asyncio.to_thread(api.proc.wait, 10) in (0, -signal.SIGTERM)
+        assert time.monotonic() - stopped < 5

@@ -14,24 +14,31 @@ from websockets.exceptions import ConnectionClosedError
 
 from app.api.documents import operations
 from app.realtime.counts import reset_new_post_count
-from tests.fanout.helpers import follow, make_user, post
-from tests.graphql_client import gql
-from tests.realtime.live import PROTOCOL, ApiServer, LiveClient
+from app.realtime.keys import Channels, count_key
+from app.realtime.settings import get_realtime_settings
+from tests.helpers import (
+    author_with_fans,
+    block,
+    fanout_mode,
+    feed_ids,
+    follow,
+    gql,
+    make_user,
+    post,
+)
+from tests.realtime.live import PROTOCOL, LiveClient, subscribed_fan
+from tests.servers import ApiServer
 
 
 async def test_follower_is_notified_within_a_second(server: ApiServer, pipeline) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        fan, _ = await make_user(http, "fan")
+        fan = await subscribed_fan(server, http, pipeline)
+        live = fan.live
         stranger, _ = await make_user(http, "stranger")
-        await follow(http, fan, "author")
-        await pipeline.settle()
-        live = await LiveClient.open(server, fan)
         other = await LiveClient.open(server, stranger)
-        assert (await live.next_update())["newPostCount"] == 0  # the current count, at once
         assert (await other.next_update())["newPostCount"] == 0
 
-        await post(http, author, "hello")
+        await post(http, fan.author, "hello")
         await pipeline.settle()
         fanned_out = time.monotonic()
         update = await live.next_update(seconds=1.0)
@@ -45,12 +52,8 @@ async def test_follower_is_notified_within_a_second(server: ApiServer, pipeline)
 
 async def test_blocked_user_and_non_follower_get_nothing(server: ApiServer, pipeline) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        fan, _ = await make_user(http, "fan")
-        blocked, _ = await make_user(http, "blocked")
-        await follow(http, fan, "author")
-        await follow(http, blocked, "author")
-        (await gql(http, "Block", {"handle": "blocked"}, token=author)).ok()
+        author, _, [(fan, _), (blocked, _)] = await author_with_fans(http, ["fan", "blocked"])
+        await block(http, author, "blocked")
         await pipeline.settle()
         clients = [await LiveClient.open(server, t) for t in (fan, blocked)]
         for client in clients:
@@ -91,11 +94,7 @@ async def test_two_api_processes_each_serve_their_own_sockets(
     server: ApiServer, server2: ApiServer, pipeline
 ) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        one, _ = await make_user(http, "one")
-        two, _ = await make_user(http, "two")
-        await follow(http, one, "author")
-        await follow(http, two, "author")
+        author, _, [(one, _), (two, _)] = await author_with_fans(http, ["one", "two"])
         await pipeline.settle()
         a = await LiveClient.open(server, one)
         b = await LiveClient.open(server2, two)
@@ -114,17 +113,13 @@ async def test_pull_mode_author_is_announced_once_per_process_to_followers_only(
     server: ApiServer, server2: ApiServer, pipeline
 ) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "celeb")
-        fans = [await make_user(http, f"fan{i}") for i in range(9)]
+        author, _, fans = await author_with_fans(http, 9, author="celeb")
         late, _ = await make_user(http, "late")  # blocked by the celebrity once subscribed
         stranger, _ = await make_user(http, "stranger")
-        for token, _ in fans:
-            await follow(http, token, "celeb")
         await follow(http, late, "celeb")
         await post(http, author, "now I have 10 followers")  # the split switches to PULL
         await pipeline.settle()
-        profile = (await gql(http, "UserProfile", {"handle": "celeb"})).ok()
-        assert profile["user"]["fanoutMode"] == "PULL"
+        assert await fanout_mode(http, "celeb") == "PULL"
 
         here = await LiveClient.open(server, fans[0][0])
         there = await LiveClient.open(server2, fans[1][0])
@@ -134,7 +129,7 @@ async def test_pull_mode_author_is_announced_once_per_process_to_followers_only(
         for client in clients:
             assert (await client.next_update())["newPostCount"] == 0
         # The hub learnt at subscribe time that `late` follows celeb; the block must win.
-        (await gql(http, "Block", {"handle": "late"}, token=author)).ok()
+        await block(http, author, "late")
 
         await post(http, author, "followers only", visibility="FOLLOWERS")
         await pipeline.settle()
@@ -161,53 +156,43 @@ async def test_pull_mode_author_is_announced_once_per_process_to_followers_only(
 
 async def test_a_burst_is_coalesced_into_a_few_frames(server: ApiServer, pipeline) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        fan, _ = await make_user(http, "fan")
-        await follow(http, fan, "author")
-        await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        await live.next_update()
+        fan = await subscribed_fan(server, http, pipeline)
         for i in range(50):
-            await post(http, author, f"burst {i}")
+            await post(http, fan.author, f"burst {i}")
         await pipeline.settle()
-        frames = await live.until_count(50, seconds=5)
+        frames = await fan.live.until_count(50, seconds=5)
         counts = [f["newPostCount"] for f in frames]
         assert counts == sorted(counts)  # a running count, never going back
         assert len(frames) <= 12, counts
-        await live.silent(0.4)
-        await live.close()
+        await fan.live.silent(0.4)
+        await fan.live.close()
 
 
 async def test_reconnect_gets_the_current_count_and_reset_clears_it(
     server: ApiServer, server2: ApiServer, pipeline, state
 ) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        fan, fan_id = await make_user(http, "fan")
-        await follow(http, fan, "author")
-        await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        await live.next_update()
+        fan = await subscribed_fan(server, http, pipeline)
         for i in range(3):
-            await post(http, author, f"seen live {i}")
+            await post(http, fan.author, f"seen live {i}")
         await pipeline.settle()
-        await live.until_count(3)
-        await live.close()
+        await fan.live.until_count(3)
+        await fan.live.close()
 
         for i in range(2):
-            await post(http, author, f"while away {i}")
+            await post(http, fan.author, f"while away {i}")
         await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        other_tab = await LiveClient.open(server2, fan)
+        live = await LiveClient.open(server, fan.token)
+        other_tab = await LiveClient.open(server2, fan.token)
         assert (await live.next_update())["newPostCount"] == 5
         assert (await other_tab.next_update())["newPostCount"] == 5
 
-        await reset_new_post_count(state.redis, fan_id)
+        await reset_new_post_count(state.redis, fan.id)
         assert (await live.next_update())["newPostCount"] == 0
         assert (await other_tab.next_update())["newPostCount"] == 0
         await live.close()
         await other_tab.close()
-        live = await LiveClient.open(server, fan)
+        live = await LiveClient.open(server, fan.token)
         update = await live.next_update()
         assert update == {"newPostCount": 0, "latestPostAt": None}
         await live.close()
@@ -215,18 +200,13 @@ async def test_reconnect_gets_the_current_count_and_reset_clears_it(
 
 async def test_reading_the_first_feed_page_resets_the_count(server: ApiServer, pipeline) -> None:
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        fan, _ = await make_user(http, "fan")
-        await follow(http, fan, "author")
+        fan = await subscribed_fan(server, http, pipeline)
+        await post(http, fan.author, "news")
         await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        await live.next_update()
-        await post(http, author, "news")
-        await pipeline.settle()
-        assert (await live.next_update())["newPostCount"] == 1
-        (await gql(http, "Feed", {"first": 10}, token=fan)).ok()
-        assert (await live.next_update())["newPostCount"] == 0
-        await live.close()
+        assert (await fan.live.next_update())["newPostCount"] == 1
+        await feed_ids(http, fan.token, first=10)
+        assert (await fan.live.next_update())["newPostCount"] == 0
+        await fan.live.close()
 
 
 async def test_a_long_absence_is_caught_up_from_the_timeline(
@@ -234,26 +214,16 @@ async def test_a_long_absence_is_caught_up_from_the_timeline(
 ) -> None:
     """Offline users get no count writes during fan-out; subscribing rebuilds the count."""
     async with server.http() as http:
-        author, _ = await make_user(http, "author")
-        fan, fan_id = await make_user(http, "fan")
-        await follow(http, fan, "author")
-        await pipeline.settle()
-        live = await LiveClient.open(server, fan)
-        assert (await live.next_update())["newPostCount"] == 0
-        await live.close()
+        fan = await subscribed_fan(server, http, pipeline)
+        await fan.live.close()
         # Long gone: no hub has held a socket of the fan within the grace period.
-        from app.realtime.keys import Channels
-        from app.realtime.settings import get_realtime_settings
-
         namespace = get_realtime_settings().namespace
         online = Channels.for_redis(state.redis, namespace).online_key
-        await state.redis.zadd(online, {str(fan_id): 1})
+        await state.redis.zadd(online, {str(fan.id): 1})
         for i in range(4):
-            await post(http, author, f"while long away {i}")
+            await post(http, fan.author, f"while long away {i}")
         await pipeline.settle()
-        assert not await state.redis.exists(f"fu:{{{fan_id}}}") or (
-            await state.redis.zcard(f"fu:{{{fan_id}}}") == 0
-        )
-        live = await LiveClient.open(server, fan)
+        assert await state.redis.zcard(count_key(fan.id)) == 0  # (0 for a missing key too)
+        live = await LiveClient.open(server, fan.token)
         assert (await live.next_update())["newPostCount"] == 4
         await live.close()

@@ -6,19 +6,19 @@ assigned and nodes met with plain cluster commands, torn down after the test.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+
+from tests.helpers import eventually
 
 SLOTS = 16384
 
@@ -50,6 +50,29 @@ def _free_port() -> int:
         port = random.randint(20000, 45000)
         if _bindable(port) and _bindable(port + 10000):
             return port
+
+
+def _failed(proc: subprocess.Popen[bytes], log: Path) -> RuntimeError:
+    text = log.read_text() if log.exists() else "(no log)"
+    return RuntimeError(f"cluster node exited with {proc.returncode}:\n{text}")
+
+
+async def _all_answer(
+    clients: list[Redis], procs: list[subprocess.Popen[bytes]], logs: list[Path]
+) -> bool:
+    for client, proc, log in zip(clients, procs, logs, strict=True):
+        try:
+            await client.ping()
+        except (OSError, RedisError):
+            if proc.poll() is not None:
+                raise _failed(proc, log) from None
+            return False
+    return True
+
+
+async def _cluster_ok(clients: list[Redis]) -> bool:
+    infos = [await c.execute_command("CLUSTER", "INFO") for c in clients]
+    return all(b"cluster_state:ok" in i for i in infos)
 
 
 @asynccontextmanager
@@ -88,31 +111,15 @@ async def local_cluster(nodes: int = 3) -> AsyncIterator[str]:
     ]
     clients = [Redis(host="127.0.0.1", port=p) for p in ports]
     try:
-        for client, proc, log in zip(clients, procs, logs, strict=True):
-            deadline = time.monotonic() + 30  # a loaded CI machine starts servers slowly
-            while True:
-                try:
-                    await client.ping()
-                    break
-                except (OSError, RedisError):
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        text = log.read_text() if log.exists() else "(no log)"
-                        raise RuntimeError(f"cluster node did not start:\n{text}") from None
-                    await asyncio.sleep(0.05)
+        # A loaded CI machine starts servers slowly.
+        await eventually(lambda: _all_answer(clients, procs, logs), 30, 0.05, "cluster nodes up")
         per = SLOTS // nodes
         for i, client in enumerate(clients):
             last = SLOTS if i == nodes - 1 else (i + 1) * per
             await client.execute_command("CLUSTER", "ADDSLOTS", *range(i * per, last))
         for p in ports[1:]:
             await clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", p)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            infos = [await c.execute_command("CLUSTER", "INFO") for c in clients]
-            if all(b"cluster_state:ok" in i for i in infos):
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise RuntimeError("cluster did not reach cluster_state:ok")
+        await eventually(lambda: _cluster_ok(clients), 20, 0.1, "cluster_state:ok")
         yield f"redis://127.0.0.1:{ports[0]}/0"
     finally:
         for client in clients:

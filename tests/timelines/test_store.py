@@ -1,64 +1,70 @@
-"""TimelineStore against a real Redis: bounds, idempotence, missing keys, keyset paging.
+"""TimelineStore against a real Redis: bounds, idempotence, missing keys, keyset paging, in
+both layouts (`packed` and `zset`, TIMELINE_ENCODING), keys of one layout read and written
+by a store of the other (a migration in progress), and the background conversion.
 
-Runs on its own Redis db (15 by default) on the server REDIS_URL names, because the suite's
-conftest owns REDIS_URL's db for the app; TIMELINE_TEST_REDIS_URL overrides it outright.
+Small bounds of its own (5 per timeline), on the session's Redis db, which tests/conftest.py
+empties before every test.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from redis.asyncio import Redis
 
 from app.timelines import (
-    POST_ID_EPOCH_MS,
     TimelineStore,
     author_posts_key,
     created_at_ms,
     encode_post_id,
     timeline_key,
 )
-from app.timelines.scripts import EMPTY_MEMBER
+from app.timelines.packed import default_trim_slack, entries_of, pack_ids
+from app.timelines.scripts import EMPTY_MEMBER, FORMAT_BYTE
+from app.timelines.store import timeline_keys
+from tests.conftest import TEST_REDIS_URL
+from tests.helpers import post_id_at as pid
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
-
-def _test_redis_url() -> str:
-    explicit = os.environ.get("TIMELINE_TEST_REDIS_URL")
-    if explicit:
-        return explicit
-    parts = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/15")
-    return urlunsplit((parts.scheme, parts.netloc, "/15", parts.query, parts.fragment))
-
-
 BASE_MS = 1_790_000_000_000
-
-
-def pid(ms: int, seq: int = 0) -> int:
-    """A snowflake id created at `ms` (19 digits for any date after mid-2022)."""
-    return ((ms - POST_ID_EPOCH_MS) << 22) | seq
+ENCODINGS = ("packed", "zset")
 
 
 @pytest.fixture
 async def redis() -> AsyncIterator[Redis]:
-    client = Redis.from_url(_test_redis_url())
-    await client.flushdb()
+    client = Redis.from_url(TEST_REDIS_URL)
     try:
         yield client
     finally:
-        await client.flushdb()
         await client.aclose()
 
 
+@pytest.fixture(params=ENCODINGS)
+def encoding(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-async def store(redis: Redis) -> TimelineStore:
-    return TimelineStore(redis, timeline_max=5, author_posts_max=3)
+async def store(redis: Redis, encoding: str) -> TimelineStore:
+    return TimelineStore(redis, timeline_max=5, author_posts_max=3, encoding=encoding)  # type: ignore[arg-type]
+
+
+def make(redis: Redis, encoding: str, **kw: int) -> TimelineStore:
+    kw.setdefault("timeline_max", 5)
+    kw.setdefault("author_posts_max", 3)
+    return TimelineStore(redis, encoding=encoding, **kw)  # type: ignore[arg-type]
+
+
+def entry(post: int) -> tuple[int, int]:
+    return (post, created_at_ms(post))
 
 
 def test_key_layout_and_member_encoding() -> None:
     assert timeline_key(42) == "tl:{42}"
+    assert timeline_keys([42, 7]) == [b"tl:{42}", b"tl:{7}"]  # the fan-out's bytes keys
     assert author_posts_key(7) == "posts:{7}"
     post = pid(BASE_MS, 3)
     assert len(str(post)) == 19
@@ -67,6 +73,23 @@ def test_key_layout_and_member_encoding() -> None:
     assert created_at_ms(post) == BASE_MS
     with pytest.raises(ValueError):
         encode_post_id(0)
+    # packed: 8-byte big-endian ids, ascending, duplicates dropped
+    assert pack_ids([3, 1, 3]) == b"\0" * 7 + b"\x01" + b"\0" * 7 + b"\x03"
+    assert entries_of(FORMAT_BYTE + pack_ids([post])) == pack_ids([post])
+    with pytest.raises(ValueError):
+        entries_of(b"\x02" + pack_ids([post]))
+
+
+def test_default_trim_slack_fits_the_allocation() -> None:
+    # 800 entries: 6,401 bytes + sds header = 6,407 in a 7,168-byte jemalloc class: 95 fit.
+    assert default_trim_slack(800) == 64
+    assert default_trim_slack(200) == 23  # 1,607 bytes in a 1,792-byte class
+    assert default_trim_slack(5) == 1
+
+
+def test_unknown_encoding_is_refused(redis: Redis) -> None:
+    with pytest.raises(ValueError, match="encoding"):
+        TimelineStore(redis, 5, 3, encoding="list")  # type: ignore[arg-type]
 
 
 async def test_score_must_be_the_ids_own_millisecond(store: TimelineStore) -> None:
@@ -79,30 +102,71 @@ async def test_score_must_be_the_ids_own_millisecond(store: TimelineStore) -> No
     assert await store.latest_or_none(1, 5) == []
 
 
+@pytest.mark.parametrize("slack", [None, 3])
 async def test_push_trims_to_timeline_max_keeping_newest(
-    redis: Redis, store: TimelineStore
+    redis: Redis, encoding: str, slack: int | None
 ) -> None:
+    store = TimelineStore(redis, 5, 3, encoding=encoding, trim_slack=slack)  # type: ignore[arg-type]
     await store.rebuild(1, [])
-    posts = [pid(BASE_MS + i) for i in range(8)]
+    posts = [pid(BASE_MS + i) for i in range(12)]
     for p in posts:
         assert await store.push_to_timelines(p, created_at_ms(p), [1]) == 1
-    assert await redis.zcard(timeline_key(1)) == 5  # marker gone, bound kept
-    assert await store.latest(1, 10) == [(p, created_at_ms(p)) for p in reversed(posts[3:])]
+        assert await store.count(1) == min(5, posts.index(p) + 1)  # marker gone, bound kept
+    assert await store.latest(1, 10) == [entry(p) for p in reversed(posts[-5:])]
+    raw = await store.inspect(timeline_key(1), 5)
+    assert raw.layout == encoding
+    assert 5 + raw.hidden <= 5 + store.timeline_slack  # at most `slack` past the bound
 
 
 async def test_push_is_idempotent_and_does_not_resurrect_trimmed_posts(
     redis: Redis, store: TimelineStore
 ) -> None:
     posts = [pid(BASE_MS + i) for i in range(6)]
-    await store.rebuild(1, [(p, created_at_ms(p)) for p in posts])
-    before = await redis.zrange(timeline_key(1), 0, -1, withscores=True)
+    await store.rebuild(1, [entry(p) for p in posts])
+    before = await redis.dump(timeline_key(1))
 
     newest = posts[-1]
     assert await store.push_to_timelines(newest, created_at_ms(newest), [1]) == 0
     # posts[0] was trimmed by the rebuild (6 > 5); replaying it leaves the timeline unchanged.
     await store.push_to_timelines(posts[0], created_at_ms(posts[0]), [1])
-    assert await redis.zrange(timeline_key(1), 0, -1, withscores=True) == before
+    assert await redis.dump(timeline_key(1)) == before
     assert [p for p, _ in await store.latest(1, 10)] == list(reversed(posts[1:]))
+
+
+async def test_replayed_batch_changes_nothing_visible_with_hidden_entries(redis: Redis) -> None:
+    """Packed: a full timeline past its bound keeps older entries in front (until the trim);
+    replays of any of its posts, visible or hidden, change nothing a reader sees."""
+    store = make(redis, "packed", trim_slack=4)
+    posts = [pid(BASE_MS + i) for i in range(8)]
+    await store.rebuild(1, [])
+    for p in posts:
+        await store.push_to_timelines(p, created_at_ms(p), [1])
+    raw = await store.inspect(timeline_key(1), 5)
+    assert raw.hidden == 3  # 8 entries, 5 visible
+    visible = await store.latest(1, 10)
+    assert visible == [entry(p) for p in reversed(posts[3:])]
+    for p in posts:  # replay everything, in order and out of order
+        await store.push_to_timelines(p, created_at_ms(p), [1])
+    for p in reversed(posts):
+        await store.push_to_timelines(p, created_at_ms(p), [1])
+    assert await store.latest(1, 10) == visible
+    assert await store.count(1) == 5
+    # Hidden entries never come back: not through paging, not after a removal.
+    assert await store.before(1, BASE_MS + 3, posts[3], 10) == []
+    await store.remove_posts(1, [posts[7]])
+    assert await store.latest(1, 10) == [entry(p) for p in reversed(posts[3:7])]
+
+
+async def test_out_of_order_inserts_keep_id_order(redis: Redis, encoding: str) -> None:
+    """Fan-out batches of different posts arrive in any order (lag, retries, backfills)."""
+    store = make(redis, encoding, timeline_max=100, trim_slack=8)
+    rng = random.Random(7)
+    posts = [pid(BASE_MS + rng.randrange(40), seq) for seq in range(150)]
+    await store.rebuild(1, [])
+    for p in posts:
+        await store.push_to_timelines(p, created_at_ms(p), [1])
+    expected = [entry(p) for p in sorted(set(posts), reverse=True)[:100]]
+    assert await store.latest(1, 100) == expected
 
 
 async def test_only_existing_skips_missing_timelines(store: TimelineStore) -> None:
@@ -118,8 +182,8 @@ async def test_only_existing_skips_missing_timelines(store: TimelineStore) -> No
     assert await store.latest(2, 5) == [(post, BASE_MS)]
 
 
-async def test_push_many_batches_and_survives_script_flush(redis: Redis) -> None:
-    store = TimelineStore(redis, timeline_max=5, author_posts_max=3, script_batch=100)
+async def test_push_many_batches_and_survives_script_flush(redis: Redis, encoding: str) -> None:
+    store = make(redis, encoding, script_batch=100)
     users = list(range(1, 351))
     post = pid(BASE_MS)
     assert await store.push_to_timelines(post, BASE_MS, users, only_existing=False) == 350
@@ -129,8 +193,8 @@ async def test_push_many_batches_and_survives_script_flush(redis: Redis) -> None
     assert await store.latest(350, 5) == [(second, BASE_MS + 1), (post, BASE_MS)]
 
 
-async def test_keyset_paging_across_a_long_run_of_equal_scores(redis: Redis) -> None:
-    store = TimelineStore(redis, timeline_max=100, author_posts_max=3)
+async def test_keyset_paging_across_a_long_run_of_equal_scores(redis: Redis, encoding: str) -> None:
+    store = make(redis, encoding, timeline_max=100)
     # 3 newer posts, a run of 23 posts in one millisecond (> page size), 4 older posts.
     entries = [(pid(BASE_MS + 10 + i), BASE_MS + 10 + i) for i in range(3)]
     entries += [(pid(BASE_MS, seq), BASE_MS) for seq in range(23)]
@@ -156,24 +220,36 @@ async def test_keyset_paging_across_a_long_run_of_equal_scores(redis: Redis) -> 
     assert await store.before(1, cursor[1], cursor[0], 3) == run[6:9]
     # A cursor older than everything returns nothing.
     assert await store.before(1, BASE_MS - 100, pid(BASE_MS - 100), 5) == []
+    # A cursor whose id lies outside its score's millisecond is clamped into it.
+    assert await store.before(1, BASE_MS, pid(BASE_MS + 5), 2) == run[:2]
+    assert await store.before(1, BASE_MS, pid(BASE_MS - 5), 2) == expected[26:28]
 
 
 async def test_rebuild_with_no_entries_marks_known_empty(
-    redis: Redis, store: TimelineStore
+    redis: Redis, store: TimelineStore, encoding: str
 ) -> None:
     assert await store.rebuild(1, []) == 0
     assert await store.exists(1)
     assert await store.latest(1, 20) == []
     assert await store.latest_or_none(1, 20) == []
+    assert await store.latest_many([1, 2], 20) == {1: [], 2: []}
     assert await store.count(1) == 0
     assert await store.before(1, BASE_MS, pid(BASE_MS), 20) == []
-    assert await redis.zrange(timeline_key(1), 0, -1, withscores=True) == [
-        (EMPTY_MEMBER.encode(), 0.0)
-    ]
+    if encoding == "zset":
+        assert await redis.zrange(timeline_key(1), 0, -1, withscores=True) == [
+            (EMPTY_MEMBER.encode(), 0.0)
+        ]
+    else:
+        assert await redis.get(timeline_key(1)) == FORMAT_BYTE
 
     post = pid(BASE_MS)
     assert await store.push_to_timelines(post, BASE_MS, [1]) == 1
-    assert await redis.zrange(timeline_key(1), 0, -1) == [str(post).encode()]
+    assert await store.latest(1, 20) == [(post, BASE_MS)]
+    assert await store.count(1) == 1
+    if encoding == "zset":
+        assert await redis.zrange(timeline_key(1), 0, -1) == [str(post).encode()]
+    else:
+        assert await redis.get(timeline_key(1)) == FORMAT_BYTE + pack_ids([post])
 
     # Removing the last post keeps the timeline known-empty instead of deleting it.
     assert await store.remove_posts(1, [post]) == 1
@@ -193,6 +269,8 @@ async def test_rebuild_replaces_atomically_and_keeps_racing_fanout(store: Timeli
     fresh = [(pid(BASE_MS + i), BASE_MS + i) for i in range(10)]
     assert await store.rebuild(1, fresh, keep_since_ms=BASE_MS + 40) == 5
     assert await store.latest(1, 10) == [racing, *reversed(fresh[-4:])]
+    # The racing entry is kept once even when the snapshot has it too.
+    assert await store.rebuild(1, [racing, *fresh[:2]], keep_since_ms=BASE_MS + 40) == 3
 
     assert await store.rebuild(1, old) == 3
     assert await store.latest(1, 10) == old
@@ -230,7 +308,8 @@ async def test_author_index(redis: Redis, store: TimelineStore) -> None:
     for p in posts:
         await store.push_author_post(9, p, created_at_ms(p))
     await store.push_author_post(9, posts[-1], created_at_ms(posts[-1]))  # replay
-    assert await redis.zcard(author_posts_key(9)) == 3
+    assert len(await store.author_latest(9, 100)) == 3
+    assert (await store.inspect(author_posts_key(9), 3)).layout == store.encoding
     assert await store.author_latest(9, 2) == [(p, created_at_ms(p)) for p in posts[:2:-1]][:2]
 
     await store.push_author_post(10, posts[0], created_at_ms(posts[0]))
@@ -250,6 +329,171 @@ async def test_author_index(redis: Redis, store: TimelineStore) -> None:
     assert await store.author_latest(10, 5) == []
 
 
+# -- the two layouts side by side: a migration in progress -----------------------------------
+
+
+def other(encoding: str) -> str:
+    return "zset" if encoding == "packed" else "packed"
+
+
+async def test_a_store_reads_and_writes_keys_of_the_other_layout(
+    redis: Redis, encoding: str
+) -> None:
+    """While TIMELINE_ENCODING changes and the conversion runs, keys of both layouts live
+    side by side: every operation of a store works on both and means the same."""
+    old = make(redis, other(encoding))
+    new = make(redis, encoding)
+    posts = [pid(BASE_MS + i, 1) for i in range(8)]
+    await old.rebuild(1, [entry(p) for p in posts[:4]])
+    await old.rebuild(2, [])
+    await old.push_author_post(9, posts[0], created_at_ms(posts[0]))
+    assert (await new.inspect(timeline_key(1), 5)).layout == other(encoding)
+
+    assert await new.latest(1, 3) == [entry(p) for p in reversed(posts[1:4])]
+    assert await new.latest_or_none(2, 3) == []
+    assert await new.latest_many([1, 2, 3], 2) == {
+        1: [entry(posts[3]), entry(posts[2])],
+        2: [],
+        3: [],
+    }
+    assert await new.before(1, created_at_ms(posts[2]), posts[2], 5) == [
+        entry(posts[1]),
+        entry(posts[0]),
+    ]
+    assert await new.count(1) == 4
+    assert await new.author_latest_many_or_none([9, 8], 5) == {9: [entry(posts[0])], 8: None}
+
+    # Fan-out writes a key in the layout it has (no conversion on the hot path)...
+    assert await new.push_to_timelines(posts[4], created_at_ms(posts[4]), [1, 2, 3]) == 2
+    assert await new.push_to_timelines(posts[4], created_at_ms(posts[4]), [1, 2, 3]) == 0
+    assert (await new.inspect(timeline_key(1), 5)).layout == other(encoding)
+    assert await new.latest(2, 5) == [entry(posts[4])]
+    assert await new.remove_posts(1, [posts[0]]) == 1
+    assert await new.latest(1, 10) == [entry(p) for p in reversed(posts[1:5])]
+
+    # ...a backfill converts it, a rebuild replaces it in the store's layout, keeping races.
+    assert await new.push_entries(1, [entry(posts[5])]) == 1
+    assert (await new.inspect(timeline_key(1), 5)).layout == encoding
+    assert await new.latest(1, 10) == [entry(p) for p in reversed(posts[1:6])]
+    await old.rebuild(2, [entry(posts[6]), entry(posts[7])])
+    assert await new.rebuild(2, [entry(posts[0])], keep_since_ms=created_at_ms(posts[7])) == 2
+    assert (await new.inspect(timeline_key(2), 5)).layout == encoding
+    assert await new.latest(2, 5) == [entry(posts[7]), entry(posts[0])]
+    # And the old layout's store reads what the new one wrote.
+    assert await old.latest(2, 5) == [entry(posts[7]), entry(posts[0])]
+
+
+async def test_background_conversion_both_ways(redis: Redis, encoding: str) -> None:
+    src = make(redis, other(encoding), timeline_max=100)
+    dst = make(redis, encoding, timeline_max=100)
+    rng = random.Random(3)
+    timelines = {
+        u: sorted({pid(BASE_MS + rng.randrange(1000), rng.randrange(4)) for _ in range(u * 7)})
+        for u in range(1, 30)
+    }
+    for u, posts in timelines.items():
+        await src.rebuild(u, [entry(p) for p in posts])
+    await src.rebuild(30, [])  # known empty stays known empty
+    keys = [timeline_key(u) for u in range(1, 32)]  # 31 is missing: stays missing
+    assert await dst.convert(keys, 100, dst.encoding) == 30
+    assert await dst.convert(keys, 100, dst.encoding) == 0  # idempotent
+    for u, posts in timelines.items():
+        assert (await dst.inspect(timeline_key(u), 100)).layout == encoding
+        assert await dst.latest(u, 100) == [entry(p) for p in reversed(posts[-100:])]
+        assert await src.latest(u, 100) == [entry(p) for p in reversed(posts[-100:])]
+    assert await dst.latest_or_none(30, 5) == []
+    assert await dst.latest_or_none(31, 5) is None
+    scanned = [k async for page in dst.scan_keys("tl:{*}", count=7) for k in page]
+    assert sorted(scanned) == sorted(keys[:30])
+
+
+async def test_ids_convert_exactly_between_layouts(redis: Redis) -> None:
+    """Lua numbers are doubles: the scripts convert 19-digit members to 8 bytes and back
+    in 32-bit halves. Ids at the edges of every half and of the 19-digit range."""
+    ids = {1, 2**22, 2**32 - 1, 2**32, 2**32 + 1, 2**53 + 1, 10**18, 10**18 + 1}
+    ids |= {2**63 - 2, 10**19 - 1 if 10**19 - 1 < 2**63 else 2**63 - 1, 2**62 + 12345}
+    ids |= {random.Random(i).randrange(10**18, 2**63) for i in range(200)}
+    ordered = sorted(ids)
+    zset = make(redis, "zset", timeline_max=1000)
+    packed = make(redis, "packed", timeline_max=1000)
+    await zset.rebuild(1, [entry(p) for p in ordered])
+    await packed.convert([timeline_key(1)], 1000, "packed")
+    assert await redis.get(timeline_key(1)) == FORMAT_BYTE + pack_ids(ordered)
+    await zset.convert([timeline_key(1)], 1000, "zset")
+    members = await redis.zrange(timeline_key(1), 0, -1, withscores=True)
+    assert members == [(encode_post_id(p).encode(), float(created_at_ms(p))) for p in ordered]
+
+
+async def test_both_layouts_agree_under_random_operations(redis: Redis) -> None:
+    """The same random mix of writes on a packed and a zset store reads back the same."""
+    rng = random.Random(12)
+    stores = [
+        make(redis, "packed", timeline_max=20, trim_slack=6),
+        make(redis, "zset", timeline_max=20),
+    ]
+    users = {"packed": [1, 2, 3], "zset": [11, 12, 13]}
+    clock = BASE_MS
+    for store in stores:
+        for u in users[store.encoding][:2]:
+            await store.rebuild(u, [])
+    pool: list[int] = []
+    for step in range(400):
+        op = rng.random()
+        if op < 0.55 or not pool:
+            clock += rng.choice((0, 1, 1, 2))
+            post = pid(clock, rng.randrange(3)) if rng.random() < 0.8 else rng.choice(pool)
+            if rng.random() < 0.2 and pool:
+                post = pid(created_at_ms(rng.choice(pool)), rng.randrange(3, 6))  # late arrival
+            pool.append(post)
+            only = rng.random() < 0.9
+            got = [
+                await s.push_to_timelines(
+                    post, created_at_ms(post), users[s.encoding], only_existing=only
+                )
+                for s in stores
+            ]
+        elif op < 0.7:
+            picks = [entry(rng.choice(pool)) for _ in range(rng.randrange(1, 6))]
+            got = [await s.push_entries(users[s.encoding][0], picks) for s in stores]
+        elif op < 0.85:
+            doomed = [rng.choice(pool) for _ in range(rng.randrange(1, 4))]
+            got = [await s.remove_posts_from_many(doomed, users[s.encoding]) for s in stores]
+        elif op < 0.93:
+            snap = [entry(rng.choice(pool)) for _ in range(rng.randrange(0, 30))]
+            keep = created_at_ms(rng.choice(pool))
+            got = [await s.rebuild(users[s.encoding][1], snap, keep_since_ms=keep) for s in stores]
+        else:
+            n = rng.randrange(1, 25)
+            got = [[await s.latest(u, n) for u in users[s.encoding]] for s in stores]
+        assert got[0] == got[1], (step, op)
+        for a, b in zip(users["packed"], users["zset"], strict=True):
+            rows = await stores[0].latest(a, 50)
+            assert rows == await stores[1].latest(b, 50), step
+            assert await stores[0].count(a) == await stores[1].count(b) == len(rows)
+            if rows:
+                cut = rows[rng.randrange(len(rows))]
+                pages = [
+                    await s.before(u, cut[1], cut[0], 7)
+                    for s, u in zip(stores, (a, b), strict=True)
+                ]
+                assert pages[0] == pages[1], step
+
+
+async def test_full_timeline_memory_per_entry(redis: Redis) -> None:
+    """The point of the packed layout: a full 800-entry timeline in one small string."""
+    store = make(redis, "packed", timeline_max=800)
+    posts = [pid(BASE_MS + i) for i in range(800)]
+    await store.rebuild(1, [entry(p) for p in posts])
+    for i in range(100):  # appends, one amortized trim
+        p = pid(BASE_MS + 1000 + i)
+        await store.push_to_timelines(p, created_at_ms(p), [1])
+    raw = await store.inspect(timeline_key(1), 800)
+    assert len(raw.entries) == 800
+    info = await redis.info("memory")
+    if info.get("mem_allocator", "").startswith("jemalloc"):
+        assert raw.memory_bytes is not None and raw.memory_bytes / 800 <= 10
+
+
 CLUSTER_URL = os.environ.get("TIMELINE_TEST_REDIS_CLUSTER_URL")
 
 
@@ -258,7 +502,8 @@ CLUSTER_URL = os.environ.get("TIMELINE_TEST_REDIS_CLUSTER_URL")
 )
 async def test_cluster_groups_keys_by_slot() -> None:
     """On Redis Cluster a multi-key script must stay in one slot: the store groups by slot.
-    Runs on a real 3-node cluster started on loopback (or TIMELINE_TEST_REDIS_CLUSTER_URL)."""
+    Runs on a real 3-node cluster started on loopback (or TIMELINE_TEST_REDIS_CLUSTER_URL),
+    in both layouts and with keys of both layouts side by side."""
     if CLUSTER_URL:
         await _cluster_checks(CLUSTER_URL)
         return
@@ -271,31 +516,43 @@ async def _cluster_checks(url: str) -> None:
 
     cluster = RedisCluster.from_url(url)
     try:
-        await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
-        await cluster.script_flush()  # routed to every primary: exercises NOSCRIPT
-        store = TimelineStore(cluster, timeline_max=5, author_posts_max=3)
-        users = list(range(1, 301))
-        for u in users[:200]:
-            await store.rebuild(u, [])
-        posts = [pid(BASE_MS + i) for i in range(7)]
-        for p in posts:
-            assert await store.push_to_timelines(p, created_at_ms(p), users) == 200
-        assert await store.latest(150, 10) == [(p, created_at_ms(p)) for p in reversed(posts[2:])]
-        assert await store.latest_or_none(250, 10) is None
-        last = posts[4]
-        assert await store.before(1, created_at_ms(last), last, 2) == [
-            (p, created_at_ms(p)) for p in (posts[3], posts[2])
-        ]
-        assert await store.remove_posts_from_many(posts[5:], users) == 400
-        assert [p for p, _ in await store.latest(17, 10)] == list(reversed(posts[2:5]))
+        for encoding in ENCODINGS:
+            await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
+            await cluster.script_flush()  # routed to every primary: exercises NOSCRIPT
+            store = TimelineStore(cluster, 5, 3, encoding=encoding)  # type: ignore[arg-type]
+            users = list(range(1, 301))
+            for u in users[:200]:
+                await store.rebuild(u, [])
+            posts = [pid(BASE_MS + i) for i in range(7)]
+            for p in posts:
+                assert await store.push_to_timelines(p, created_at_ms(p), users) == 200
+            assert await store.latest(150, 10) == [entry(p) for p in reversed(posts[2:])]
+            assert await store.latest_or_none(250, 10) is None
+            last = posts[4]
+            assert await store.before(1, created_at_ms(last), last, 2) == [
+                entry(p) for p in (posts[3], posts[2])
+            ]
+            assert await store.remove_posts_from_many(posts[5:], users) == 400
+            assert [p for p, _ in await store.latest(17, 10)] == list(reversed(posts[2:5]))
 
-        for a in (1, 2, 3):
-            await store.push_author_post(a, posts[a], created_at_ms(posts[a]))
-        many = await store.author_latest_many_or_none([1, 2, 3, 4], 5)
-        assert many == {
-            **{a: [(posts[a], created_at_ms(posts[a]))] for a in (1, 2, 3)},
-            4: None,
-        }
+            for a in (1, 2, 3):
+                await store.push_author_post(a, posts[a], created_at_ms(posts[a]))
+            many = await store.author_latest_many_or_none([1, 2, 3, 4], 5)
+            assert many == {**{a: [entry(posts[a])] for a in (1, 2, 3)}, 4: None}
+
+            # The other layout's store converts every key, slot by slot, from a SCAN of all
+            # primaries; both read the same timelines.
+            target = other(encoding)
+            new = TimelineStore(cluster, 5, 3, encoding=target)  # type: ignore[arg-type]
+            keys = [k async for page in new.scan_keys("tl:{*}") for k in page]
+            assert len(keys) == 200
+            assert await new.convert(keys, 5, target) == 200  # type: ignore[arg-type]
+            assert (await new.inspect(timeline_key(17), 5)).layout == target
+            assert await new.latest_many([17, 250], 10) == {
+                17: [entry(p) for p in reversed(posts[2:5])],
+                250: [],
+            }
+            assert await store.latest(17, 10) == await new.latest(17, 10)
     finally:
         await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
         await cluster.aclose()

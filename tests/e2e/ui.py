@@ -1,39 +1,15 @@
-"""Steps shared by the browser tests: users and posts through the API, logging in the page."""
+"""Steps in the page shared by the browser tests (steps through the API: tests/helpers.py)."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
-import httpx
 from playwright.async_api import Page, Route, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from tests.graphql_client import gql
-
-PASSWORD = "password123"
-
-
-async def make_user(http: httpx.AsyncClient, handle: str, name: str | None = None) -> str:
-    """Sign up through the API; the token."""
-    variables = {"handle": handle, "password": PASSWORD}
-    if name:
-        variables["displayName"] = name
-    data = (await gql(http, "SignUp", variables)).ok()
-    return str(data["signUp"]["token"])
-
-
-async def follow(http: httpx.AsyncClient, token: str, handle: str) -> None:
-    (await gql(http, "Follow", {"handle": handle}, token=token)).ok()
-
-
-async def post(
-    http: httpx.AsyncClient, token: str, body: str, visibility: str = "PUBLIC"
-) -> dict[str, Any]:
-    variables = {"body": body, "visibility": visibility}
-    return (await gql(http, "CreatePost", variables, token=token)).ok()["createPost"]
+from tests.helpers import PASSWORD
 
 
 async def log_in(page: Page, handle: str, password: str = PASSWORD) -> None:
@@ -69,21 +45,38 @@ def graphql_error(code: str, message: str) -> str:
     return json.dumps({"data": None, "errors": [error]})
 
 
+def record_feed_requests(page: Page) -> list[dict[str, Any]]:
+    """Variables of every Feed request the page sends, in order."""
+    sent: list[dict[str, Any]] = []
+
+    def on_request(request: Any) -> None:
+        if request.url.endswith("/graphql") and request.method == "POST":
+            payload = json.loads(request.post_data or "{}")
+            if payload.get("operationName") == "Feed":
+                sent.append(payload.get("variables") or {})
+
+    page.on("request", on_request)
+    return sent
+
+
+# The footer (frontend-demo/js/paged.js) shows the pages loaded and the list's state.
+_NEXT_PAGE_OR_END = """([footer, pages]) =>
+    footer.dataset.state === 'end' ||
+    (footer.dataset.pages !== pages && footer.dataset.state !== 'loading')"""
+
+
 async def scroll_to_end(page: Page, list_testid: str = "feed", max_steps: int = 40) -> None:
-    """Scroll like a reader until the list says it has no next page."""
+    """Scroll like a reader until the list says it has no next page: after each turn of the
+    wheel, wait for the next page to be shown (or the end) rather than for a set time."""
     footer = page.get_by_test_id(f"{list_testid}-footer")
     for _ in range(max_steps):
         if await footer.get_attribute("data-state") == "end":
             return
+        pages = await footer.get_attribute("data-pages")
         await page.mouse.wheel(0, 4000)
-        await page.wait_for_timeout(150)
+        # A turn that did not reach the bottom loads nothing: scroll on after a while.
+        with contextlib.suppress(PlaywrightTimeout):
+            await page.wait_for_function(
+                _NEXT_PAGE_OR_END, arg=[await footer.element_handle(), pages], timeout=2000
+            )
     await expect(footer).to_have_attribute("data-state", "end")
-
-
-async def eventually(check: Callable[[], bool], within: float = 10.0) -> None:
-    """Wait until a plain-Python condition holds (Playwright's expect covers only the page)."""
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)

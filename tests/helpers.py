@@ -1,0 +1,230 @@
+"""What the tests do as a client would, in one place.
+
+- `gql`: run one of the project's own operation documents (graphql/operations) over HTTP,
+  against the in-process app (the `client` fixture) or a running server (`server.http()`).
+- Steps through the API: `sign_up` (a token), `make_user` (token and id), `follow`,
+  `unfollow`, `block`, `unblock`, `create_post` (the payload), `post` (the id), `feed_ids`,
+  and `author_with_fans` (an author and N followers: the fan-out tests' usual start).
+- Peeks behind the API: `sql` (Postgres), `timeline_ids` (a Redis home timeline),
+  `metric_value` (one sample of a /metrics text).
+- `post_id_at`: a post id of a given millisecond, for tests that build timelines directly.
+- `eventually`: poll a condition instead of sleeping for a guessed time; `MonotonicClock`:
+  a clock to put in place of a module's `time` (monkeypatch), to let hours pass at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import asyncpg
+import httpx
+
+from app.api.documents import operations
+from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
+from tests.conftest import TEST_DATABASE_URL
+
+PASSWORD = "password123"
+T = TypeVar("T")
+
+
+# -- GraphQL over HTTP -----------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    status: int
+    data: dict[str, Any] | None
+    errors: list[dict[str, Any]]
+
+    @property
+    def codes(self) -> list[str]:
+        return [e.get("extensions", {}).get("code", "") for e in self.errors]
+
+    def ok(self) -> dict[str, Any]:
+        assert self.status == 200, self.status
+        assert not self.errors, self.errors
+        assert self.data is not None
+        return self.data
+
+
+async def gql(
+    client: httpx.AsyncClient,
+    operation: str,
+    variables: dict[str, Any] | None = None,
+    token: str | None = None,
+    query: str | None = None,
+) -> Result:
+    """Run a named operation from graphql/operations (or a raw query when given)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    payload: dict[str, Any] = {
+        "query": query or operations()[operation],
+        "variables": variables or {},
+    }
+    if query is None:
+        payload["operationName"] = operation
+    response = await client.post("/graphql", json=payload, headers=headers)
+    body = response.json()
+    return Result(response.status_code, body.get("data"), body.get("errors") or [])
+
+
+# -- steps through the API -------------------------------------------------------------------
+
+
+async def make_user(
+    client: httpx.AsyncClient, handle: str, name: str | None = None, password: str = PASSWORD
+) -> tuple[str, int]:
+    """Sign up; (token, user id)."""
+    variables = {"handle": handle, "password": password}
+    if name:
+        variables["displayName"] = name
+    data = (await gql(client, "SignUp", variables)).ok()
+    return str(data["signUp"]["token"]), int(data["signUp"]["user"]["id"])
+
+
+async def sign_up(
+    client: httpx.AsyncClient, handle: str, password: str = PASSWORD, name: str | None = None
+) -> str:
+    """Sign up; the token (most tests need no more)."""
+    return (await make_user(client, handle, name, password))[0]
+
+
+async def follow(client: httpx.AsyncClient, token: str, handle: str) -> None:
+    (await gql(client, "Follow", {"handle": handle}, token=token)).ok()
+
+
+async def unfollow(client: httpx.AsyncClient, token: str, handle: str) -> None:
+    (await gql(client, "Unfollow", {"handle": handle}, token=token)).ok()
+
+
+async def block(client: httpx.AsyncClient, token: str, handle: str) -> None:
+    (await gql(client, "Block", {"handle": handle}, token=token)).ok()
+
+
+async def unblock(client: httpx.AsyncClient, token: str, handle: str) -> None:
+    (await gql(client, "Unblock", {"handle": handle}, token=token)).ok()
+
+
+async def author_with_fans(
+    client: httpx.AsyncClient,
+    fans: int | Sequence[str],
+    following: int | None = None,
+    author: str = "author",
+) -> tuple[str, int, list[tuple[str, int]]]:
+    """User `author` and its fans (`fans` handles, or that many: fan0, fan1...), of whom the
+    first `following` (all by default) follow the author; nothing is fanned out yet.
+    The author's token and id, and each fan's (token, id)."""
+    handles = [f"fan{i}" for i in range(fans)] if isinstance(fans, int) else list(fans)
+    token, author_id = await make_user(client, author)
+    made = [await make_user(client, handle) for handle in handles]
+    for fan, _ in made[:following]:
+        await follow(client, fan, author)
+    return token, author_id, made
+
+
+async def create_post(
+    client: httpx.AsyncClient, token: str, body: str = "hello world", **variables: Any
+) -> dict[str, Any]:
+    """createPost with any of its variables (visibility, idempotencyKey); its payload."""
+    data = (await gql(client, "CreatePost", {"body": body, **variables}, token=token)).ok()
+    return dict(data["createPost"])
+
+
+async def post(client: httpx.AsyncClient, token: str, body: str, visibility: str = "PUBLIC") -> int:
+    """createPost; the new post's id."""
+    return int((await create_post(client, token, body, visibility=visibility))["id"])
+
+
+async def feed_ids(
+    client: httpx.AsyncClient, token: str, first: int = 100, mode: str = "RANKED"
+) -> list[int]:
+    """The ids of the viewer's first feed page."""
+    variables = {"first": first, "mode": mode}
+    data = (await gql(client, "Feed", variables, token=token)).ok()
+    return [int(e["node"]["id"]) for e in data["feed"]["edges"]]
+
+
+async def fanout_mode(client: httpx.AsyncClient, handle: str) -> str:
+    data = (await gql(client, "UserProfile", {"handle": handle})).ok()
+    return str(data["user"]["fanoutMode"])
+
+
+# -- peeks behind the API --------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def db() -> AsyncIterator[asyncpg.Connection]:
+    """A plain connection to the test database."""
+    conn = await asyncpg.connect(TEST_DATABASE_URL)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def sql(query: str, *args: object) -> list[asyncpg.Record]:
+    async with db() as conn:
+        return await conn.fetch(query, *args)
+
+
+async def timeline_ids(state: Any, user_id: int) -> list[int]:
+    """The post ids in a user's Redis home timeline, newest first."""
+    return [pid for pid, _ in await state.timelines.latest(user_id, 1000)]
+
+
+def metric_value(text: str, sample: str, default: float | None = None) -> float:
+    """The value of one sample (`name` or `name{labels}`) in Prometheus text; `default` when
+    it is absent, else an AssertionError."""
+    found = re.search(rf"^{re.escape(sample)} (\S+)$", text, re.M)
+    if found:
+        return float(found.group(1))
+    assert default is not None, f"{sample} not exported"
+    return default
+
+
+def post_id_at(ms: int, seq: int = 0) -> int:
+    """The id Postgres would give the `seq`-th post of millisecond `ms` (app.posts.ids)."""
+    return ((ms - EPOCH_MS) << SEQUENCE_BITS) | seq
+
+
+class MonotonicClock:
+    """Stands in for the `time` module of code that reads `time.monotonic()`:
+    `monkeypatch.setattr(module, "time", clock)`, then `clock.now += seconds`."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+# -- waiting ---------------------------------------------------------------------------------
+
+
+async def eventually(
+    check: Callable[[], T | Awaitable[T]],
+    within: float = 10.0,
+    interval: float = 0.02,
+    what: str = "condition",
+) -> T:
+    """Poll `check` (plain or async) until it returns something truthy, and return that.
+
+    For waits on work that runs elsewhere (a worker, a background task, another process):
+    it returns as soon as the condition holds and fails, naming `what`, after `within` s.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        value = check()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        if loop.time() >= deadline:
+            raise AssertionError(f"{what}: not met within {within} s")
+        await asyncio.sleep(interval)

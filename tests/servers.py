@@ -1,0 +1,109 @@
+"""The API as `make run` serves it: `uvicorn app.web:app` in a subprocess, for the tests that
+need a real server (websockets, a browser, several API processes, a server stopped mid-test).
+
+The process inherits the test environment (tests/conftest.py exported DATABASE_URL, REDIS_URL
+and the shrunk thresholds into os.environ) plus `env`. Its port is chosen once, so a stopped
+server starts again at the same address (clients see a drop and a recovery). Its output goes
+to a log file, quoted when it fails to become healthy.
+
+    async with ApiServer(env={"REALTIME_COALESCE_MS": "0"}) as api:
+        async with api.http() as http: ...
+
+Session-wide servers are the `server` fixtures (tests/realtime/conftest.py, tests/e2e).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from app.config import PROJECT_ROOT
+from tests.helpers import eventually, metric_value
+
+START_SECONDS = 30.0  # a loaded machine (workers, a browser) starts uvicorn slowly
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ApiServer:
+    def __init__(self, env: dict[str, str] | None = None, args: Sequence[str] = ()) -> None:
+        self.env = {**os.environ, **(env or {})}
+        self.args = list(args)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/graphql"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = Path(tempfile.mkstemp(prefix="uvicorn-", suffix=".log")[1])
+
+    async def start(self) -> ApiServer:
+        """Start the process and return once /healthz answers 200."""
+        argv = [sys.executable, "-m", "uvicorn", "app.web:app", "--host", "127.0.0.1",
+                "--port", str(self.port), "--log-level", "warning", *self.args]  # fmt: skip
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(  # noqa: ASYNC220 - returns at once
+                argv, cwd=PROJECT_ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
+        try:
+            async with httpx.AsyncClient(base_url=self.url, timeout=1.0) as client:
+                await eventually(lambda: self._healthy(client), START_SECONDS, 0.05, "healthy")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    async def _healthy(self, client: httpx.AsyncClient) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"uvicorn exited with {self.proc.returncode}:\n{self.logs()}")
+        try:
+            return (await client.get("/healthz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+        """Signal the process and wait for it (killed after `timeout`); its exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        code, self.proc = self.proc.returncode, None
+        return code
+
+    async def __aenter__(self) -> ApiServer:
+        return await self.start()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def http(self) -> httpx.AsyncClient:
+        """A client of this server (use it as `async with server.http() as http`)."""
+        return httpx.AsyncClient(base_url=self.url, timeout=10)
+
+    async def metric(self, name: str, labels: str = "") -> float:
+        """One sample from /metrics (0 when absent)."""
+        async with self.http() as client:
+            text = (await client.get("/metrics")).text
+        return metric_value(text, name + (f"{{{labels}}}" if labels else ""), default=0.0)
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
