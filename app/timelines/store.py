@@ -33,6 +33,7 @@ Invariants kept by every method here, in both layouts:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
@@ -155,6 +156,11 @@ def _flat_entries(entries: Iterable[Entry]) -> list[Any]:
 def _wrong_type(reply: Any) -> bool:
     """A key in the other layout (redis-py prefixes pipeline errors with the command)."""
     return isinstance(reply, ResponseError) and "WRONGTYPE" in str(reply)
+
+
+def _kind(reply: Any) -> str:
+    """A TYPE reply as text."""
+    return reply.decode() if isinstance(reply, bytes) else str(reply)
 
 
 def _raise_errors(replies: Sequence[Any]) -> None:
@@ -428,13 +434,47 @@ class TimelineStore:
 
     async def convert(self, keys: Sequence[str], max_entries: int, target: Encoding) -> int:
         """Rewrite keys into `target` layout (atomic per key, idempotent); returns how many
-        changed. Missing keys stay missing; keys already in `target` are left alone."""
-        if not keys:
-            return 0
-        results = await self._eval_batches(
-            CONVERT, self._batches(keys), [target, max_entries, EMPTY_MEMBER]
-        )
-        return sum(int(r) for r in results)
+        changed. Missing keys stay missing; keys already in `target` are left alone.
+
+        The parsing happens here, not in Redis: one pipeline reads the keys, then one swaps
+        each key that still holds what was read (a key written in between is read again, up
+        to 3 times, then left for the next run)."""
+        done = 0
+        pending = list(keys)
+        for _ in range(3):
+            if not pending:
+                break
+            read = "ZRANGE" if target == "packed" else "GET"
+            kinds = await self._pipeline([("TYPE", k) for k in pending])
+            other = "zset" if target == "packed" else "string"
+            todo = [k for k, kind in zip(pending, kinds, strict=True) if _kind(kind) == other]
+            if not todo:
+                break
+            cmds = [(read, k, 0, -1) if read == "ZRANGE" else (read, k) for k in todo]
+            replies = await self._pipeline(cmds)
+            calls: list[tuple[Sequence[Any], Sequence[Any]]] = []
+            for key, reply in zip(todo, replies, strict=True):
+                if isinstance(reply, Exception) or reply is None:
+                    continue  # changed type or vanished since TYPE: the next pass sees it
+                calls.append(([key], self._swap_args(target, reply, max_entries)))
+            swapped = await run_script_many(self.redis, CONVERT, calls)
+            done += sum(int(r) for r in swapped)
+            pending = [c[0][0] for c, r in zip(calls, swapped, strict=True) if not int(r)]
+        return done
+
+    @staticmethod
+    def _swap_args(target: Encoding, reply: Any, max_entries: int) -> list[Any]:
+        if target == "packed":
+            members = list(reply)
+            digest = hashlib.sha1(b",".join(members)).hexdigest()
+            ids = [int(m) for m in members if m != EMPTY_MEMBER.encode()][-max_entries:]
+            return [target, digest, packed.pack_ids(ids)]
+        body = packed.entries_of(reply)
+        start = max(0, len(body) // packed.ENTRY_BYTES - max_entries)
+        args: list[Any] = [target, reply, EMPTY_MEMBER]
+        for post_id, ms in packed.newest_first(body, start):
+            args += [ms, encode_post_id(post_id)]
+        return args
 
     async def scan_keys(self, pattern: str, count: int = 1000) -> AsyncIterator[list[str]]:
         """Keys matching one of the patterns above, a SCAN page at a time (every primary on a
