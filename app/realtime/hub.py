@@ -409,28 +409,11 @@ class Hub:
     # -- pub/sub --------------------------------------------------------------------------
 
     async def _join(self, channel: str, *, wait: bool = True) -> None:
-        """SUBSCRIBE once per channel; wait for Redis to confirm so nothing published after
-        this returns is missed."""
-        assert self._pubsub is not None
-        raw = channel.encode()
-        if channel in self._joined:
-            fut = self._confirm.get(raw)
-        else:
-            self._joined.add(channel)
-            fut = asyncio.get_running_loop().create_future()
-            self._confirm[raw] = fut
-            try:
-                async with self._send_lock:
-                    await self._pubsub.subscribe(channel)
-            except BaseException:
-                self._joined.discard(channel)
-                self._confirm.pop(raw, None)
-                raise
-        if wait and fut is not None:
-            await asyncio.wait_for(asyncio.shield(fut), CONFIRM_TIMEOUT)
+        await self._join_many([channel], wait=wait)
 
-    async def _join_many(self, channels: list[str]) -> None:
-        """`_join` for many channels: one SUBSCRIBE, then wait for every confirmation."""
+    async def _join_many(self, channels: list[str], *, wait: bool = True) -> None:
+        """SUBSCRIBE once per channel, all new ones in one command; wait for Redis to confirm
+        each so nothing published after this returns is missed."""
         assert self._pubsub is not None
         waits: list[asyncio.Future[None]] = []
         new: list[str] = []
@@ -454,7 +437,7 @@ class Hub:
                     self._joined.discard(channel)
                     self._confirm.pop(channel.encode(), None)
                 raise
-        if waits:
+        if wait and waits:
             await asyncio.wait_for(asyncio.shield(asyncio.gather(*waits)), CONFIRM_TIMEOUT)
 
     async def _leave(self, channels: list[str]) -> None:
