@@ -127,16 +127,20 @@ async def seed(dsn: str, followers: int) -> int:
 
 
 async def materialize(redis: Redis, encoding: str, first_id: int, count: int, fill: int) -> None:
-    """Existing timelines (empty or full), as active users have: fan-out skips missing ones."""
-    from app.timelines.store import TimelineStore
+    """Existing timelines (empty or full), as active users have: fan-out skips missing ones.
+    One template built by the store in `encoding`, copied server-side into every timeline."""
+    from app.timelines.store import TimelineStore, timeline_key
+    from benchmarks.timeline_encoding import COPY_SCRIPT
 
     store = TimelineStore(redis, 800, 200, encoding=encoding)  # type: ignore[arg-type]
     old_ms = 1_750_000_000_000  # mid 2025: older than anything the benchmark posts
     entries = [(((old_ms + i - EPOCH_MS) << 22), old_ms + i) for i in range(fill)]
-    for start in range(first_id, first_id + count, 500):
-        await asyncio.gather(
-            *(store.rebuild(u, entries) for u in range(start, min(start + 500, first_id + count)))
-        )
+    await store.rebuild(-1, entries)
+    copy = redis.register_script(COPY_SCRIPT)
+    users = range(first_id, first_id + count)
+    for i in range(0, count, 2000):
+        await copy(keys=[timeline_key(-1)], args=[timeline_key(u) for u in users[i : i + 2000]])
+    await redis.delete(timeline_key(-1))
 
 
 async def wait_batches(

@@ -37,9 +37,9 @@ from app.redis_scripts import LuaScript
 
 EMPTY_MEMBER = "0" * ID_DIGITS
 FORMAT_BYTE = b"\x01"
-# Out-of-order inserts look for their place among this many newest entries first (one
-# GETRANGE of 512 bytes); an older post reads the whole string.
-INSERT_WINDOW = 64
+# The fan-out's first read of a packed timeline: its newest entries, up to this many (64
+# bytes). A post that belongs among them is inserted without reading more.
+PROBE_ENTRIES = 8
 
 # Helpers shared by the scripts (Lua locals, compiled once per script).
 _LIB = f"""
@@ -176,24 +176,27 @@ end
 
 # Fan one post into many timelines (the hot path).
 # KEYS: timelines. ARGV: id (8 bytes), max entries, only_existing (1/0), slack, score (ms),
-# member (19 digits), empty marker.
+# member (19 digits), empty marker, probe (the GETRANGE start reading the newest
+# min(PROBE_ENTRIES, max) entries, e.g. '-64').
 # Returns how many timelines gained the post: a replay adds nothing; a post older than the
 # `max` newest entries of a full timeline counts as added but changes nothing (it would be
 # trimmed at once, as ZADD + ZREMRANGEBYRANK does on a zset).
-# Packed, per key: GETRANGE of the last entry (existence + order + replay check), then APPEND
-# when the post is the newest (the usual case: O(1)); the trim rewrites the string once per
-# `slack` appends. An older post is inserted in place (SETRANGE of the tail after it).
+# Packed, per key: one GETRANGE of the newest entries (existence, order, replay check), then
+# - the post is the newest (the usual case): APPEND, O(1); the trim rewrites the string once
+#   per `slack` appends;
+# - it belongs among those newest entries (a batch of an older post arriving after a newer
+#   one: common when workers run batches concurrently): APPEND a copy of the newest entry,
+#   then SETRANGE the post and the entries after it one slot to the right;
+# - older than all of them: read the string, SETRANGE the post and everything after it.
 # Zset, per key: ZCARD then ZADD; only a real addition pays for the marker removal (size 1
 # only) and for the trim (full timelines only).
-_PUSH_LIB = f"""
-local WINDOW = {INSERT_WINDOW}
+_PUSH_LIB = """
 local id, max, only_existing = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
-local slack, score, member, empty = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local slack, score, member, empty, probe = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local hi, lo = struct.unpack('>I4I4', id)
 local cap = 1 + 8 * (max + slack)
-local added = 0
-
 local full = 1 + 8 * max
+local added = 0
 
 local function trim(key)
   rewrite(key, redis.call('GETRANGE', key, -8 * max, -1))
@@ -206,41 +209,50 @@ local function settle(key, len)
   if len > cap or len == full then trim(key) end
 end
 
-local function packed_insert(key)
-  local n = (redis.call('STRLEN', key) - 1) / 8
-  local w = math.min(n, WINDOW)
-  local win = redis.call('GETRANGE', key, -8 * w, -1)
-  local p = below(win, 1, w, hi, lo)
-  if p == 0 and w < n then
-    win = string.sub(redis.call('GET', key), 2)
-    w = n
-    p = below(win, 1, w, hi, lo)
-  end
-  local pos = n - w + p
-  local at = 8 * p + 1
-  if string.sub(win, at, at + 7) == id then
-    if n - pos <= max then return 0 end
+-- The post is older than the newest entry of a packed timeline; `tail` is the GETRANGE
+-- probe (the newest entries, or the whole string, format byte included, when shorter).
+local function insert(key, tail)
+  local first = (#tail % 8 == 1) and 2 or 1
+  local w = (#tail - first + 1) / 8
+  local p = below(tail, first, w, hi, lo)
+  if p == 0 and first == 1 then
+    -- Older than every probed entry: place it in the whole string.
+    local s = redis.call('GET', key)
+    local n = (#s - 1) / 8
+    local pos = below(s, 2, n, hi, lo)
+    local at = 2 + 8 * pos
+    if string.sub(s, at, at + 7) == id then
+      if n - pos <= max then return 0 end
+      return 1
+    end
+    if n - pos >= max then return 1 end
+    settle(key, redis.call('SETRANGE', key, at - 1, id .. string.sub(s, at)))
     return 1
   end
-  if n - pos >= max then return 1 end
-  settle(key, redis.call('SETRANGE', key, 1 + 8 * pos, id .. string.sub(win, at)))
+  -- Among the probed entries (all visible: the probe reads at most `max`).
+  local at = first + 8 * p
+  if string.sub(tail, at, at + 7) == id then return 0 end
+  local len = redis.call('APPEND', key, string.sub(tail, -8))
+  local k = w - p
+  redis.call('SETRANGE', key, len - 8 * (k + 1), id .. string.sub(tail, at, -9))
+  settle(key, len)
   return 1
 end
 
-local function packed_push(key, last)
-  local n = #last
-  if n == 8 then
-    if last == id then return 0 end
-    local h, l = struct.unpack('>I4I4', last)
+local function packed_push(key, tail)
+  local size = #tail
+  if size >= 8 then
+    local h, l = struct.unpack('>I4I4', tail, size - 7)
     if h < hi or (h == hi and l < lo) then
       settle(key, redis.call('APPEND', key, id))
       return 1
     end
-    return packed_insert(key)
-  elseif n == 1 then
+    if h == hi and l == lo then return 0 end
+    return insert(key, tail)
+  elseif size == 1 then
     settle(key, redis.call('APPEND', key, id))
     return 1
-  elseif n == 0 then
+  elseif size == 0 then
     if only_existing then return 0 end
     redis.call('SET', key, HEADER .. id)
     return 1
@@ -270,24 +282,28 @@ PUSH_MANY_PACKED = LuaScript(
     + _PUSH_LIB
     + """
 -- The hot loop: the usual case (an existing packed timeline, a post newer than its newest
--- entry) inlined, with the globals it uses in locals.
+-- entry) inlined, with the globals it uses in locals. Offsets go as strings: a Lua number
+-- argument is formatted on every call.
 local call, pcall, unpack4, kind = redis.call, redis.pcall, struct.unpack, type
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local last = pcall('GETRANGE', key, -8, -1)
-  if kind(last) ~= 'string' then
+  local tail = pcall('GETRANGE', key, probe, '-1')
+  if kind(tail) ~= 'string' then
     added = added + zset_push(key, call('ZCARD', key))
-  elseif #last == 8 and last ~= id then
-    local h, l = unpack4('>I4I4', last)
-    if h < hi or (h == hi and l < lo) then
+  else
+    local size = #tail
+    local newest = false
+    if size >= 8 then
+      local h, l = unpack4('>I4I4', tail, size - 7)
+      newest = h < hi or (h == hi and l < lo)
+    end
+    if newest then
       local len = call('APPEND', key, id)
       if len > cap or len == full then trim(key) end
       added = added + 1
     else
-      added = added + packed_insert(key)
+      added = added + packed_push(key, tail)
     end
-  elseif #last ~= 8 then
-    added = added + packed_push(key, last)
   end
 end
 return added
@@ -305,7 +321,7 @@ for i = 1, #KEYS do
   if type(card) == 'number' then
     added = added + zset_push(key, card)
   else
-    added = added + packed_push(key, redis.call('GETRANGE', key, -8, -1))
+    added = added + packed_push(key, redis.call('GETRANGE', key, probe, '-1'))
   end
 end
 return added

@@ -49,6 +49,7 @@ from app.timelines import packed
 from app.timelines.scripts import (
     CONVERT,
     EMPTY_MEMBER,
+    PROBE_ENTRIES,
     PUSH_ENTRIES_PACKED,
     PUSH_ENTRIES_ZSET,
     PUSH_MANY_PACKED,
@@ -278,7 +279,17 @@ class TimelineStore:
         is written without converting anything per key."""
         score, member = _check_entry(post_id, score_ms)
         only = 1 if only_existing else 0
-        return [packed.pack_ids([post_id]), max_entries, only, slack, score, member, EMPTY_MEMBER]
+        probe = str(-packed.ENTRY_BYTES * min(PROBE_ENTRIES, max_entries))
+        return [
+            packed.pack_ids([post_id]),
+            max_entries,
+            only,
+            slack,
+            score,
+            member,
+            EMPTY_MEMBER,
+            probe,
+        ]
 
     async def push_entries(
         self, user_id: int, entries: Sequence[Entry], *, create: bool = False

@@ -169,6 +169,26 @@ async def test_out_of_order_inserts_keep_id_order(redis: Redis, encoding: str) -
     assert await store.latest(1, 100) == expected
 
 
+@pytest.mark.parametrize("size", [3, 8, 12])
+async def test_a_late_post_lands_in_place_at_every_depth(
+    redis: Redis, encoding: str, size: int
+) -> None:
+    """Packed: the fan-out probes the newest 8 entries; a late post goes among them (or, older,
+    into the whole string, or into a short string read whole), and a replay of any entry adds
+    nothing. Zset: the same outcomes."""
+    store = make(redis, encoding, timeline_max=20)
+    entries = [entry(pid(BASE_MS + 10 * i)) for i in range(size)]
+    for depth in range(size + 1):
+        await store.rebuild(1, entries)
+        late = pid(BASE_MS + 10 * (size - depth) - 5)  # `depth` entries are newer
+        assert await store.push_to_timelines(late, created_at_ms(late), [1]) == 1
+        expected = sorted([*entries, entry(late)], reverse=True)
+        assert await store.latest(1, 50) == expected, depth
+        for post, _ in expected:
+            assert await store.push_to_timelines(post, created_at_ms(post), [1]) == 0
+        assert await store.latest(1, 50) == expected, depth
+
+
 async def test_only_existing_skips_missing_timelines(store: TimelineStore) -> None:
     await store.rebuild(1, [])
     await store.rebuild(3, [(pid(BASE_MS - 5), BASE_MS - 5)])
