@@ -1,6 +1,6 @@
 # The README's two commands are `make run` and `make test`; the rest are helpers.
-# Both (re)build .venv when it is missing or pyproject.toml changed, then call devtools.launcher,
-# which starts embedded PostgreSQL/Redis unless DATABASE_URL/REDIS_URL are set.
+# Both (re)build .venv when it is missing or pyproject.toml or requirements.lock changed, then call
+# devtools.launcher, which starts embedded PostgreSQL/Redis unless DATABASE_URL/REDIS_URL are set.
 
 PYTHON ?= python3
 VENV := .venv
@@ -9,17 +9,31 @@ STAMP := $(VENV)/.installed
 # Only existing folders: git does not keep empty ones, and ruff fails on a missing path.
 LINT_PATHS := $(wildcard app jobs tests migrations benchmarks devtools)
 ARGS ?=
+LOCK := requirements.lock
+APP_LOCK := requirements-app.lock
+UV_COMPILE := $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
+  --python-platform x86_64-manylinux_2_28 --custom-compile-command 'make lock'
 # The browser tests (tests/e2e) drive Debian's chromium package through Playwright.
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test lint schema clean venv browser
+.PHONY: run test lint schema clean venv browser lock stop
 
-$(STAMP): pyproject.toml
+# Installs exactly what requirements.lock pins, every file checked against its sha256; the
+# project itself goes in without resolving anything (--no-deps). `make lock` refreshes the lock.
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --disable-pip-version-check -q -e '.[dev]'
+	$(VENV)/bin/pip install --disable-pip-version-check -q --require-hashes -r $(LOCK)
+	$(VENV)/bin/pip install --disable-pip-version-check -q --no-deps -e .
 	touch $@
 
 venv: $(STAMP)
+
+# After editing dependencies in pyproject.toml: re-resolve, pin and hash everything (app + dev
+# in $(LOCK), what `make run`/`make test` install; the app alone in $(APP_LOCK), same versions,
+# for deployments). UPGRADE=1 moves every pin to the newest allowed release.
+lock: $(STAMP)
+	$(UV_COMPILE) $(if $(UPGRADE),--upgrade) --extra dev -o $(LOCK) pyproject.toml
+	$(UV_COMPILE) -c $(LOCK) -o $(APP_LOCK) pyproject.toml
 
 run: $(STAMP)
 	$(PY) -m devtools.launcher run
@@ -53,6 +67,11 @@ lint: $(STAMP)
 schema: $(STAMP)
 	$(PY) -m app.api.export_schema
 
+# Stops the embedded PostgreSQL and Redis (and a `make run` left behind by a killed terminal);
+# their data under .run/ stays. `make clean` stops them and deletes the data.
+stop:
+	if [ -x $(PY) ]; then $(PY) -m devtools.launcher stop; fi
+
 clean:
-	if [ -x $(PY) ]; then $(PY) -m devtools.provision down; fi
+	if [ -x $(PY) ]; then $(PY) -m devtools.launcher stop; fi
 	rm -rf .run

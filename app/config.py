@@ -3,6 +3,7 @@ one place that turns a DATABASE_URL into the form each driver wants."""
 
 from __future__ import annotations
 
+import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
@@ -12,7 +13,9 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-RUN_DIR = PROJECT_ROOT / ".run"
+# Embedded servers' data, pid files and the dev key (devtools.provision); RUN_DIR moves it
+# (the launcher's own tests run a second, separate `make run` that way).
+RUN_DIR = Path(os.environ.get("RUN_DIR") or PROJECT_ROOT / ".run")
 
 
 # Schemes an operator may put in DATABASE_URL; the drivers each want one spelling of them.
@@ -36,17 +39,45 @@ def sqlalchemy_url(url: str) -> str:
     return _with_scheme(url, "postgresql+asyncpg://")
 
 
+MIN_SECRET_BYTES = 32  # HS256 wants a key at least as long as its 256-bit output
+
+
 def _dev_secret() -> str:
     """A secret generated once and kept under .run/ so dev tokens survive restarts."""
-    path = RUN_DIR / "secret_key"
+    return dev_secret(RUN_DIR / "secret_key")
+
+
+def dev_secret(path: Path) -> str:
+    """The key in `path`, created if missing: written to a private temporary file (mode 0600
+    from its creation, never world-readable) then linked into place, so a concurrent start
+    never reads a half-written key and the first writer's key wins."""
     try:
-        return path.read_text().strip()
+        existing: str | None = path.read_text().strip()
     except FileNotFoundError:
-        RUN_DIR.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(48)
-        path.write_text(key)
-        path.chmod(0o600)
-        return key
+        existing = None
+    if existing is not None and len(existing.encode()) >= MIN_SECRET_BYTES:
+        if path.stat().st_mode & 0o077:  # left readable by an older version: private now
+            path.chmod(0o600)
+        return existing
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(48)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(key)
+            out.flush()
+            os.fsync(out.fileno())
+        if existing is not None:  # empty or short (an older, non-atomic write): replace it
+            os.replace(tmp, path)
+            return key
+        try:
+            os.link(tmp, path)  # atomic, and fails if another process got there first
+        except FileExistsError:
+            return path.read_text().strip()
+    finally:
+        tmp.unlink(missing_ok=True)
+    return key
 
 
 class Settings(BaseSettings):
@@ -75,11 +106,36 @@ class Settings(BaseSettings):
     author_posts_max: int = 200  # entries kept in posts:{author}
     backfill_posts: int = 20  # newest posts copied into a timeline on follow
     token_ttl_seconds: int = 7 * 24 * 3600
+    # An open websocket re-checks its token this often: a logged-out or outdated token's socket
+    # closes (4403) within this delay (decision 0013). HTTP requests check on every request.
+    token_recheck_seconds: float = Field(default=30.0, gt=0)
     max_body_chars: int = 500
     max_comment_chars: int = 500
     max_query_depth: int = 10
     max_request_bytes: int = 64 * 1024
     rate_limit_writes_per_minute: int = 120
+    # Queries (app.api.cost): per user, and per client IP whoever asks (0 = no limit).
+    rate_limit_reads_per_minute: int = Field(default=1200, ge=0)
+    rate_limit_reads_per_ip_per_minute: int = Field(default=6000, ge=0)
+    # logIn attempts per target handle and per client IP, whatever token is sent.
+    rate_limit_login_per_handle_per_minute: int = Field(default=10, ge=1)
+    rate_limit_login_per_ip_per_minute: int = Field(default=60, ge=1)
+    # Argon2 hashes (64 MiB each) at once per process, and how long one more may wait for
+    # a slot before the request answers OVERLOADED (app.passwords).
+    password_hash_concurrency: int = Field(default=2, ge=1)
+    password_hash_wait_ms: int = Field(default=2000, ge=0)
+    # The largest query cost accepted (docs/decisions/0012-query-cost.md).
+    query_cost_limit: int = Field(default=5000, ge=1)
+    # Open RANKED feed sessions kept per viewer; a new one past this ends the oldest.
+    feed_sessions_per_viewer: int = Field(default=10, ge=1)
+    # Impressions kept per viewer (app.feed.impressions; 0 = none recorded, no demotion) and
+    # how long a viewer's impressions outlive their last one (docs/decisions/0010: up to 128
+    # a zset stays a ~3 KB listpack; past it, a ~120 B-per-entry skiplist).
+    impressions_max: int = Field(default=128, ge=0)
+    impressions_ttl_seconds: int = Field(default=3 * 86_400, ge=1)
+    # Every Redis command (and connect) gives up after this: a hung Redis fails fast.
+    redis_socket_timeout_seconds: float = Field(default=2.0, gt=0)
+    redis_connect_timeout_seconds: float = Field(default=1.0, gt=0)
     # Authors with this many followers have their batches on the big lane.
     big_author_followers: int = 5_000
     feed_source_timeout_ms: int = 250  # per Redis candidate source on the read path
@@ -90,6 +146,20 @@ class Settings(BaseSettings):
     admission_wait_ms: int = Field(default=500, ge=0)
     lag_threshold_seconds: float = 5.0  # lane lag above which reads pull recent posts too
     job_timeout_seconds: int = 60  # a killed worker's job is retried this long + 10 s later
+    # Job retries (jobs/reliability.py, docs/decisions/0011-job-retries.md): a failed job runs
+    # again after base * 2^(try-1) s (capped), up to job_max_tries tries, then is a dead letter.
+    job_max_tries: int = Field(default=8, ge=1)
+    job_retry_base_seconds: float = Field(default=1.0, ge=0)
+    job_retry_max_seconds: float = Field(default=60.0, ge=0)
+    # Test-only: workers read injected faults from Redis (jobs/faults.py). Never in production.
+    job_fault_hook: bool = False
+    # Fan-out reconciler (jobs/reconcile.py, every minute): posts published this long ago and
+    # within the window whose fan-out never completed are re-run, at most so many per run and
+    # so many times per post.
+    reconcile_grace_seconds: int = Field(default=60, ge=0)
+    reconcile_window_seconds: int = Field(default=3600, ge=60)
+    reconcile_max_posts: int = Field(default=100, ge=1)
+    reconcile_max_attempts: int = Field(default=3, ge=1)
     # Refuse documents other than graphql/operations/ ones (app.api.trusted): production.
     trusted_documents_only: bool = False
     # GraphQL attribute fields without graphql-core's per-field machinery (app.api.fast_exec).
@@ -102,6 +172,12 @@ class Settings(BaseSettings):
         for name in ("timeline_max", "fanout_batch_size", "active_days", "feed_session_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name.upper()} must be positive")
+        if len(self.secret_key.encode()) < MIN_SECRET_BYTES:
+            raise ValueError(
+                f"SECRET_KEY must be at least {MIN_SECRET_BYTES} bytes (it signs every token); "
+                "generate one with `python -c 'import secrets; print(secrets.token_urlsafe(48))'`,"
+                " or leave SECRET_KEY unset in development to use .run/secret_key"
+            )
         return self
 
     @property

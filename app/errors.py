@@ -36,7 +36,13 @@ class CursorExpired(AppError):
 
 
 class RateLimited(AppError):
+    """Over a rate budget: `retry_after` seconds until it refills (extensions.retryAfter)."""
+
     code = "RATE_LIMITED"
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class Conflict(AppError):
@@ -51,6 +57,11 @@ class PersistedQueryNotFound(AppError):
 
 
 class Overloaded(AppError):
-    """The API process is at capacity (app.admission): retry after the Retry-After seconds."""
+    """The API process is at capacity (app.admission, app.passwords): retry after the
+    Retry-After seconds (extensions.retryAfter when raised inside a request)."""
 
     code = "OVERLOADED"
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -1,22 +1,180 @@
-"""Fixed-window rate limits in Redis: cheap, shared by every API process."""
+"""Fixed-window rate limits in Redis: cheap, shared by every API process.
+
+When Redis cannot be reached the same windows are counted in this process instead (a
+`LocalWindows`): limits then hold per process rather than cluster-wide, which is looser by
+the number of API processes but keeps every mutation (signUp and logIn included) working
+instead of failing closed with INTERNAL.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import time
+from collections.abc import Sequence
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from app.errors import RateLimited
+from app.observability.metrics import RATE_LIMIT_FALLBACK, RATE_LIMITED
+
+Budget = tuple[str, str, int]
+"""(kind: a metric label, e.g. "writes"; bucket: kind and who, e.g. "read-u12"; calls
+allowed per window, 0 = no limit)."""
+
+LOCAL_MAX_BUCKETS = 100_000  # fallback counters kept in process (~10 MB at worst)
+
+
+class LocalWindows:
+    """In-process fixed windows: the fallback while Redis is unreachable."""
+
+    def __init__(self, max_buckets: int = LOCAL_MAX_BUCKETS) -> None:
+        self.max_buckets = max_buckets
+        self._counts: dict[str, int] = {}
+
+    def incr(self, key: str, window: int) -> int:
+        if len(self._counts) >= self.max_buckets:
+            # Past windows can go; if that is not enough, start over (a looser limit).
+            self._counts = {k: v for k, v in self._counts.items() if k.endswith(f":{window}")}
+            if len(self._counts) >= self.max_buckets:
+                self._counts.clear()
+        count = self._counts.get(key, 0) + 1
+        self._counts[key] = count
+        return count
+
+    def clear(self) -> None:
+        self._counts.clear()
+
+
+_local = LocalWindows()
+
+
+def forget_local() -> None:
+    """Drop the in-process counts (tests start each from nothing)."""
+    _local.clear()
+    read_meter.clear()
+
+
+def _key(bucket: str, window: int) -> str:
+    return f"rl:{bucket}:{window}"
 
 
 async def check_rate(redis: Redis, bucket: str, limit: int, window_seconds: int = 60) -> None:
     """Count one call in the current window; over the limit raises RateLimited with a wait."""
-    window = int(time.time()) // window_seconds
-    key = f"rl:{bucket}:{window}"
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.incr(key)
-        pipe.expire(key, window_seconds + 1)
-        count, _ = await pipe.execute()
-    if count > limit:
-        wait = window_seconds - int(time.time()) % window_seconds
-        raise RateLimited(f"Too many requests: at most {limit} per minute. Retry in {wait} s.")
+    await check_rates(redis, [("writes", bucket, limit)], window_seconds)
+
+
+async def check_rates(redis: Redis, budgets: Sequence[Budget], window_seconds: int = 60) -> None:
+    """Count one call against each budget (one round trip); the first one over its limit
+    raises RateLimited, whose `retry_after` is the seconds until the window turns."""
+    now = time.time()
+    window = int(now) // window_seconds
+    keys = [_key(bucket, window) for _, bucket, _ in budgets]
+    try:
+        async with redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.incr(key)
+                pipe.expire(key, window_seconds + 1)
+            replies = await pipe.execute()
+        counts = [int(c) for c in replies[::2]]
+    except (RedisError, OSError):
+        RATE_LIMIT_FALLBACK.inc()
+        counts = [_local.incr(key, window) for key in keys]
+    for (kind, _, limit), count in zip(budgets, counts, strict=True):
+        if limit > 0 and count > limit:
+            raise _refuse(kind, limit, now, window_seconds)
+
+
+def _refuse(kind: str, limit: int, now: float, window_seconds: int) -> RateLimited:
+    wait = max(1, window_seconds - int(now) % window_seconds)
+    RATE_LIMITED.labels(kind).inc()
+    return RateLimited(
+        f"Too many requests: at most {limit} per minute. Retry in {wait} s.", retry_after=wait
+    )
+
+
+class ReadMeter:
+    """Read budgets counted off the request path: a query is checked against what this
+    process counted plus the shared count it last read back from Redis, and the process's
+    counts go to Redis in one pipelined INCRBY batch shortly after (FLUSH_SECONDS).
+
+    Why: a read limit is a guard against abuse, not an exact quota, and a Redis round trip
+    on every query cost more than the rest of the limit's work together. What it gives up:
+    across API processes a client may pass its budget by what the other processes counted
+    since their last flush (tens of milliseconds of its traffic); within one process the
+    limit is exact. When Redis fails, the counts stay in process (the fallback above).
+    """
+
+    FLUSH_SECONDS = 0.05
+
+    def __init__(self, window_seconds: int = 60) -> None:
+        self.window_seconds = window_seconds
+        self._shared: dict[str, int] = {}  # key -> the count Redis last returned
+        self._pending: dict[str, int] = {}  # key -> counted here, not yet sent
+        self._flush: asyncio.Task[None] | None = None
+
+    def check(self, redis: Redis, budgets: Sequence[Budget]) -> None:
+        now = time.time()
+        window = int(now) // self.window_seconds
+        keys = [_key(bucket, window) for _, bucket, _ in budgets]
+        for key in keys:
+            self._pending[key] = self._pending.get(key, 0) + 1
+        self._schedule(redis)
+        for (kind, _, limit), key in zip(budgets, keys, strict=True):
+            if limit > 0 and self._shared.get(key, 0) + self._pending[key] > limit:
+                raise _refuse(kind, limit, now, self.window_seconds)
+
+    def _schedule(self, redis: Redis) -> None:
+        loop = asyncio.get_running_loop()
+        if self._flush is not None and not self._flush.done() and self._flush.get_loop() is loop:
+            return
+        self._flush = loop.create_task(self._send(redis))
+
+    async def _send(self, redis: Redis) -> None:
+        await asyncio.sleep(self.FLUSH_SECONDS)
+        batch, self._pending = self._pending, {}
+        if not batch:
+            return
+        window = int(time.time()) // self.window_seconds
+        current = f":{window}"
+        # Counts of past windows are of no use any more, here or in Redis.
+        self._shared = {k: v for k, v in self._shared.items() if k.endswith(current)}
+        batch = {k: n for k, n in batch.items() if k.endswith(current)}
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                for key, count in batch.items():
+                    pipe.incrby(key, count)
+                    pipe.expire(key, self.window_seconds + 1)
+                replies = await pipe.execute()
+            for key, total in zip(batch, replies[::2], strict=True):
+                self._shared[key] = int(total)
+        except (RedisError, OSError):
+            RATE_LIMIT_FALLBACK.inc()
+            for key, count in batch.items():
+                self._shared[key] = self._shared.get(key, 0) + count
+        if self._pending:
+            self._schedule(redis)
+
+    def clear(self) -> None:
+        self._shared.clear()
+        self._pending.clear()
+
+
+read_meter = ReadMeter()
+
+
+def read_budgets(ip: str, user_id: int | None, per_ip: int, per_user: int) -> list[Budget]:
+    """A query's budgets: the client IP's, and the user's when a token was sent."""
+    budgets = [("reads_ip", f"read-ip{ip}", per_ip)]
+    if user_id is not None:
+        budgets.append(("reads", f"read-u{user_id}", per_user))
+    return budgets
+
+
+def login_budgets(handle: str, ip: str, per_handle: int, per_ip: int) -> list[Budget]:
+    """A logIn's budgets: the target handle's (normalized and hashed: fixed length whatever
+    a client sends) and the client IP's, whatever token came with the request."""
+    name = handle.strip().lstrip("@").lower()
+    digest = hashlib.blake2b(name.encode(), digest_size=12).hexdigest()
+    return [("login_handle", f"login-h{digest}", per_handle), ("login_ip", f"login-ip{ip}", per_ip)]

@@ -57,8 +57,10 @@ class AppState:
         self.feed.author_cache.clear()
         self.feed.open_sessions.clear()
         self.activity.recently.clear()
+        self.feed.impressions.clear()
 
     async def close(self) -> None:
+        await self.feed.impressions.close()  # flush what is buffered before Redis goes
         await self.redis.aclose()
         await self.engine.dispose()
 
@@ -79,7 +81,9 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
     feed = FeedService(
         sessions=sessions,
         store=timelines,
-        feed_sessions=FeedSessionStore(redis, settings.feed_session_ttl_seconds),
+        feed_sessions=FeedSessionStore(
+            redis, settings.feed_session_ttl_seconds, settings.feed_sessions_per_viewer
+        ),
         bodies=bodies,
         lag=LagProbe(redis, settings.lag_threshold_seconds),
         settings=settings,

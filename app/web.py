@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
+from arq.constants import health_check_key_suffix
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from graphql import GraphQLError
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -32,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.exceptions import MissingQueryError
+from strawberry.exceptions import ConnectionRejectionError, MissingQueryError
 from strawberry.http import GraphQLRequestData
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
@@ -41,6 +43,7 @@ from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET, UnsetType
 
 from app.admission import Admission
+from app.api import http_media
 from app.api.context import Context
 from app.api.graphiql import graphiql_assets_mount, graphiql_html
 from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
@@ -49,9 +52,11 @@ from app.api.schema import build_schema
 from app.api.subscriptions import ABORT_KEY, SocketContext
 from app.api.trusted import DocumentRefused, manifest_route, names_a_document, with_document_id
 from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter
-from app.auth.tokens import user_id_from_header
+from app.auth import revocation
+from app.auth.tokens import TokenClaims, header_claims, user_id_from_header
 from app.config import PROJECT_ROOT, get_settings
 from app.errors import AppError
+from app.fanout import lanes
 from app.observability.exposition import render as render_metrics
 from app.observability.metrics import GRAPHQL_LATENCY
 from app.realtime.hub import Hub
@@ -89,10 +94,17 @@ class FeedGraphQL(GraphQL):
         state: AppState = self._state()
         viewer_id: int | None = None
         auth_error: AppError | None = None
+        token: TokenClaims | None = None
+        header = request.headers.get("authorization")
         try:
-            viewer_id = user_id_from_header(state.settings, request.headers.get("authorization"))
+            if header and isinstance(request, Request):  # sockets authenticate at connection_init
+                token = header_claims(state.settings, header)
+                await revocation.check(state.redis, state.sessions, token)
+                viewer_id = token.user_id
+            elif header:
+                viewer_id = user_id_from_header(state.settings, header)
         except AppError as exc:
-            auth_error = exc
+            auth_error, token = exc, None
         if isinstance(request, WebSocket):
             return SocketContext(
                 state=state,
@@ -101,12 +113,19 @@ class FeedGraphQL(GraphQL):
                 auth_error=auth_error,
                 hub=self._hub(),
             )
-        return Context(state=state, request=request, viewer_id=viewer_id, auth_error=auth_error)
+        return Context(
+            state=state, request=request, viewer_id=viewer_id, auth_error=auth_error, token=token
+        )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:  # type: ignore[override]
         """connection_init: authenticate the socket; a rejection closes it with 4403."""
         assert isinstance(context, SocketContext)
         context.authenticate()
+        if context.token is not None:  # a logged-out or outdated token opens no socket
+            try:
+                await revocation.check(context.state.redis, context.state.sessions, context.token)
+            except AppError as exc:
+                raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
         return UNSET
 
     async def execute_single(  # type: ignore[override]
@@ -152,9 +171,37 @@ class FeedGraphQL(GraphQL):
         except MissingQueryError as exc:
             raise HTTPException(400, "No GraphQL query found in the request") from exc
 
+    async def run(  # type: ignore[override]
+        self, request: Request | WebSocket, context: Any = UNSET, root_value: Any = UNSET
+    ) -> Response | WebSocket:
+        """Strawberry's, answering in the media type negotiated from `Accept`
+        (app.api.http_media); websockets pass straight through."""
+        if isinstance(request, WebSocket):
+            return await super().run(request, context, root_value)
+        scope = request.scope
+        chosen = http_media.negotiate_request(scope, request.headers.get("accept"))
+        if chosen is None and not self.should_render_graphql_ide(
+            self.request_adapter_class(request)
+        ):
+            return http_media.not_acceptable()
+        try:
+            response = await super().run(request, context, root_value)
+        except HTTPException as exc:
+            return http_media.request_error(scope, exc)
+        return http_media.finish(scope, response)
+
+    async def process_result(self, request: Request, result: ExecutionResult) -> Any:  # type: ignore[override]
+        return http_media.shape_result(
+            request.scope, result, await super().process_result(request, result)
+        )
+
     async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> Any:
-        """Strawberry's, keeping the `documentId` it drops (app.api.trusted)."""
-        data = await super().parse_http_body(request)
+        """Strawberry's, keeping the `documentId` it drops (app.api.trusted). A body that is
+        JSON but not an object, or not UTF-8, is a request error (400), not a crash."""
+        try:
+            data = await super().parse_http_body(request)
+        except (AttributeError, TypeError, UnicodeDecodeError) as exc:
+            raise HTTPException(400, "The body must be a JSON object in UTF-8.") from exc
         if isinstance(data, GraphQLRequestData):
             data = await with_document_id(request, data)
         return data
@@ -170,12 +217,23 @@ class FeedGraphQL(GraphQL):
         return HTMLResponse(graphiql_html(request.url.path))
 
 
+class BodyTooLarge(Exception):
+    """Raised from the wrapped `receive` once a body without Content-Length passes the limit."""
+
+
 class BodyLimit:
-    """Refuse request bodies over the limit before reading them into memory."""
+    """Refuse request bodies over the limit before reading them into memory: at once when the
+    Content-Length says so, else (a chunked body) as soon as the bytes read pass it; either
+    way a 413 with a GraphQL error body, never a plain-text 500."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+
+    def _refusal(self) -> JSONResponse:
+        message = f"Request body over {self.max_bytes} bytes."
+        error = {"message": message, "extensions": {"code": "BAD_USER_INPUT"}}
+        return JSONResponse({"errors": [error]}, status_code=413)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -183,30 +241,30 @@ class BodyLimit:
             return
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            response = JSONResponse(
-                {
-                    "errors": [
-                        {
-                            "message": f"Request body over {self.max_bytes} bytes.",
-                            "extensions": {"code": "BAD_USER_INPUT"},
-                        }
-                    ]
-                },
-                status_code=413,
-            )
-            await response(scope, receive, send)
+            await self._refusal()(scope, receive, send)
             return
         received = 0
+        started = False
 
         async def limited_receive() -> Any:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
             if received > self.max_bytes:
-                raise ValueError("request body too large")
+                raise BodyTooLarge
             return message
 
-        await self.app(scope, limited_receive, send)
+        async def tracked_send(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracked_send)
+        except BodyTooLarge:
+            if started:  # cannot happen with GraphQL (the body is read first): just end
+                raise
+            await self._refusal()(scope, receive, send)
 
 
 class Timed:
@@ -256,6 +314,36 @@ class SocketLimits:
             transport.set_write_buffer_limits(high=self.send_buffer)
 
 
+WORKERS = "workers"  # readiness check names: workers:default, workers:big
+READY_TIMEOUT_SECONDS = 2.0  # per check: a hung dependency answers "timeout", not a hung probe
+
+
+async def readiness(state: AppState) -> dict[str, str]:
+    """Each dependency's state, "ok" or why not. A lane is up while one of its ARQ workers
+    keeps the lane's health-check key alive (ARQ sets it every `health_check_interval`
+    seconds, jobs.worker, and lets it lapse one second later)."""
+
+    async def probe(check: Callable[[], Awaitable[object]]) -> str:
+        try:
+            return "ok" if await asyncio.wait_for(check(), READY_TIMEOUT_SECONDS) else "down"
+        except TimeoutError:
+            return "timeout"
+        except Exception as exc:  # any failure means not ready, whatever its kind
+            return type(exc).__name__
+
+    async def postgres() -> bool:
+        async with state.engine.connect() as conn:
+            return (await conn.scalar(text("select 1"))) == 1
+
+    def lane_alive(queue: str) -> Callable[[], Awaitable[object]]:
+        return lambda: state.redis.exists(queue + health_check_key_suffix)
+
+    checks = {"postgres": probe(postgres), "redis": probe(state.redis.ping)}
+    checks.update({f"{WORKERS}:{lane}": probe(lane_alive(q)) for lane, q in lanes.LANES.items()})
+    results = await asyncio.gather(*checks.values())
+    return dict(zip(checks, results, strict=True))
+
+
 def create_app(state: AppState | None = None) -> Starlette:
     holder: dict[str, AppState] = {} if state is None else {"state": state}
     hubs: dict[str, Hub] = {}
@@ -296,6 +384,13 @@ def create_app(state: AppState | None = None) -> Starlette:
             return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, 503)
         return JSONResponse({"status": "ok"})
 
+    async def readyz(request: Request) -> Response:
+        """Readiness: 503 naming what is down (PostgreSQL, Redis, a lane without a live worker)."""
+        checks = await readiness(current_state())
+        down = [name for name, state in checks.items() if state != "ok"]
+        body = {"status": "unavailable" if down else "ready", "down": down, "checks": checks}
+        return JSONResponse(body, 503 if down else 200)
+
     async def metrics(request: Request) -> Response:
         body = await render_metrics(current_state())
         return Response(body, media_type=CONTENT_TYPE_LATEST)
@@ -311,6 +406,7 @@ def create_app(state: AppState | None = None) -> Starlette:
         manifest_route(graphql.documents),
         WebSocketRoute("/graphql", graphql_app),
         Route("/healthz", healthz),
+        Route("/readyz", readyz),
         Route("/metrics", metrics),
         Route("/", index),
         graphiql_assets_mount(),

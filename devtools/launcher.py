@@ -1,10 +1,15 @@
-"""One foreground command per README entry: `python -m devtools.launcher run|test [pytest args]`.
+"""One foreground command per README entry: `python -m devtools.launcher run|test|stop`.
 
-`make run` and `make test` call it. Why a Python launcher and not a Procfile tool: it has to
-provision Postgres/Redis first (see devtools.provision), migrate and seed, and then own the
-shutdown order: children get SIGTERM, then SIGKILL after a grace period, and only then do the
-embedded servers that *this* launcher started go down. Servers it found already running are
-left alone.
+`make run`, `make test` and `make stop` call it. Why a Python launcher and not a Procfile
+tool: it has to provision Postgres/Redis first (see devtools.provision), migrate and seed, and
+then own the shutdown order: children get SIGTERM, then SIGKILL after a grace period, and only
+then do the embedded servers that *this* launcher started go down. Servers it found already
+running are left alone. Ctrl-C, SIGTERM and SIGHUP (the terminal closed) all stop it so.
+
+Each launcher records what it owns in `.run/owners/<pid>.json` (its children, the embedded
+servers it started). A launcher that died without cleaning up (SIGKILL, a crash) leaves that
+record behind: the next `run`/`test` stops the leftover children and takes the servers over
+(stopping them when it exits), and `stop` stops everything without deleting data.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -20,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 
 from pydantic import ValidationError
@@ -68,13 +75,106 @@ PROCESSES: list[ProcessSpec] = [
 ]
 
 SEED_COMMAND = [sys.executable, "-m", "devtools.seed", "demo", "--if-empty"]
+# SEED_DEMO=1 loads the demo accounts (published password) into any empty database, =0 never;
+# unset: only into the embedded database, never into an external DATABASE_URL unasked.
+SEED_ENV = "SEED_DEMO"
 
 GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.2
+# A crashed child is restarted (_Restarts): after 1, 2, 4 ... RESTART_MAX_DELAY seconds;
+# more than RESTART_LIMIT crashes of one child within RESTART_WINDOW seconds stop the run.
+RESTART_MAX_DELAY = 30.0
+RESTART_LIMIT = 8
+RESTART_WINDOW = 300.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+OWNERS_DIR = provision.RUN_DIR / "owners"
 
 
 def log(message: str) -> None:
-    print(f"[launcher] {message}", file=sys.stderr, flush=True)
+    # After SIGHUP the terminal is gone: a failed write must not cut the cleanup short.
+    with contextlib.suppress(OSError, ValueError):
+        print(f"[launcher] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- owners
+
+
+def _record_path(pid: int) -> Path:
+    return OWNERS_DIR / f"{pid}.json"
+
+
+def _write_record(command: str, children: list[tuple[ProcessSpec, subprocess.Popen]]) -> None:
+    """What this launcher owns, for whoever finds it dead later (`stop`, the next start)."""
+    OWNERS_DIR.mkdir(parents=True, exist_ok=True)
+    record = {
+        "pid": os.getpid(),
+        "command": command,
+        "services": sorted(provision.started_services()),
+        "children": [{"name": s.name, "pid": p.pid, "argv": p.args} for s, p in children],
+    }
+    tmp = _record_path(os.getpid()).with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.replace(_record_path(os.getpid()))
+
+
+def _drop_record() -> None:
+    _record_path(os.getpid()).unlink(missing_ok=True)
+
+
+def _records() -> list[dict]:
+    out = []
+    for path in sorted(OWNERS_DIR.glob("*.json")):
+        with contextlib.suppress(OSError, ValueError):
+            record = json.loads(path.read_text())
+            if isinstance(record, dict) and isinstance(record.get("pid"), int):
+                out.append(record)
+    return out
+
+
+def _launcher_alive(pid: int) -> bool:
+    return pid != os.getpid() and _alive(pid) and "devtools.launcher" in _cmdline(pid)
+
+
+def _alive(pid: int) -> bool:
+    return provision._alive(pid)
+
+
+def _cmdline(pid: int) -> str:
+    return provision._cmdline(pid)
+
+
+def _still_ours(child: dict) -> bool:
+    """The recorded child still runs (the pid was not reused by something else)."""
+    pid, argv = child.get("pid"), child.get("argv")
+    if not isinstance(pid, int) or not isinstance(argv, list) or not _alive(pid):
+        return False
+    return _cmdline(pid).split() == [str(a) for a in argv]
+
+
+def _take_over_leftovers() -> list[str]:
+    """Stop the children of launchers that died without cleaning up, and adopt the embedded
+    servers they started; their names, for the log."""
+    found: list[str] = []
+    for record in _records():
+        pid = record["pid"]
+        if pid == os.getpid() or _launcher_alive(pid):
+            continue
+        for child in record.get("children", []):
+            if isinstance(child, dict) and _still_ours(child):
+                log(f"stopping {child.get('name')} (pid {child['pid']}) left by launcher {pid}")
+                provision._stop_pid(child["pid"], signal.SIGTERM)
+                found.append(str(child.get("name")))
+        services = [s for s in record.get("services", []) if s in ("postgres", "redis")]
+        if services:
+            log(f"taking over embedded {', '.join(services)} left running by launcher {pid}")
+            provision.adopt_services(services)
+            found += services
+        _record_path(pid).unlink(missing_ok=True)
+    return found
+
+
+def _live_runs() -> list[int]:
+    return [r["pid"] for r in _records() if r.get("command") == "run" and _launcher_alive(r["pid"])]
 
 
 # --------------------------------------------------------------------------- test
@@ -82,24 +182,26 @@ def log(message: str) -> None:
 
 def cmd_test(pytest_args: list[str]) -> int:
     """Run pytest against provisioned services; pytest's exit code is ours."""
+    _take_over_leftovers()
     env = provision.ensure_services()
     os.environ.update(env)
-    started = provision.started_services()
+    _write_record("test", [])
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *pytest_args], cwd=PROJECT_ROOT)
 
     # Ctrl-C reaches pytest directly (same process group) and it prints its summary; we only
     # forward SIGTERM. A no-op handler, not SIG_IGN, so the child does not inherit "ignore".
     def forward(signum: int, _frame: FrameType | None) -> None:
-        if signum == signal.SIGTERM:
+        if signum in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
 
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, forward)
     try:
         return proc.wait()
     finally:
-        provision.stop_services(started)
+        provision.stop_services(provision.started_services())
+        _drop_record()
 
 
 # --------------------------------------------------------------------------- run
@@ -141,31 +243,64 @@ def _database_has_users(database_url: str) -> bool:
     return asyncio.run(check())
 
 
-def _seed_if_empty(database_url: str, env: dict[str, str]) -> None:
+def _seed_wanted(external_database: bool) -> bool:
+    flag = os.environ.get(SEED_ENV, "").strip().lower()
+    if flag in ("1", "true", "yes"):
+        return True
+    if flag in ("0", "false", "no"):
+        return False
+    return not external_database
+
+
+def _seed_if_empty(database_url: str, env: dict[str, str], external_database: bool) -> None:
+    """Demo accounts share a published password: only into the embedded database, or asked."""
     if _database_has_users(database_url):
         return
-    log("empty database: loading demo data")
+    if not _seed_wanted(external_database):
+        where = "the database at DATABASE_URL" if external_database else "the database"
+        log(f"{where} is empty and gets no demo data; `{SEED_ENV}=1 make run` loads it")
+        return
+    log(f"empty database: loading demo data (password demo-password; {SEED_ENV}=0 skips it)")
     subprocess.run(SEED_COMMAND, cwd=PROJECT_ROOT, env=env, check=True)
 
 
+def _spawn(spec: ProcessSpec, env: dict[str, str], port: int) -> subprocess.Popen:
+    max_bytes = get_settings().max_request_bytes
+    argv = [a.format(python=sys.executable, port=port, max_bytes=max_bytes) for a in spec.argv]
+    # Own process group: the terminal's Ctrl-C reaches only us, so shutdown is ordered.
+    proc = subprocess.Popen(
+        argv,
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        process_group=0,
+        preexec_fn=_pdeathsig(),
+    )
+    log(f"started {spec.name} (pid {proc.pid}): {' '.join(argv)}")
+    return proc
+
+
 def _start_children(env: dict[str, str], port: int) -> list[tuple[ProcessSpec, subprocess.Popen]]:
-    children: list[tuple[ProcessSpec, subprocess.Popen]] = []
-    preexec = _pdeathsig()
-    for spec in PROCESSES:
-        max_bytes = get_settings().max_request_bytes
-        argv = [a.format(python=sys.executable, port=port, max_bytes=max_bytes) for a in spec.argv]
-        # Own process group: the terminal's Ctrl-C reaches only us, so shutdown is ordered.
-        proc = subprocess.Popen(
-            argv,
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            process_group=0,
-            preexec_fn=preexec,
-        )
-        log(f"started {spec.name} (pid {proc.pid}): {' '.join(argv)}")
-        children.append((spec, proc))
-    return children
+    return [(spec, _spawn(spec, env, port)) for spec in PROCESSES]
+
+
+class _Restarts:
+    """Restart a crashed child after a growing delay (1 s, 2 s, ... up to RESTART_MAX_DELAY):
+    an ARQ worker or the relay exits when Redis goes away, and must come back when it does.
+    More than RESTART_LIMIT crashes of one child within RESTART_WINDOW is a crash loop:
+    everything stops, as before, so a broken build does not spin forever."""
+
+    def __init__(self) -> None:
+        self.crashes: dict[str, list[float]] = {}
+        self.due: dict[str, float] = {}
+
+    def crashed(self, name: str, now: float) -> bool:
+        """Record a crash; False when this child is in a crash loop."""
+        recent = [t for t in self.crashes.get(name, []) if now - t < RESTART_WINDOW] + [now]
+        self.crashes[name] = recent
+        delay = min(RESTART_MAX_DELAY, 2 ** (len(recent) - 1))
+        self.due[name] = now + delay
+        return len(recent) <= RESTART_LIMIT
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -191,6 +326,16 @@ def _stop_children(children: list[tuple[ProcessSpec, subprocess.Popen]], stop: _
         proc.wait()
 
 
+def _terminal_fd() -> int | None:
+    """The first of stdin/stdout/stderr on a terminal: a hung-up terminal stops answering
+    isatty(), which is how a run whose SIGHUP went elsewhere still notices."""
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd):
+                return fd
+    return None
+
+
 def _supervise(env: dict[str, str], port: int, stop: _Stop) -> int:
     children = _start_children(env, port)
     base = f"http://127.0.0.1:{port}"
@@ -201,16 +346,36 @@ def _supervise(env: dict[str, str], port: int, stop: _Stop) -> int:
         f"  Postgres   {env['DATABASE_URL']}",
         f"  Redis      {env['REDIS_URL']}",
     ]
-    print("\nhybridfeed is running:\n" + "\n".join(lines) + "\nCtrl-C stops everything.\n")
-    sys.stdout.flush()
+    _write_record("run", children)
+    with contextlib.suppress(OSError, ValueError):
+        print("\nhybridfeed is running:\n" + "\n".join(lines) + "\nCtrl-C stops everything.\n")
+        sys.stdout.flush()
 
     code = 0
+    terminal = _terminal_fd()
+    restarts = _Restarts()
     while not stop.requested:
-        dead = next(((s, p) for s, p in children if p.poll() is not None), None)
-        if dead is not None:
-            spec, proc = dead
-            log(f"{spec.name} exited unexpectedly (code {proc.returncode}); stopping everything")
-            code = 1
+        now = time.monotonic()
+        for i, (spec, proc) in enumerate(children):
+            if proc.poll() is None:
+                continue
+            if spec.name not in restarts.due:
+                if not restarts.crashed(spec.name, now):
+                    log(f"{spec.name} keeps crashing (code {proc.returncode}); stopping everything")
+                    code = 1
+                    break
+                wait = restarts.due[spec.name] - now
+                log(f"{spec.name} exited (code {proc.returncode}); restarting in {wait:.0f} s")
+            elif now >= restarts.due[spec.name]:
+                del restarts.due[spec.name]
+                children[i] = (spec, _spawn(spec, env, port))
+                _write_record("run", children)
+        if code:
+            break
+        if terminal is not None and not os.isatty(terminal):
+            # Hung up. The kernel sends SIGHUP to the session leader only; when that is `make`
+            # (e.g. `script -c 'make run'`), make waits for us instead of passing it on.
+            log("the terminal closed; stopping")
             break
         time.sleep(POLL_SECONDS)
     else:
@@ -221,12 +386,21 @@ def _supervise(env: dict[str, str], port: int, stop: _Stop) -> int:
 
 def cmd_run() -> int:
     """Provision, migrate, seed, then supervise PROCESSES until Ctrl-C/SIGTERM or a crash."""
-    # Until supervision starts, SIGTERM behaves like Ctrl-C so the cleanup below still runs.
+    # Until supervision starts, SIGTERM and SIGHUP behave like Ctrl-C so the cleanup below
+    # still runs.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.default_int_handler)
     stop = _Stop()
     try:
         port = get_settings().port  # PORT; bad settings fail here, before anything starts
+        running = _live_runs()
+        if running:
+            log(f"`make run` is already running (launcher pid {running[0]}); `make stop` ends it")
+            return 1
+        _take_over_leftovers()
+        external_database = bool(os.environ.get("DATABASE_URL"))
         env = provision.ensure_services()
+        _write_record("run", [])
         # Workers and API processes share metrics through prometheus multiprocess files.
         metrics_dir = provision.RUN_DIR / "prometheus"
         shutil.rmtree(metrics_dir, ignore_errors=True)
@@ -239,9 +413,9 @@ def cmd_run() -> int:
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
         }
         provision.migrate(env["DATABASE_URL"])
-        _seed_if_empty(env["DATABASE_URL"], child_env)
-        signal.signal(signal.SIGINT, stop.handler)
-        signal.signal(signal.SIGTERM, stop.handler)
+        _seed_if_empty(env["DATABASE_URL"], child_env, external_database)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, stop.handler)
         return _supervise(child_env, port, stop)
     except KeyboardInterrupt:
         return 0
@@ -249,19 +423,44 @@ def cmd_run() -> int:
         log(f"error: {exc}")
         return 1
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a late Ctrl-C must not skip the cleanup
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in STOP_SIGNALS:  # a late Ctrl-C must not skip the cleanup
+            signal.signal(signum, signal.SIG_IGN)
         stopped = provision.stop_services(provision.started_services())
         if stopped:
             log("stopped embedded " + ", ".join(stopped))
+        _drop_record()
 
 
-USAGE = """usage: python -m devtools.launcher run | test [pytest args...]
+# --------------------------------------------------------------------------- stop
+
+
+def cmd_stop() -> int:
+    """`make stop`: end a running `make run`, a killed run's leftovers and the embedded
+    servers; their data stays under .run/ (`make clean` deletes it)."""
+    for pid in _live_runs():
+        log(f"stopping `make run` (launcher pid {pid})")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_SECONDS + 2 * provision.STOP_TIMEOUT
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+    _take_over_leftovers()
+    stopped = provision.stop_services()
+    print("stopped: " + (", ".join(stopped) or "no embedded server was running"))
+    print(f"data kept under {provision.RUN_DIR} (`make clean` deletes it)")
+    return 0
+
+
+USAGE = """usage: python -m devtools.launcher run | test [pytest args...] | stop
 
   run    provision PostgreSQL/Redis (embedded ones under .run/ unless DATABASE_URL/REDIS_URL
-         are set), migrate, load the demo data into an empty database, then run the API on
-         PORT (default 8000), the outbox relay and the ARQ workers until Ctrl-C (`make run`)
+         are set), migrate, load the demo data into an empty embedded database (SEED_DEMO=1:
+         into any empty database; SEED_DEMO=0: never), then run the API on PORT (default
+         8000), the outbox relay and the ARQ workers until Ctrl-C, SIGTERM or SIGHUP
+         (`make run`)
   test   provision the same way and run pytest with the given arguments (`make test`)
+  stop   stop a running or killed `make run` and the embedded servers, keeping their data
+         (`make stop`)
 """
 
 
@@ -271,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_run()
     if args[:1] == ["test"]:
         return cmd_test(args[1:])
+    if args == ["stop"]:
+        return cmd_stop()
     if args in (["-h"], ["--help"]):
         print(USAGE, end="")
         return 0

@@ -73,6 +73,9 @@ PG_SETTINGS: dict[str, str] = {
 # aliases of the *listpack* ones, so these names work on both.
 # docs/decisions/0001-timeline-encoding.md: full timelines stay skiplists (explicitly), and
 # nothing is evicted (ARQ queues and feed sessions share the instance with timelines).
+# The ARQ queues and dead letters survive a restart of `make run`: append-only file under
+# .run/redis, fsynced every second (a crash loses at most ~1 s of writes; a clean stop none).
+# docs/decisions/0011-job-retries.md.
 REDIS_EXTRA_CONFIG: list[str] = [
     "zset-max-ziplist-entries",
     "128",
@@ -80,6 +83,10 @@ REDIS_EXTRA_CONFIG: list[str] = [
     "64",
     "maxmemory-policy",
     "noeviction",
+    "appendonly",
+    "yes",
+    "appendfsync",
+    "everysec",
 ]
 
 PG_DIR = RUN_DIR / "pg"
@@ -124,6 +131,12 @@ def ensure_services() -> dict[str, str]:
 def started_services() -> frozenset[str]:
     """Names ("postgres", "redis") of the embedded servers this process started."""
     return frozenset(_started)
+
+
+def adopt_services(names: Iterable[str]) -> None:
+    """Count `names` as started by this process: a launcher taking over a killed run's servers
+    stops them when it exits, as their first owner would have (devtools.launcher)."""
+    _started.update(set(names) & {"postgres", "redis"})
 
 
 def stop_services(names: Iterable[str] | None = None) -> list[str]:
@@ -457,8 +470,7 @@ def _start_redis() -> int:
         f"pidfile {_redis_quote(REDIS_PID)}",
         f"logfile {_redis_quote(REDIS_LOG)}",
         f"dir {_redis_quote(REDIS_DIR)}",
-        'save ""',  # disposable data: no RDB snapshots, no AOF
-        "appendonly no",
+        'save ""',  # no RDB snapshots: the AOF (REDIS_EXTRA_CONFIG) keeps the queues
     ]
     pairs = zip(REDIS_EXTRA_CONFIG[::2], REDIS_EXTRA_CONFIG[1::2], strict=True)
     lines += [f"{name} {value}" for name, value in pairs]

@@ -97,6 +97,7 @@ async def state(test_database: str) -> AsyncIterator[object]:
 @pytest.fixture(autouse=True)
 async def clean(state: object) -> None:
     """Every test starts from empty tables and an empty Redis db."""
+    from app import ratelimit
     from app.state import AppState
 
     assert isinstance(state, AppState)
@@ -107,6 +108,7 @@ async def clean(state: object) -> None:
         await conn.close()
     await state.redis.flushdb()
     state.forget_local()  # in-process caches and gates: ids restart with every test
+    ratelimit.forget_local()  # the read meter's and the fallback limiter's counts, too
 
 
 @pytest.fixture

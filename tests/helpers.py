@@ -20,12 +20,14 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import asyncpg
 import httpx
 
 from app.api.documents import operations
+from app.posts import keyset
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
 from tests.conftest import TEST_DATABASE_URL
 
@@ -228,3 +230,89 @@ async def eventually(
         if loop.time() >= deadline:
             raise AssertionError(f"{what}: not met within {within} s")
         await asyncio.sleep(interval)
+
+
+# -- comments, follower lists (issue 14) -----------------------------------------------------
+
+
+async def add_comment(client: httpx.AsyncClient, token: str, post_id: int, body: str) -> str:
+    """addComment; the new comment's id."""
+    data = await gql(client, "AddComment", {"postId": str(post_id), "body": body}, token=token)
+    return str(data.ok()["addComment"]["id"])
+
+
+async def connection_page(
+    client: httpx.AsyncClient,
+    operation: str,
+    variables: dict[str, Any],
+    path: Sequence[str],
+    token: str | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One page of a connection `path` deep in an operation's data: (nodes, pageInfo)."""
+    found: Any = (await gql(client, operation, variables, token=token)).ok()
+    for key in path:
+        found = found[key]
+    return [edge["node"] for edge in found["edges"]], found["pageInfo"]
+
+
+@asynccontextmanager
+async def app_client(state: Any, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """An in-process client of an app built on `state` with some settings changed (a tight
+    RATE_LIMIT_WRITES_PER_MINUTE, say)."""
+    import dataclasses
+
+    from app.web import create_app
+
+    changed = dataclasses.replace(state, settings=state.settings.model_copy(update=settings))
+    transport = httpx.ASGITransport(app=create_app(changed))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
+
+
+# -- many examples in one test (tests/reliability) -------------------------------------------
+
+
+async def reset_stores(state: Any) -> None:
+    """What the autouse `clean` fixture does before every test, for tests that run many
+    independent examples (hypothesis) within one: empty tables and Redis db, local caches."""
+    from tests.conftest import TABLES
+
+    async with db() as conn:
+        await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    await state.redis.flushdb()
+    state.forget_local()
+
+
+async def quick_users(state: Any, handles: Sequence[str]) -> list[tuple[str, int]]:
+    """Active users made in one INSERT, with tokens; (token, id) each. For tests that need
+    fresh users per example: signUp's Argon2 hash costs ~0.1 s of CPU each. They cannot log
+    in (no password); everything else goes through the API as usual."""
+    from app.auth.tokens import issue_token
+
+    rows = await sql(
+        "INSERT INTO users (handle, password_hash, display_name, last_active_at)"
+        " SELECT h, '!', h, now() FROM unnest($1::text[]) h RETURNING id, handle",
+        list(handles),
+    )
+    ids = {r["handle"]: int(r["id"]) for r in rows}
+    return [(issue_token(state.settings, ids[h]), ids[h]) for h in handles]
+
+
+async def full_scroll(
+    client: httpx.AsyncClient, token: str, mode: str = "RANKED", first: int = 20, pages: int = 100
+) -> list[int]:
+    """Every post id of a home feed, page after page from the top until hasNextPage is false."""
+    shown: list[int] = []
+    after: str | None = None
+    for _ in range(pages):
+        variables: dict[str, Any] = {"first": first, "mode": mode, "after": after}
+        feed = (await gql(client, "Feed", variables, token=token)).ok()["feed"]
+        shown += [int(edge["node"]["id"]) for edge in feed["edges"]]
+        if not feed["pageInfo"]["hasNextPage"]:
+            return shown
+        after = feed["pageInfo"]["endCursor"]
+    raise AssertionError(f"the feed did not end within {pages} pages")
+
+
+# A well-formed keyset cursor (app.posts.keyset) whose id no BIGINT row can have.
+FORGED_CURSOR = keyset.encode(datetime(2026, 1, 1, tzinfo=UTC), 10**20)

@@ -10,11 +10,18 @@ to a log file, quoted when it fails to become healthy.
         async with api.http() as http: ...
 
 Session-wide servers are the `server` fixtures (tests/realtime/conftest.py, tests/e2e).
+
+`npm_ci(folder)` puts a node client's pinned packages in place (its committed
+package-lock.json, `npm ci` when node_modules is missing or stale): the graphql-ws reference
+client (tests/realtime/reference_client) and the graphql-http audit (tests/graphql_http_audit).
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +32,7 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
+import pytest
 
 from app.config import PROJECT_ROOT
 from tests.helpers import eventually, metric_value
@@ -107,3 +115,32 @@ class ApiServer:
 
     def logs(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
+
+
+def npm_ci(folder: Path) -> None:
+    """A node client's pinned packages in place: `npm ci` in `folder` when its node_modules is
+    missing or came from another package-lock.json. Skips the test without node/npm on PATH."""
+    npm = shutil.which("npm")
+    if shutil.which("node") is None or npm is None:
+        pytest.skip(f"{folder.name} needs node and npm on PATH")
+    lock = folder / "package-lock.json"
+    # Written after a successful `npm ci`: the digest of the lock file node_modules came from.
+    stamp = folder / "node_modules" / ".installed-lock-sha256"
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+    with lock.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # concurrent test sessions: one `npm ci` at a time
+        installed = stamp.read_text().strip() if stamp.exists() else None
+        if installed != digest:
+            result = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            if result.returncode != 0:
+                pytest.fail(
+                    f"npm ci in {folder} failed ({result.returncode}):\n"
+                    f"{result.stdout}\n{result.stderr}"
+                )
+            stamp.write_text(digest + "\n")

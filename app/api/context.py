@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.websockets import WebSocket
 
 from app.api.loaders import Loaders
+from app.auth.tokens import TokenClaims
 from app.errors import AppError, Unauthenticated
 from app.ratelimit import check_rate
 from app.state import AppState
@@ -23,6 +24,8 @@ class Context:
     viewer_id: int | None = None
     # A token that was sent but is bad: public fields fail with it too, never silently anonymous.
     auth_error: AppError | None = None
+    # The accepted token's claims (logOut revokes this one token).
+    token: TokenClaims | None = None
     loaders: Loaders = field(init=False)
 
     def __post_init__(self) -> None:

@@ -7,16 +7,40 @@ autocommit (read_sessions): a lone SELECT needs no BEGIN/ROLLBACK round trips ar
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.orm import InstrumentedAttribute
+from sqlalchemy import ARRAY, BigInteger, Select, cast, func, select, true, tuple_
+from sqlalchemy.orm import InstrumentedAttribute, aliased
 from strawberry.dataloader import DataLoader
 
 from app.db.models import Follow, Like, Post, User
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras, read_sessions
 from app.posts.visibility import visible_to
 from app.state import AppState
+
+Position = tuple[datetime, int]  # keyset (created_at, id), as app.posts.keyset decodes it
+AuthorPage = tuple[int, int, Position | None]
+
+
+def _pages_query(
+    authors: Sequence[int], size: int, position: Position | None, viewer_id: int | None
+) -> Select[Post]:
+    """Each author's newest `size` + 1 visible posts older than `position`, newest first."""
+    author = func.unnest(cast(list(authors), ARRAY(BigInteger))).table_valued("id").render_derived()
+    page = select(Post).where(Post.author_id == author.c.id, visible_to(viewer_id))
+    if position is not None:
+        page = page.where(tuple_(Post.created_at, Post.id) < tuple_(*position))
+    page = page.order_by(Post.created_at.desc(), Post.id.desc()).limit(size + 1)
+    lateral = page.subquery().lateral()
+    row = aliased(Post, lateral)
+    return (
+        select(row)
+        .select_from(author)
+        .join(lateral, true())
+        .order_by(lateral.c.author_id, lateral.c.created_at.desc(), lateral.c.id.desc())
+    )
 
 
 class Loaders:
@@ -27,6 +51,11 @@ class Loaders:
         self.visible_post_by_id: DataLoader[int, Post | FeedPost | None] = DataLoader(self._posts)
         self.viewer_follows_user = DataLoader(self._viewer_follows)
         self.viewer_liked_post = DataLoader(self._viewer_liked)
+        # (author id, page size, keyset position or None) -> (posts, has more): `User.posts`
+        # of every user in a response in one query per distinct (size, position).
+        self.author_posts: DataLoader[AuthorPage, tuple[list[Post], bool]] = DataLoader(
+            self._author_posts
+        )
 
     async def _users(self, ids: Sequence[int]) -> list[User | FeedAuthor | None]:
         async with read_sessions(self.state.sessions)() as session:
@@ -40,6 +69,25 @@ class Loaders:
             )
             rows = {p.id: p for p in found}
         return [rows.get(i) for i in ids]
+
+    async def _author_posts(self, keys: Sequence[AuthorPage]) -> list[tuple[list[Post], bool]]:
+        """Per (size, position): one LATERAL query, each author's page read through the
+        (author_id, created_at, id) index with its own LIMIT, as `author_posts_page` would."""
+        groups: dict[tuple[int, Position | None], list[int]] = defaultdict(list)
+        for author_id, size, position in keys:
+            groups[size, position].append(author_id)
+        pages: dict[AuthorPage, tuple[list[Post], bool]] = {}
+        async with read_sessions(self.state.sessions)() as session:
+            for (size, position), authors in groups.items():
+                found: dict[int, list[Post]] = defaultdict(list)
+                for post in await session.scalars(
+                    _pages_query(authors, size, position, self.viewer_id)
+                ):
+                    found[post.author_id].append(post)
+                for author_id in authors:
+                    rows = found.get(author_id, [])
+                    pages[author_id, size, position] = (rows[:size], len(rows) > size)
+        return [pages[k] for k in keys]
 
     async def _viewer_follows(self, user_ids: Sequence[int]) -> list[bool]:
         return await self._viewer_has(Follow.followee_id, Follow.follower_id, user_ids)

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 
 import strawberry
+from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession
 from strawberry.types import Info
 
 from app.api.context import Context
 from app.api.types import AuthPayload, Comment, Post, User, Visibility
+from app.auth import revocation
+from app.auth.account import change_password
 from app.auth.tokens import issue_token
 from app.db import models
-from app.errors import NotFound
+from app.errors import NotFound, Unauthenticated
+from app.feed import impressions
 from app.posts import service as posts
 from app.posts.ids import parse_post_id
-from app.social import engagement, graph
+from app.ratelimit import check_rates, login_budgets
+from app.social import comments, engagement, graph
 from app.users import service as users
 
 
@@ -68,22 +74,34 @@ class Mutation:
         await info.context.limit_writes()
         async with info.context.transaction() as session:
             user = await users.sign_up(session, handle, password, display_name)
-        # A new account follows nobody: its (empty) timeline exists from the start.
-        await info.context.state.timelines.rebuild(user.id, [])
+        # A new account follows nobody: its (empty) timeline exists from the start. Without
+        # Redis the account is still made; its first feed read rebuilds the timeline.
+        with contextlib.suppress(RedisError, OSError):
+            await info.context.state.timelines.rebuild(user.id, [])
         return AuthPayload(
             token=issue_token(info.context.state.settings, user.id), user=User(row=user)
         )
 
     @strawberry.mutation
     async def log_in(self, info: Info[Context, None], handle: str, password: str) -> AuthPayload:
-        await info.context.limit_writes()
-        async with info.context.transaction() as session:
-            user = await users.log_in(session, handle, password)
-        # Back after a while (or Redis lost the timeline): rebuild it now, bounded.
-        await info.context.state.activity.touch(user.id, force=True)
-        return AuthPayload(
-            token=issue_token(info.context.state.settings, user.id), user=User(row=user)
+        # Budgets per target handle and per client IP, whatever token is sent: tokens of
+        # throwaway accounts must not buy more guesses at one victim's password.
+        ctx, settings = info.context, info.context.state.settings
+        budgets = login_budgets(
+            handle,
+            ctx.client_ip(),
+            settings.rate_limit_login_per_handle_per_minute,
+            settings.rate_limit_login_per_ip_per_minute,
         )
+        await check_rates(ctx.state.redis, budgets)
+        async with ctx.transaction() as session:
+            user = await users.log_in(session, handle, password)
+        # Back after a while (or Redis lost the timeline): rebuild it now, bounded. Without
+        # Redis the log-in still succeeds; the feed then reads from PostgreSQL (degraded).
+        with contextlib.suppress(RedisError, OSError):
+            await ctx.state.activity.touch(user.id, force=True)
+        token = issue_token(settings, user.id, user.token_version)
+        return AuthPayload(token=token, user=User(row=user))
 
     @strawberry.mutation
     async def create_post(
@@ -180,3 +198,61 @@ class Mutation:
                 session, viewer_id, _post_id(post_id), body, settings.max_comment_chars
             )
         return Comment(row=comment)
+
+    @strawberry.mutation(description="Delete a comment: its author or the post's author.")
+    async def delete_comment(self, info: Info[Context, None], id: strawberry.ID) -> bool:
+        viewer_id = await _writer(info)
+        comment_id = comments.parse_comment_id(str(id))
+        if comment_id is None:
+            raise NotFound("No such comment.")
+        async with info.context.transaction() as session:
+            await comments.delete_comment(session, viewer_id, comment_id)
+        return True
+
+    @strawberry.mutation(description="Change the viewer's display name (1-80 characters).")
+    async def update_profile(self, info: Info[Context, None], display_name: str) -> User:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            user = await users.update_profile(session, viewer_id, display_name)
+        info.context.loaders.user_by_id.prime(user.id, user)
+        return User(row=user)
+
+    @strawberry.mutation(
+        description="Change the viewer's password; every token issued before stops working."
+    )
+    async def change_password(
+        self, info: Info[Context, None], old_password: str, new_password: str
+    ) -> AuthPayload:
+        """Every token issued before this call stops working (the returned one is new)."""
+        viewer_id = await _writer(info)
+        state = info.context.state
+        async with info.context.transaction() as session:
+            user, version = await change_password(session, viewer_id, old_password, new_password)
+        # Redis down: other processes see the new version when their cached copy lapses.
+        with contextlib.suppress(RedisError, OSError):
+            await revocation.publish_version(state.redis, viewer_id, version)
+        return AuthPayload(token=issue_token(state.settings, user.id, version), user=User(row=user))
+
+    @strawberry.mutation(
+        description="Revoke the token this request carries; the viewer's other sessions stay."
+    )
+    async def log_out(self, info: Info[Context, None]) -> bool:
+        """Revokes the token this request was sent with; the user's other tokens stay valid."""
+        info.context.require_viewer()
+        token = info.context.token
+        if token is None:  # a socket's operation: it was authenticated at connection_init
+            raise Unauthenticated("Log out over HTTP, with the token to revoke.")
+        await revocation.revoke(info.context.state.redis, token)
+        return True
+
+    @strawberry.mutation(
+        description="Posts the client showed the viewer (at most 100): RANKED puts posts "
+        "already seen after unseen ones on the next refresh. Recorded in the background."
+    )
+    async def report_impressions(
+        self, info: Info[Context, None], post_ids: list[strawberry.ID]
+    ) -> bool:
+        viewer_id = await _writer(info)
+        ids = impressions.reported_ids(post_ids)
+        info.context.state.feed.impressions.record(viewer_id, ids)
+        return True

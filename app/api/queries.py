@@ -50,3 +50,13 @@ class Query:
         mode: FeedMode | None = FeedMode.RANKED,
     ) -> FeedConnection:
         return await resolve_feed(info, first, after, mode)
+
+    @strawberry.field(
+        description="Users whose handle or display name starts with `prefix` (any case)."
+    )
+    async def search_users(
+        self, info: Info[Context, None], prefix: str, first: int | None = 10
+    ) -> list[User]:
+        from app.api.social import find_users
+
+        return await find_users(info.context, prefix, first)

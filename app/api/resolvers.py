@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from app.api.types import PageInfo, Post, PostConnection, PostEdge
 from app.db import models
 from app.errors import BadInput
 from app.posts import keyset
-from app.posts.service import author_posts_page
+from app.posts.ids import MAX_STORED_ID
 
 if TYPE_CHECKING:
     from app.api.context import Context
@@ -29,7 +30,12 @@ def connection(posts: list[models.Post], has_next: bool, has_previous: bool) -> 
     return PostConnection(edges=edges, page_info=page_info(edges, has_next, has_previous))
 
 
-def page_info(edges: list[PostEdge], has_next: bool, has_previous: bool) -> PageInfo:
+class Edge(Protocol):
+    @property
+    def cursor(self) -> str: ...
+
+
+def page_info(edges: Sequence[Edge], has_next: bool, has_previous: bool) -> PageInfo:
     return PageInfo(
         has_next_page=has_next,
         has_previous_page=has_previous,
@@ -43,7 +49,10 @@ async def user_posts(
 ) -> PostConnection:
     size = check_first(first)
     position = keyset.decode(after) if after else None
-    async with ctx.state.sessions() as session:
-        posts, has_next = await author_posts_page(session, ctx.viewer(), author.id, size, position)
+    if position is not None and not 0 < position[1] <= MAX_STORED_ID:
+        raise BadInput("The 'after' cursor is not valid; use an endCursor from a page.")
+    ctx.viewer()  # a bad token fails here too
+    # Batched: `posts` of every user in the response in one query (app.api.loaders).
+    posts, has_next = await ctx.loaders.author_posts.load((author.id, size, position))
     ctx.loaders.prime_posts(posts)
     return connection(posts, has_next, position is not None)

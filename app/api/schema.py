@@ -11,6 +11,7 @@ from strawberry.extensions.max_aliases import create_validator as alias_rule
 from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 from strawberry.types import ExecutionContext
 
+from app.api.cost import NoNulInText, RequestLimits, create_cost_rule
 from app.api.documents import operations
 from app.api.fast_exec import FastExecutor
 from app.api.mutations import Mutation
@@ -45,6 +46,9 @@ class FeedSchema(strawberry.Schema):
             extensions = dict(error.extensions or {})
             if isinstance(original, AppError):
                 extensions["code"] = original.code
+                retry_after = getattr(original, "retry_after", None)
+                if retry_after is not None:
+                    extensions["retryAfter"] = retry_after  # seconds
             elif original is None or isinstance(original, GraphQLError):
                 # Syntax, validation, variable coercion, depth or alias limits.
                 extensions.setdefault("code", BadInput.code)
@@ -69,6 +73,8 @@ def build_schema(
     limits: list[type[ASTValidationRule]] = [
         depth_rule(settings.max_query_depth, None, None),
         alias_rule(MAX_ALIASES),
+        create_cost_rule(settings.query_cost_limit),  # app.api.cost; docs/decisions/0012
+        NoNulInText,
     ]
     documents = DocumentRegistry(only_registered=settings.trusted_documents_only)
     schema = FeedSchema(
@@ -81,6 +87,7 @@ def build_schema(
             # Factories: a fresh extension per request; the two caches are module-level LRUs.
             lambda: AddValidationRules(limits),
             lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
+            RequestLimits,  # read budgets, NUL in variables: before execution (app.api.cost)
             # A registered document skips the two caches (app.api.trusted): first in line.
             lambda: RegisteredDocuments(documents),
             lambda: DocumentParserCache(maxsize=DOCUMENT_CACHE_SIZE),

@@ -24,7 +24,7 @@ from app.api.frames import SendText, SocketFrames, feed_update
 from app.api.loaders import Loaders
 from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.types import FeedUpdate
-from app.auth.tokens import verify_header
+from app.auth.tokens import header_claims
 from app.errors import AppError, BadInput
 from app.realtime.hub import Hub
 from app.realtime.settings import get_realtime_settings
@@ -68,7 +68,8 @@ class SocketContext(Context):
                 }
             )
         try:
-            user_id, expires_at = verify_header(self.state.settings, header)
+            self.token = header_claims(self.state.settings, header)
+            user_id, expires_at = self.token.user_id, self.token.expires_at
         except AppError as exc:
             raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
         self.viewer_id = user_id

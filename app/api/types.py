@@ -83,6 +83,22 @@ async def _user_posts(
     return await user_posts(info.context, cast(models.User, root.row), first, after)
 
 
+async def _user_followers(
+    root: User, info: Info, first: int | None = 20, after: str | None = None
+) -> UserConnection:
+    from app.api.social import follow_list
+
+    return await follow_list(info.context, root.row.id, "followers", first, after)
+
+
+async def _user_following(
+    root: User, info: Info, first: int | None = 20, after: str | None = None
+) -> UserConnection:
+    from app.api.social import follow_list
+
+    return await follow_list(info.context, root.row.id, "following", first, after)
+
+
 @strawberry.type
 class User:
     """Scalar fields are plain attributes set from the row: Strawberry resolves attribute
@@ -101,6 +117,12 @@ class User:
         resolver=_user_viewer_follows, graphql_type=bool, init=False
     )
     posts: PostConnection = strawberry.field(resolver=_user_posts, init=False)
+    followers: UserConnection = strawberry.field(
+        resolver=_user_followers, init=False, description="Who follows this user, newest first."
+    )
+    following: UserConnection = strawberry.field(
+        resolver=_user_following, init=False, description="Whom this user follows, newest first."
+    )
 
     def __init__(self, row: models.User | FeedAuthor) -> None:
         self.row = row
@@ -130,6 +152,14 @@ def _post_viewer_has_liked(root: Post, info: Info) -> bool | Awaitable[bool]:
     return _now_or_later(info.context.loaders.viewer_liked_post, root.row.id)
 
 
+async def _post_comments(
+    root: Post, info: Info, first: int | None = 20, after: str | None = None
+) -> CommentConnection:
+    from app.api.social import post_comments
+
+    return await post_comments(info.context, root.row.id, first, after)
+
+
 @strawberry.type
 class Post:
     """Attribute fields set from the row, like User (see there for why)."""
@@ -147,6 +177,9 @@ class Post:
     comment_count: int
     viewer_has_liked: bool = strawberry.field(  # type: ignore[assignment]
         resolver=_post_viewer_has_liked, graphql_type=bool, init=False
+    )
+    comments: CommentConnection = strawberry.field(
+        resolver=_post_comments, init=False, description="The post's comments, oldest first."
     )
 
     def __init__(self, row: models.Post | FeedPost) -> None:
@@ -181,6 +214,30 @@ class Comment:
     @strawberry.field
     def created_at(self) -> datetime:
         return self.row.created_at
+
+
+@strawberry.type
+class CommentEdge:
+    cursor: str
+    node: Comment
+
+
+@strawberry.type
+class CommentConnection:
+    edges: list[CommentEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
+class UserEdge:
+    cursor: str
+    node: User
+
+
+@strawberry.type
+class UserConnection:
+    edges: list[UserEdge]
+    page_info: PageInfo
 
 
 @strawberry.type

@@ -5,7 +5,8 @@ long-lived socket needs that a request does not.
 - Fresh state per operation: each `subscribe` gets its own context and DataLoaders, so a
   query sent again over the same socket sees deletions, privacy changes and blocks made in
   between, and rows loaded by one operation are freed when it ends.
-- Token lifetime: the socket closes with 4403 when the token it was opened with expires.
+- Token lifetime: the socket closes with 4403 when the token it was opened with expires, or
+  within TOKEN_RECHECK_SECONDS after it was logged out or outdated (app.auth.revocation).
 - A message size limit equal to the HTTP body limit (close 1009).
 - Close reasons that say what to send (4403 carries the reason the token was refused).
 """
@@ -43,6 +44,7 @@ from strawberry.utils.aio import aclosing
 
 from app.api.subscriptions import OperationContext, SocketContext
 from app.api.trusted import DocumentRefused
+from app.auth import revocation
 
 if TYPE_CHECKING:
     from app.api.schema import FeedSchema
@@ -111,6 +113,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._expiry: asyncio.TimerHandle | None = None
+        self._recheck: asyncio.Task[None] | None = None
         self._op_contexts: dict[str, OperationContext] = {}
 
     async def handle(self) -> None:
@@ -123,6 +126,8 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         finally:
             if self._expiry is not None:
                 self._expiry.cancel()
+            if self._recheck is not None:
+                self._recheck.cancel()
 
     async def handle_message(self, message: Any) -> None:
         if not isinstance(message, dict):
@@ -176,6 +181,27 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             return
         delay = max(0.0, expires_at - time.time())
         self._expiry = asyncio.get_running_loop().call_later(delay, self._on_expiry)
+        if self.context.token is not None:
+            self._recheck = asyncio.create_task(self._recheck_token())
+
+    async def _recheck_token(self) -> None:
+        """Close the socket (4403) once its token is revoked: logOut or changePassword."""
+        context, token = self.context, self.context.token
+        assert token is not None
+        interval = context.state.settings.token_recheck_seconds
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await revocation.check(context.state.redis, context.state.sessions, token)
+            except revocation.Revoked:
+                with contextlib.suppress(Exception):
+                    await self.websocket.close(
+                        code=CLOSE_FORBIDDEN,
+                        reason="Forbidden: the token was revoked; log in again",
+                    )
+                return
+            except Exception:  # Redis and Postgres both down: keep the socket, try again later
+                continue
 
     def _on_expiry(self) -> None:
         task = asyncio.ensure_future(self._close_expired())

@@ -1,8 +1,17 @@
-"""Bearer tokens: HS256 JWTs with an expiry (PyJWT), subject = user id."""
+"""Bearer tokens: HS256 JWTs with an expiry (PyJWT), subject = user id.
+
+Each token also carries an id (`jti`, what logOut revokes) and the user's token version at
+issue (`ver`, what changePassword outdates): docs/decisions/0013-token-revocation.md. The
+signature and expiry are checked here, with no I/O; whether a valid token was revoked is
+app.auth.revocation's question.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 import time
+from typing import NamedTuple
 
 import jwt
 
@@ -12,9 +21,22 @@ from app.errors import Unauthenticated
 _ALGORITHM = "HS256"
 
 
-def issue_token(settings: Settings, user_id: int) -> str:
+class TokenClaims(NamedTuple):
+    user_id: int
+    expires_at: int  # Unix time
+    token_id: str  # `jti`; a deny-list entry names it
+    version: int  # the user's token_version when the token was issued
+
+
+def issue_token(settings: Settings, user_id: int, version: int = 0) -> str:
     now = int(time.time())
-    claims = {"sub": str(user_id), "iat": now, "exp": now + settings.token_ttl_seconds}
+    claims = {
+        "sub": str(user_id),
+        "iat": now,
+        "exp": now + settings.token_ttl_seconds,
+        "jti": secrets.token_urlsafe(16),
+        "ver": int(version),
+    }
     return jwt.encode(claims, settings.secret_key, algorithm=_ALGORITHM)
 
 
@@ -25,14 +47,25 @@ def user_id_from_token(settings: Settings, token: str) -> int:
 def verify_token(settings: Settings, token: str) -> tuple[int, int]:
     """(user id, expiry as a Unix time): a websocket outlives a request, so it needs the
     expiry to close itself when the token lapses."""
+    claims = token_claims(settings, token)
+    return claims.user_id, claims.expires_at
+
+
+def token_claims(settings: Settings, token: str) -> TokenClaims:
+    """The checked claims of `token`; Unauthenticated when its signature or expiry is bad."""
     try:
         claims = jwt.decode(
             token, settings.secret_key, algorithms=[_ALGORITHM], options={"require": ["exp"]}
         )
-        return int(claims["sub"]), int(claims["exp"])
+        # Tokens from before ids and versions: version 0, and an id derived from the token.
+        token_id = claims.get("jti") or hashlib.sha256(token.encode()).hexdigest()[:22]
+        version = claims.get("ver", 0)
+        if not isinstance(token_id, str) or not isinstance(version, int):
+            raise ValueError("bad jti/ver")
+        return TokenClaims(int(claims["sub"]), int(claims["exp"]), token_id, version)
     except jwt.ExpiredSignatureError as exc:
         raise Unauthenticated("Your session token has expired; log in again.") from exc
-    except (jwt.PyJWTError, KeyError, ValueError) as exc:
+    except (jwt.PyJWTError, KeyError, ValueError, TypeError) as exc:
         raise Unauthenticated("The bearer token is not valid; log in again.") from exc
 
 
@@ -45,7 +78,13 @@ def user_id_from_header(settings: Settings, header: str | None) -> int | None:
 
 def verify_header(settings: Settings, header: str) -> tuple[int, int]:
     """(user id, expiry) of an `Authorization: Bearer <token>` value; Unauthenticated if bad."""
+    claims = header_claims(settings, header)
+    return claims.user_id, claims.expires_at
+
+
+def header_claims(settings: Settings, header: str) -> TokenClaims:
+    """The claims of an `Authorization: Bearer <token>` value; Unauthenticated if bad."""
     scheme, _, token = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated("Send the token as 'Authorization: Bearer <token>'.")
-    return verify_token(settings, token.strip())
+    return token_claims(settings, token.strip())

@@ -43,6 +43,12 @@ class Visibility(StrEnum):
 
 class User(Base):
     __tablename__ = "users"
+    __table_args__ = (
+        # searchUsers: prefix LIKE, case-insensitive (app.users.search; decision 0009).
+        Index(
+            "users_handle_prefix_idx", "handle", postgresql_ops={"handle": "varchar_pattern_ops"}
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
     handle: Mapped[str] = mapped_column(String(30), unique=True)
@@ -57,6 +63,16 @@ class User(Base):
     fanout_mode_version: Mapped[int] = mapped_column(Integer, server_default="0")
     # When the mode last changed: posts made in pull mode since then need reconciling.
     fanout_mode_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Tokens carry the version they were issued under; changePassword bumps it, and every
+    # older token is refused (app/auth/revocation.py, decision 0013).
+    token_version: Mapped[int] = mapped_column(Integer, server_default="0")
+
+
+Index(
+    "users_display_name_prefix_idx",
+    func.lower(User.display_name).label("display_name_lower"),
+    postgresql_ops={"display_name_lower": "text_pattern_ops"},
+)
 
 
 class Post(Base):
@@ -83,7 +99,12 @@ class Post(Base):
 
 class Follow(Base):
     __tablename__ = "follows"
-    __table_args__ = (Index("follows_followee_idx", "followee_id", "follower_id"),)
+    __table_args__ = (
+        Index("follows_followee_idx", "followee_id", "follower_id"),
+        # User.followers / User.following: newest edge first (app.social.follow_lists).
+        Index("follows_followee_created_idx", "followee_id", "created_at", "follower_id"),
+        Index("follows_follower_created_idx", "follower_id", "created_at", "followee_id"),
+    )
 
     follower_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
@@ -125,7 +146,7 @@ class Like(Base):
 class Comment(Base):
     __tablename__ = "comments"
     __table_args__ = (
-        Index("comments_post_idx", "post_id", "created_at"),
+        Index("comments_post_idx", "post_id", "created_at", "id"),  # Post.comments keyset
         Index("comments_author_idx", "author_id", "post_author_id"),
     )
 

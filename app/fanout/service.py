@@ -67,9 +67,12 @@ class FanoutService:
     bodies: BodyCache
     notifier: FanoutNotifier | None = None
 
-    async def split_post(self, post_id: int, enqueue: Enqueue) -> SplitResult | None:
+    async def split_post(
+        self, post_id: int, enqueue: Enqueue, job_prefix: str | None = None
+    ) -> SplitResult | None:
         """PostCreated: index the post under its author, then page active followers into
-        FanoutBatch jobs (push) or stop there (pull: one write whatever the follower count)."""
+        FanoutBatch jobs (push) or stop there (pull: one write whatever the follower count).
+        `job_prefix`: the batches' job ids (a re-run by the reconciler gets fresh ones)."""
         async with self.sessions.begin() as session:
             post = await session.get(Post, post_id)
             if post is None or post.deleted_at is not None:
@@ -88,7 +91,7 @@ class FanoutService:
             return SplitResult(decision.mode, 0, 0, reconciled)
         lane = self.lane_for(decision.follower_count)
         batches, followers = await self.enqueue_pages(
-            post.author_id, [(post.id, score)], lane, f"fb:{post.id}", 0, enqueue
+            post.author_id, [(post.id, score)], lane, job_prefix or f"fb:{post.id}", 0, enqueue
         )
         return SplitResult(decision.mode, batches, followers, reconciled)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -64,20 +64,30 @@ _PAGE_ROWS_NEWEST = _PAGE_ROWS + " ORDER BY p.id DESC LIMIT $3"
 
 _BODIES = "SELECT id, version, body FROM posts WHERE id = ANY($1::bigint[])"
 
+
+def _own_posts_sql(limit: str, before: str, before_at: str) -> str:
+    """The viewer's ($1) newest `limit` posts below post id `before`; `before_at` (the next
+    ms after that id's) bounds the index range, so a deep page skips no newer rows."""
+    return f"""
+    SELECT id FROM posts WHERE author_id = $1 AND {alive_sql("posts")}
+      AND created_at < {before_at} AND id < {before}
+    ORDER BY created_at DESC, id DESC LIMIT {limit}
+"""
+
+
 # Where candidates come from besides Redis: the viewer's graph and own posts, plus (RANKED
 # first pages only) the recent likes/comments that make author affinity. One round trip.
-# $1 viewer, $2 "recent" (follows and mode switches whose async work may still run), $3 own.
+# $1 viewer, $2 "recent" (follows and mode switches whose async work may still run), $3-$5
+# the own posts' limit and bounds.
 _CONTEXT_SOURCES = f"""
     SELECT 1 AS kind, f.followee_id AS id, 0::bigint AS n
     FROM follows f JOIN users u ON u.id = f.followee_id
     WHERE f.follower_id = $1
       AND (u.fanout_mode = {FANOUT_PULL} OR f.created_at >= $2 OR u.fanout_mode_changed_at >= $2)
     UNION ALL
-    SELECT 2, o.id, 0 FROM (
-        SELECT id FROM posts WHERE author_id = $1 AND {alive_sql("posts")}
-        ORDER BY created_at DESC, id DESC LIMIT $3
-    ) o
+    SELECT 2, o.id, 0 FROM ({_own_posts_sql("$3", "$4", "$5")}) o
 """
+_OWN_POSTS_BEFORE = f"SELECT array_agg(id) FROM ({_own_posts_sql('$2', '$3', '$4')}) o"
 _CONTEXT_AFFINITY = """
     UNION ALL
     SELECT 3, l.author_id, count(*) FROM (
@@ -182,8 +192,18 @@ class PageExtras:
 @dataclass(frozen=True)
 class ViewerContext:
     pull_authors: list[int]  # followees to pull from: pull mode, just followed, just switched
-    own_posts: list[int]
+    own_posts: list[int]  # the viewer's newest `own_limit` posts below `own_before`
     affinity: dict[int, int]  # empty unless asked for (RANKED first pages)
+    own_before: int = 2**63 - 1
+    own_limit: int = 0
+
+    def own_below(self, before: int) -> list[int] | None:
+        """The viewer's posts below `before` that `own_posts` holds (all of them down to its
+        oldest), or None when it was read below another bound and cut at `own_limit`: then
+        some of those just below `before` may be missing, and they must be read again."""
+        if before == self.own_before or len(self.own_posts) < self.own_limit:
+            return [p for p in self.own_posts if p < before]
+        return None
 
 
 class Reads:
@@ -266,14 +286,33 @@ async def bodies(reads: Reads, ids: Sequence[int]) -> dict[int, tuple[int, str]]
     return {r[0]: (r[1], r[2]) for r in await reads.all(_BODIES, list(ids))}
 
 
+def _own_args(before: int) -> tuple[int, datetime]:
+    """(id bound, created_at bound) of the own-posts query: below `before`, by both."""
+    return before, datetime.fromtimestamp((created_ms(before) + 1) / 1000, UTC)
+
+
+async def own_posts_before(reads: Reads, viewer_id: int, before: int, limit: int) -> list[int]:
+    """The viewer's newest `limit` posts below post id `before` (any visibility: a home feed
+    shows all of the viewer's own posts, however far it is scrolled)."""
+    rows = await reads.all(_OWN_POSTS_BEFORE, viewer_id, limit, *_own_args(before))
+    return list(rows[0][0] or [])
+
+
 async def viewer_context(
-    reads: Reads, viewer_id: int, recent: datetime, own: int, affinity: bool = True
+    reads: Reads,
+    viewer_id: int,
+    recent: datetime,
+    own: int,
+    affinity: bool = True,
+    own_before: int = 2**63 - 1,
 ) -> ViewerContext:
-    """Pull sources, own posts and (if `affinity`) per-author engagement, in one query."""
+    """Pull sources, the viewer's newest `own` posts below `own_before` and (if `affinity`)
+    per-author engagement, in one query."""
     pull: list[int] = []
     mine: list[int] = []
     weights: dict[int, int] = {}
-    rows = await reads.all(_VIEWER_CONTEXT if affinity else _VIEWER_SOURCES, viewer_id, recent, own)
+    statement = _VIEWER_CONTEXT if affinity else _VIEWER_SOURCES
+    rows = await reads.all(statement, viewer_id, recent, own, *_own_args(own_before))
     for kind, idents, counts in rows:
         if kind == 1:
             pull = idents
@@ -282,7 +321,7 @@ async def viewer_context(
         else:  # likes (3) and comments (4) per author add up
             for ident, n in zip(idents, counts, strict=True):
                 weights[ident] = weights.get(ident, 0) + int(n)
-    return ViewerContext(pull, mine, weights)
+    return ViewerContext(pull, mine, weights, own_before, own)
 
 
 async def followee_posts_before(

@@ -51,6 +51,7 @@ from app.errors import CursorExpired
 from app.feed import rows as sql
 from app.feed.cursor import Cursor, Keyset, SessionPosition
 from app.feed.hot_cache import CoalescingCache
+from app.feed.impressions import UNREAD, ImpressionLog
 from app.feed.modes import FeedMode
 from app.feed.rows import (
     FeedPost,
@@ -84,7 +85,12 @@ U = TypeVar("U")
 
 MAX_ID = 2**63 - 1
 PULL_PER_AUTHOR = 50  # newest posts taken from each pulled author
-OWN_POSTS = 20  # read-your-writes: the viewer's newest posts are always candidates
+# Own posts are candidates as far as the feed is scrolled (read-your-writes, and SPEC: all of
+# them): each candidate round reads the viewer's newest ones below its bound, up to its limit
+# or OWN_PER_READ; when that many come back, the round's candidates stop at the oldest of them
+# and the next round reads on below. (625 own ids per RANKED first page cost a heavy poster
+# ~4 ms more per read: a heap fetch each.)
+OWN_PER_READ = 100
 RECENT_WINDOW = timedelta(minutes=10)  # follows/mode switches whose async work may still run
 LAG_WINDOW = timedelta(minutes=5)  # under queue lag, followees' posts this recent are pulled
 CANDIDATE_SLACK = 1.25  # candidates filtered per session slot (some will be invisible)
@@ -264,6 +270,11 @@ class FeedService:
         self.loop_lag = LoopLag()
         # Each viewer's last RANKED session and what it was ranked from (see module doc).
         self.open_sessions = OpenSessions(settings.feed_session_reuse_seconds)
+        # Served and reported posts, written in batches off the request path; RANKED puts
+        # the ones a viewer has seen behind the unseen (app.feed.impressions).
+        self.impressions = ImpressionLog(
+            store.redis, settings.impressions_max, settings.impressions_ttl_seconds
+        )
 
     # -- public ----------------------------------------------------------------------------
 
@@ -274,6 +285,7 @@ class FeedService:
         if cursor is None:
             await self.activity.touch_read(viewer_id)  # at most once an hour
         page = await self._read(viewer_id, mode, first, cursor)
+        self.impressions.record(viewer_id, [row.post_id for row, _ in page.rows])  # no I/O
         if cursor is None:
             # A fresh first page shows everything announced so far: the live count restarts,
             # unless nothing arrived since the reset after this session's own first page.
@@ -308,7 +320,7 @@ class FeedService:
             # Independent sources, read at once: the viewer's graph (Postgres; affinity only
             # where ranking uses it) and the home timeline (Redis).
             context, timeline = await _concurrently(
-                self._context(viewer_id, affinity=ranked_first),
+                self._context(viewer_id, ranked_first, before, min(limit, OWN_PER_READ)),
                 self._timeline(viewer_id, before, limit),
             )
             stages.done("context")
@@ -348,7 +360,10 @@ class FeedService:
             if reused is not None:
                 return reused
         # Ranking needs four columns of each candidate; the shown rows are read in full below.
-        visible = await sql.rank_rows(self.reads, viewer_id, found.ids)
+        # The viewer's impressions come at once (Redis, while Postgres filters).
+        visible, seen = await _concurrently(
+            sql.rank_rows(self.reads, viewer_id, found.ids), self._seen(viewer_id)
+        )
         FEED_FILTERED.inc(len(found.ids) - len(visible.post_ids))
         stages.done("filter")
         window = RankColumns(*(column[:size] for column in visible))  # newest first
@@ -360,6 +375,7 @@ class FeedService:
                 context.affinity,
                 int(time.time() * 1000),
                 self.settings.ranking_budget_ms / 1000,
+                seen,
             )
         except RankingTimeout:
             FEED_DEGRADED.labels("ranking_timeout").inc()
@@ -472,7 +488,9 @@ class FeedService:
         if frozen.tail is None or len(taken) == first or not continue_below:
             return FeedPage(taken, frozen.tail is not None, frozen.session_id, False)
         # The frozen window is used up: continue below its oldest post, newest first.
-        context = await self._context(viewer_id, affinity=False)
+        left = first - len(taken)
+        own_limit = min(_keyset_limit(left), OWN_PER_READ)
+        context = await self._context(viewer_id, False, frozen.tail[1], own_limit)
         rest = await self._keyset_page(
             viewer_id, context, frozen.tail[1], first - len(taken), stages, extras
         )
@@ -517,10 +535,12 @@ class FeedService:
 
     # -- stages ----------------------------------------------------------------------------
 
-    async def _context(self, viewer_id: int, affinity: bool) -> ViewerContext:
-        return await sql.viewer_context(
-            self.reads, viewer_id, datetime.now(UTC) - RECENT_WINDOW, OWN_POSTS, affinity
-        )
+    async def _context(
+        self, viewer_id: int, affinity: bool, before: int, limit: int
+    ) -> ViewerContext:
+        """Graph, affinity, and the viewer's newest `limit` posts below `before`."""
+        recent = datetime.now(UTC) - RECENT_WINDOW
+        return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
 
     async def _candidates(
         self,
@@ -543,12 +563,16 @@ class FeedService:
         else:
             read, (pulled, pulled_ok) = timeline, await self._pulled(context.pull_authors)
         lagging = await self._lagging()
+        own, own_limit = context.own_below(before), context.own_limit
+        if own is None:  # a later keyset round, below what the context read
+            own_limit = min(limit, OWN_PER_READ)
+            own = await sql.own_posts_before(self.reads, viewer_id, before, own_limit)
         tl_ids, tl_full, degraded = read
         degraded = degraded or not pulled_ok
         sources: dict[str, list[int]] = {
             "timeline": tl_ids,
             "pull": [p for entries in pulled.values() for p, _ in entries if p < before],
-            "own": [p for p in context.own_posts if p < before],
+            "own": own,
         }
         if lagging:
             recent = await sql.recent_followee_posts(
@@ -565,6 +589,10 @@ class FeedService:
         FEED_DEDUPED.inc(total - len(merged))
         ordered = sorted(merged, reverse=True)
         cut = len(ordered) > limit
+        if own and len(own) >= own_limit:
+            # More own posts may lie below the oldest read: the candidates stop there.
+            floor = min(own)
+            ordered, cut = [p for p in ordered if p >= floor], True
         return _Candidates(ordered[:limit], tl_full or cut, degraded)
 
     async def _timeline(self, viewer_id: int, before: int, limit: int) -> _Timeline:
@@ -635,6 +663,14 @@ class FeedService:
                     FEED_PATIENT.inc()
         finally:
             task.cancel()  # a no-op once done
+
+    async def _seen(self, viewer_id: int) -> set[int]:
+        """Posts the viewer had impressions of; none (no demotion) when Redis cannot say."""
+        try:
+            return await self._in_time(self.impressions.seen(viewer_id))
+        except (RedisError, TimeoutError, OSError):
+            UNREAD.inc()
+            return set()
 
     async def _pulled(self, authors: Sequence[int]) -> tuple[dict[int, list[Entry]], bool]:
         """The pulled authors' newest posts, and False when they could not be read in time

@@ -6,9 +6,13 @@ Key `fs:{<viewer>}:<session>` (hash tag = the viewer, same slot as the timeline)
 = packed 8-byte big-endian post ids in rank order. The TTL is the session's lifetime; a
 missing key means expired.
 
-One SET ... EX per session (not HSET + EXPIRE in MULTI/EXEC): one command on every RANKED
-first page instead of four. A key left in the older hash format answers WRONGTYPE, which
-the read path treats like a lost session (CURSOR_EXPIRED).
+One script call per new session (`CREATE`): SET ... EX of the session, and its id in the
+viewer's index `fsi:{<viewer>}` (a zset, score = creation ms); past FEED_SESSIONS_PER_VIEWER
+entries the oldest sessions are deleted, so their cursors answer CURSOR_EXPIRED and a loop of
+aliased `feed(first: 1)` holds at most that many ~4 KB sessions per viewer. The index lives
+as long as the newest session; a session renewed (below) past its index's life is simply
+no longer counted, bounded by its own TTL. A key left in the older hash format answers
+WRONGTYPE, which the read path treats like a lost session (CURSOR_EXPIRED).
 
 A RANKED first page with nothing new since a session was frozen answers from that session
 again: `OpenSessions` remembers, in process, each viewer's last session and a signature of
@@ -28,6 +32,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from app.redis_scripts import LuaScript, run_script
+
 _ID = struct.Struct(">Q")
 OPEN_MAX = 20_000  # viewers whose open session a process remembers (~5 MB); oldest go first
 
@@ -43,6 +49,32 @@ def _key(viewer_id: int, session_id: str) -> str:
     return f"fs:{{{int(viewer_id)}}}:{session_id}"
 
 
+def _index_key(viewer_id: int) -> str:
+    return f"fsi:{{{int(viewer_id)}}}"
+
+
+# KEYS: the session, the viewer's index. ARGV: value, ttl s, now ms, cap, session id, the
+# session keys' prefix (same hash tag as both keys: one slot).
+CREATE = LuaScript(
+    "feed_session_create",
+    """
+local ttl, now, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ttl)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - ttl * 1000))
+redis.call('ZADD', KEYS[2], now, ARGV[5])
+local extra = redis.call('ZCARD', KEYS[2]) - cap
+if extra > 0 then
+  for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, extra - 1)) do
+    redis.call('DEL', ARGV[6] .. old)
+  end
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1)
+end
+redis.call('EXPIRE', KEYS[2], ttl)
+return extra
+""",
+)
+
+
 def _pack(ids: Sequence[int]) -> bytes:
     return struct.pack(f">{len(ids)}Q", *ids)
 
@@ -52,17 +84,22 @@ def _unpack(raw: bytes) -> list[int]:
 
 
 class FeedSessionStore:
-    def __init__(self, redis: Redis, ttl_seconds: int) -> None:
+    def __init__(self, redis: Redis, ttl_seconds: int, per_viewer: int = 10) -> None:
         self.redis = redis
         self.ttl = ttl_seconds
+        self.per_viewer = per_viewer  # FEED_SESSIONS_PER_VIEWER
 
     async def create(
         self, viewer_id: int, ids: Sequence[int], tail: tuple[int, int] | None
     ) -> FeedSession:
+        """Store a new session; past `per_viewer` open ones the viewer's oldest end."""
         session_id = secrets.token_urlsafe(9)
         head = f"{tail[0]}:{tail[1]}" if tail else ""
         value = head.encode() + b"\n" + _pack(ids)
-        await self.redis.set(_key(viewer_id, session_id), value, ex=self.ttl)
+        key = _key(viewer_id, session_id)
+        prefix = key[: -len(session_id)]
+        args = [value, self.ttl, int(time.time() * 1000), self.per_viewer, session_id, prefix]
+        await run_script(self.redis, CREATE, [key, _index_key(viewer_id)], args)
         return FeedSession(session_id, list(ids), tail)
 
     async def load(self, viewer_id: int, session_id: str) -> FeedSession | None:

@@ -35,3 +35,27 @@ FEED_FILTERED = Counter(
 FEED_CURSOR_EXPIRED = Counter("feed_cursor_expired_total", "Pages asked of an expired session")
 FEED_DEGRADED = Counter("feed_degraded_total", "Feed pages served degraded", ["reason"])
 FEED_CACHE = Counter("feed_cache_lookups_total", "Read-path cache lookups", ["cache", "result"])
+RATE_LIMITED = Counter(
+    "feed_rate_limited_total", "Requests refused RATE_LIMITED, by budget", ["budget"]
+)
+RATE_LIMIT_FALLBACK = Counter(
+    "feed_rate_limit_fallback_total",
+    "Rate-limit checks counted in process because Redis was unreachable",
+)
+QUERY_COST_REFUSED = Counter(
+    "feed_query_cost_refused_total", "Documents refused for costing over QUERY_COST_LIMIT"
+)
+PASSWORD_HASH_OVERLOADED = Counter(
+    "feed_password_hash_overloaded_total",
+    "Password hashes refused OVERLOADED: every Argon2 slot stayed busy past the wait",
+)
+# Job reliability (jobs/reliability.py, jobs/reconcile.py): counted in the worker processes.
+JOB_RETRIES = Counter("feed_job_retries_total", "Failed job runs scheduled again", ["function"])
+JOBS_DEAD_LETTERED = Counter(
+    "feed_jobs_dead_lettered_total", "Jobs that failed every try: dead letters", ["function"]
+)
+FANOUT_RECONCILED = Counter(
+    "feed_fanout_reconciled_total",
+    "Posts whose fan-out never completed, re-run (rerun) or left to dead letters (gave_up)",
+    ["result"],
+)

@@ -37,6 +37,33 @@ _OLDEST_AGE = text(
 )
 
 
+_PUBLISHED_POSTS = text(
+    """
+    SELECT id, (payload->>'post_id')::bigint AS post_id FROM outbox
+    WHERE event_type = :event_type AND published_at IS NOT NULL AND id > :after
+      AND published_at < now() - make_interval(secs => :grace)
+      AND published_at > now() - make_interval(secs => :window)
+    ORDER BY id LIMIT :n
+    """
+)
+
+
+async def published_posts(
+    engine: AsyncEngine, grace_seconds: float, window_seconds: float, after: int, limit: int
+) -> list[tuple[int, int]]:
+    """(event id, post id) of PostCreated events relayed between `window` and `grace` seconds
+    ago, above event id `after`: the fan-outs the reconciler checks (jobs.reconcile)."""
+    params = {
+        "event_type": events.POST_CREATED,
+        "grace": grace_seconds,
+        "window": window_seconds,
+        "after": after,
+        "n": limit,
+    }
+    async with engine.connect() as conn:
+        return [(r.id, r.post_id) for r in await conn.execute(_PUBLISHED_POSTS, params)]
+
+
 async def oldest_unpublished_seconds(engine: AsyncEngine) -> float:
     """Age of the oldest event not relayed yet (0 when none): the relay's lag, for /metrics."""
     async with engine.connect() as conn:

@@ -14,6 +14,7 @@ EPOCH_MS = 1_420_070_400_000  # 2015-01-01T00:00:00Z
 SEQUENCE_BITS = 22
 ID_DIGITS = 19
 MAX_POST_ID = 10**ID_DIGITS - 1
+MAX_STORED_ID = 2**63 - 1  # posts.id is a BIGINT
 
 
 def created_ms(post_id: int) -> int:
@@ -35,7 +36,11 @@ def encode_post_id(post_id: int) -> str:
 
 
 def parse_post_id(raw: str) -> int | None:
-    """A post id from a client, or None when it cannot be one (treated as not found)."""
-    if not raw.isdigit() or len(raw) > ID_DIGITS:
+    """A post id from a client, or None when it cannot be one (treated as not found).
+
+    ASCII digits only (`"²".isdigit()` is true, `int("²")` fails) and within a signed 64-bit
+    column (19 digits go up to 10**19 - 1, past BIGINT's 2**63 - 1)."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > ID_DIGITS:
         return None
-    return int(raw)
+    value = int(raw)
+    return value if 0 < value <= MAX_STORED_ID else None

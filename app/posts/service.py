@@ -136,10 +136,15 @@ async def set_visibility(
     checked = check_visibility(visibility)
     post = await _own_post_for_update(session, viewer_id, post_id)
     if post.visibility != checked:
+        widened = post.visibility == Visibility.PRIVATE
         post.visibility = checked.value
         post.version += 1
         await session.flush()
         await events.record(session, events.POST_VISIBILITY_CHANGED, _event_payload(post))
+        if widened:
+            # Followers may see it now, but its fan-out skipped it (or will: it read PRIVATE):
+            # the split a new post gets, again. Replays are no-ops (same batch ids, same ZADD).
+            await events.record(session, events.POST_CREATED, _event_payload(post))
     return post
 
 

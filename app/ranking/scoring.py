@@ -4,6 +4,8 @@ score = 0.5 ** (age_hours / HALF_LIFE_HOURS)
         * (1 + ENGAGEMENT_WEIGHT * ln(1 + likes + 2 * comments))
         * (1 + AFFINITY_WEIGHT * ln(1 + viewer's recent likes/comments on the author))
 Diversity: no more than MAX_RUN consecutive posts by one author (greedy re-ordering).
+Seen last: posts the viewer already had impressions of (app.feed.impressions) come after
+every unseen one, each group in the order above, so a refresh opens on what is new to them.
 Ranking never adds candidates: it only orders rows that already passed the filters.
 If it overruns its time budget the caller falls back to freshness order (degraded).
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from app.posts.ids import created_ms_many
 
@@ -38,10 +41,11 @@ def rank_columns(
     affinity: Mapping[int, int],
     now_ms: int,
     budget_seconds: float,
+    seen: AbstractSet[int] = frozenset(),
 ) -> list[int]:
     """Positions (into the columns) in ranked order; RankingTimeout past the budget.
 
-    Ages come from the ids, which carry their creation millisecond.
+    Ages come from the ids, which carry their creation millisecond; `seen` post ids go last.
     """
     deadline = time.perf_counter() + budget_seconds
     log1p = math.log1p
@@ -61,6 +65,19 @@ def rank_columns(
     if time.perf_counter() > deadline:
         raise RankingTimeout
     order = [k[2] for k in keyed]
+    if seen and not seen.isdisjoint(post_ids):
+        groups: tuple[list[int], list[int]] = ([], [])  # unseen, seen
+        for i in order:
+            groups[post_ids[i] in seen].append(i)
+        unseen, again = groups
+        return _diversified(unseen, author_ids, deadline) + _diversified(
+            again, author_ids, deadline
+        )
+    return _diversified(order, author_ids, deadline)
+
+
+def _diversified(order: list[int], author_ids: Sequence[int], deadline: float) -> list[int]:
+    """`order` (positions, best first) after the diversity rule."""
     picked = _diversify([author_ids[i] for i in order], deadline)
     return [order[i] for i in picked]
 

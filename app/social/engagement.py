@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, func, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -49,13 +49,22 @@ async def add_comment(
     if not 1 <= len(body) <= max_chars:
         raise BadInput(f"A comment is 1-{max_chars} characters after trimming.")
     post = await visible_post(session, viewer_id, post_id)
-    comment = Comment(
-        post_id=post.id, author_id=viewer_id, post_author_id=post.author_id, body=body
-    )
-    session.add(comment)
+    # Count first: the UPDATE locks the post's row until commit, so a post's comments are
+    # inserted one transaction at a time and each takes its time (clock_timestamp, not the
+    # transaction's start) after the previous one committed. Their (created_at, id) order is
+    # then their commit order, and a reader paging oldest first (app.social.comments) never
+    # skips a comment that commits after it read a page.
     await session.execute(
         update(Post).where(Post.id == post.id).values(comment_count=Post.comment_count + 1)
     )
+    comment = Comment(
+        post_id=post.id,
+        author_id=viewer_id,
+        post_author_id=post.author_id,
+        body=body,
+        created_at=func.clock_timestamp(),
+    )
+    session.add(comment)
     await session.flush()
     await session.refresh(comment)
     return comment

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import User
-from app.errors import BadInput, Conflict, Unauthenticated
-from app.passwords import hash_password, verify_password
+from app.errors import BadInput, Conflict, NotFound, Unauthenticated
+from app.passwords import hash_password, hash_password_bounded, verify_password_bounded
 
 _DUMMY_HASH = hash_password("not-a-real-password")
 HANDLE_RE = re.compile(r"^[a-z0-9_]{3,30}$")
@@ -27,19 +26,24 @@ def normalize_handle(handle: str) -> str:
     return handle
 
 
+def clean_display_name(display_name: str) -> str:
+    name = display_name.strip()
+    if not 1 <= len(name) <= DISPLAY_NAME_MAX:
+        raise BadInput(f"A display name is 1-{DISPLAY_NAME_MAX} characters long.")
+    return name
+
+
 async def sign_up(
     session: AsyncSession, handle: str, password: str, display_name: str | None
 ) -> User:
     handle = normalize_handle(handle)
     if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
         raise BadInput(f"A password is {PASSWORD_MIN}-{PASSWORD_MAX} characters long.")
-    name = (display_name or handle).strip()
-    if not 1 <= len(name) <= DISPLAY_NAME_MAX:
-        raise BadInput(f"A display name is 1-{DISPLAY_NAME_MAX} characters long.")
+    name = clean_display_name(display_name or handle)
     user = User(
         handle=handle,
-        # Argon2 is deliberately slow: keep it off the event loop.
-        password_hash=await asyncio.to_thread(hash_password, password),
+        # Argon2 is deliberately slow: off the event loop, a bounded number at once.
+        password_hash=await hash_password_bounded(password),
         display_name=name,
         last_active_at=datetime.now(UTC),
     )
@@ -62,7 +66,7 @@ async def log_in(session: AsyncSession, handle: str, password: str) -> User:
     user = await session.scalar(select(User).where(User.handle == handle))
     # Verify against a dummy hash for unknown handles too: the answer takes as long.
     stored = user.password_hash if user is not None else _DUMMY_HASH
-    if not await asyncio.to_thread(verify_password, stored, password) or user is None:
+    if not await verify_password_bounded(stored, password) or user is None:
         raise failure
     return user
 
@@ -73,3 +77,14 @@ async def by_handle(session: AsyncSession, handle: str) -> User | None:
     except BadInput:
         return None
     return await session.scalar(select(User).where(User.handle == handle))
+
+
+async def update_profile(session: AsyncSession, user_id: int, display_name: str) -> User:
+    """Set the user's display name (same rule as at sign-up); the updated row."""
+    name = clean_display_name(display_name)
+    user = await session.scalar(
+        update(User).where(User.id == user_id).values(display_name=name).returning(User)
+    )
+    if user is None:
+        raise NotFound("Your account no longer exists.")
+    return user

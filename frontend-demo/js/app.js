@@ -1,10 +1,12 @@
-// The shell: session, hash router (#/, #/login, #/signup, #/u/<handle>), header, toasts,
-// the live connection and the operator panel. Views live in js/views/.
+// The shell: session, hash router (#/, #/login, #/signup, #/u/<handle>[/followers|/following]),
+// header (with the people search), toasts, the live connection and the operator panel. Views
+// live in js/views/.
 
 import { ApiError, auth, gql } from './api.js';
 import { avatar, clear, h, icon } from './dom.js';
 import { LiveFeed } from './live.js';
 import { OperatorPanel } from './metrics.js';
+import { searchBox } from './search.js';
 import { authView } from './views/auth.js';
 import { forgetHome, homeView } from './views/home.js';
 import { userView } from './views/user.js';
@@ -28,6 +30,7 @@ class App extends EventTarget {
       toasts: document.getElementById('toasts'),
     };
     this.operator = new OperatorPanel(this.els.operator);
+    this.search = searchBox(this);
     this.feedSeenUpTo = 0; // createdAt (ms) of the newest post on the feed's first page
     this.live.addEventListener('update', (e) => {
       const { newPostCount, latestPostAt } = e.detail;
@@ -91,6 +94,7 @@ class App extends EventTarget {
     auth.token = null;
     this.viewer = null;
     this.live.stop();
+    this.search.reset();
     forgetHome();
     this.feedSeenUpTo = 0;
     this.setNewPosts(0, null);
@@ -108,7 +112,7 @@ class App extends EventTarget {
 
   route() {
     const hash = location.hash || '#/';
-    const [, first = '', second = ''] = hash.split('/');
+    const [, first = '', second = '', third = ''] = hash.split('/');
     let next;
     if (!this.viewer) {
       if (!['login', 'signup'].includes(first)) sessionStorage.setItem('hybridfeed.next', hash);
@@ -117,7 +121,14 @@ class App extends EventTarget {
     } else if (first === 'login' || first === 'signup') {
       return this.navigate('#/');
     } else if (first === 'u' && second) {
-      next = userView(this, decodeURIComponent(second));
+      const handle = decodeURIComponent(second);
+      // Another tab of the user page on screen: switch the tab, keep the rest.
+      if (this.view?.handle === handle && this.view.showTab) {
+        this.view.showTab(third);
+        this.renderHeader();
+        return;
+      }
+      next = userView(this, handle, third);
     } else if (first === '') {
       next = homeView(this);
     } else {
@@ -143,6 +154,10 @@ class App extends EventTarget {
 
   renderHeader() {
     const header = this.els.header;
+    // The search box is one element kept across renders; rebuilding the header must not take
+    // the caret out of it (the live status changes while someone types).
+    const searching = this.search.focused;
+    const selection = searching ? this.search.selection : null;
     clear(header);
     const brand = h('a.brand', { href: '#/' }, icon('logo'), h('span', 'hybridfeed'));
     if (!this.viewer) {
@@ -181,6 +196,7 @@ class App extends EventTarget {
             'Profile',
           ),
         ),
+        this.search.el,
         h('span.spacer'),
         h(
           'span.live-pill',
@@ -208,6 +224,7 @@ class App extends EventTarget {
         ),
       ),
     );
+    this.search.restoreFocus(searching, selection);
   }
 
   operatorOpen() {

@@ -67,6 +67,7 @@ const PATHS = {
   logo:
     '<path d="M4 6h10"/><path d="M4 12h16"/><path d="M4 18h7"/><circle cx="18.5" cy="6" r="2"/><circle cx="15.5" cy="18" r="2"/>',
   x: '<path d="M6 6l12 12M18 6 6 18"/>',
+  search: '<circle cx="10.5" cy="10.5" r="6.5"/><path d="m15.5 15.5 5 5"/>',
 };
 
 export function icon(name, cls = '') {

@@ -1,4 +1,5 @@
-// An infinitely scrolling list of posts over a GraphQL connection (edges + pageInfo).
+// An infinitely scrolling list over a GraphQL connection (edges + pageInfo): posts by default,
+// or anything else with an `id` given `renderItem` (the follower lists of a user page).
 // The cursor is opaque: we only ever hand back the server's endCursor. A page that repeats a
 // post already shown is not trusted blindly: the repeat is dropped and counted, visibly.
 //
@@ -16,9 +17,11 @@ export class PagedList {
   /**
    * fetchPage(after, signal) -> {edges, pageInfo, ...extra}
    * onError(err, {first}) -> true when handled (the list then shows nothing more about it)
+   * renderItem(node) -> HTMLElement, for lists of something else than posts
    */
-  constructor(app, { fetchPage, onPage = () => {}, onError = () => false, empty = 'Nothing here yet.', testid = 'list' }) {
+  constructor(app, { fetchPage, onPage = () => {}, onError = () => false, empty = 'Nothing here yet.', testid = 'list', renderItem = null, listClass = 'posts' }) {
     this.app = app;
+    this.renderItem = renderItem;
     this.fetchPage = fetchPage;
     this.onPage = onPage;
     this.onError = onError;
@@ -34,7 +37,7 @@ export class PagedList {
     this.failed = null;
     this.generation = 0;
     this.abort = null;
-    this.list = h('ol.posts', { dataset: { testid } });
+    this.list = h(`ol.${listClass}`, { dataset: { testid } });
     this.footer = h('div.list-footer', { dataset: { testid: `${testid}-footer` } });
     this.sentinel = h('div.sentinel', { 'aria-hidden': 'true' });
     this.el = h('div.paged', this.list, this.sentinel, this.footer);
@@ -162,6 +165,7 @@ export class PagedList {
   }
 
   card(post, { fresh = false, isNew = false } = {}) {
+    if (this.renderItem) return this.renderItem(post);
     return postCard(post, this.app, {
       fresh,
       isNew,

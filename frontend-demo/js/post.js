@@ -2,6 +2,7 @@
 // delete. The card owns its DOM node and re-renders in place from each Post the API returns.
 
 import { ApiError } from './api.js';
+import { commentThread } from './comments.js';
 import { avatar, clear, fullDate, h, icon, timeAgo } from './dom.js';
 
 export const VISIBILITY = {
@@ -22,8 +23,8 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
   let mode = 'view'; // view | edit | confirm-delete
   let menuOpen = false;
   let commenting = false;
+  let thread = null; // made on the first open, kept (with what it loaded) afterwards
   let busy = false;
-  const myComments = [];
   const root = h('article.post', {
     dataset: { postId: post.id, testid: 'post', author: post.author.handle },
   });
@@ -301,53 +302,38 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
         {
           type: 'button',
           'aria-expanded': String(commenting),
-          'aria-label': 'Comment',
+          'aria-label': commenting ? 'Hide comments' : 'Show comments',
           dataset: { testid: 'comment' },
           onclick: () => {
             commenting = !commenting;
             render();
-            if (commenting) root.querySelector('.comment-form input')?.focus();
+            if (commenting) {
+              thread.open();
+              thread.focus();
+            }
           },
         },
         icon('comment'),
         h('span.count', { dataset: { testid: 'comment-count' } }, String(post.commentCount)),
+        h('span.count-label', post.commentCount === 1 ? 'comment' : 'comments'),
       ),
     );
   }
 
   function comments() {
-    const list = myComments.length
-      ? h(
-          'ul.my-comments',
-          myComments.map((c) => h('li', h('strong', `@${c.author.handle}`), ' ', c.body)),
-        )
-      : null;
-    if (!commenting) return list;
-    const input = h('input', {
-      type: 'text',
-      maxlength: 500,
-      placeholder: 'Write a comment…',
-      'aria-label': 'Comment',
-      dataset: { testid: 'comment-input' },
-    });
-    const form = h(
-      'form.comment-form',
-      {
-        onsubmit: (e) => {
-          e.preventDefault();
-          const text = input.value.trim();
-          if (!text) return;
-          run('AddComment', { postId: post.id, body: text }, (data) => {
-            myComments.push(data.addComment);
-            post = { ...post, commentCount: post.commentCount + 1 };
-            commenting = false;
-          });
-        },
+    if (!commenting) return null;
+    thread ??= commentThread(post, app, {
+      setCount: (n) => {
+        post = { ...post, commentCount: n };
+        const count = root.querySelector('[data-testid="comment-count"]');
+        if (count) count.textContent = String(n);
+        const label = root.querySelector('.action.comment .count-label');
+        if (label) label.textContent = n === 1 ? 'comment' : 'comments';
       },
-      input,
-      h('button.primary.small', { type: 'submit', dataset: { testid: 'comment-send' } }, 'Reply'),
-    );
-    return h('div', list, form);
+      gone: () => remove(),
+    });
+    thread.syncCount(post.commentCount);
+    return thread.el;
   }
 
   function render() {

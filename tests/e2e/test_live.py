@@ -81,6 +81,7 @@ async def test_a_binary_frame_is_a_protocol_error_not_decoded(page, http) -> Non
 
 
 OLDER = 12  # posts already in the feed, each liked: a new post (no likes) ranks below them
+# (when all are seen: unseen posts rank first, app/feed/impressions.py)
 
 
 @pytest.mark.parametrize(
@@ -116,7 +117,11 @@ async def test_new_posts_are_on_top_after_the_banner_click(
     await expect(page.get_by_test_id("live-status")).to_have_attribute("data-state", "live")
 
     fresh = "dan: just landed in Lisbon"
-    await post(http, authors["dan"], fresh)
+    fresh_id = await post(http, authors["dan"], fresh)
+    # As if another device of the reader's had shown it: seen like the older posts, so the
+    # ranking's unseen-first rule (impressions) does not lift it and it ranks low on merit.
+    reported = {"postIds": [str(fresh_id)]}
+    (await gql(http, "ReportImpressions", reported, token=reader)).ok()
     await pipeline.settle()
     banner = page.get_by_test_id("new-posts-banner")
     await expect(banner).to_contain_text("1 new post")

@@ -14,7 +14,7 @@ import pytest
 from playwright.async_api import expect
 
 from app.config import PROJECT_ROOT
-from tests.e2e.ui import feed_post, log_in
+from tests.e2e.ui import feed_post, log_in, open_comments, search_people
 from tests.helpers import create_post, follow, gql, post, sign_up
 from tests.servers import ApiServer
 
@@ -130,6 +130,26 @@ async def test_screenshots(pages, http, pipeline, test_database) -> None:
     await log_in(dark, "alice")
     await expect(feed_post(dark, "Crumb shot incoming")).to_be_visible()
     await _shot(dark, "home-dark.png")
+
+    # Comments under a post, and the people search open over the page.
+    for handle, name in (("carlos", "Carlos Diaz"), ("carmen", "Carmen Reyes")):
+        await sign_up(http, handle, name=name)
+    portra = await create_post(http, tokens["carol"], "Shot the night market on Cinestill 800T.")
+    for handle, body in (
+        ("bob", "The halation on those lanterns!"),
+        ("erin", "Which market is this? I need to go."),
+        ("carol", "Rasa Sayang, Thursday nights. Bring cash."),
+    ):
+        variables = {"postId": portra["id"], "body": body}
+        (await gql(http, "AddComment", variables, token=tokens[handle])).ok()
+    social = await pages.new()
+    await log_in(social, "bob")
+    await social.goto("/#/u/carol")
+    card = social.get_by_test_id("post").filter(has_text="Cinestill 800T")
+    thread = await open_comments(card)
+    await expect(thread.get_by_test_id("comment-item")).to_have_count(3)
+    await search_people(social, "car")
+    await _shot(social, "social.png")
 
     # The websocket drops: a server of its own, stopped under the page.
     async with ApiServer() as server:

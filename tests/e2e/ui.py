@@ -80,3 +80,46 @@ async def scroll_to_end(page: Page, list_testid: str = "feed", max_steps: int = 
                 _NEXT_PAGE_OR_END, arg=[await footer.element_handle(), pages], timeout=2000
             )
     await expect(footer).to_have_attribute("data-state", "end")
+
+
+# -- comments, follower lists, people search (frontend-demo/js/comments.js, search.js) ---------
+
+
+async def open_comments(card: Any) -> Any:
+    """Click the post card's "N comments" toggle and wait for the first page; the thread."""
+    await card.get_by_test_id("comment").click()
+    thread = card.get_by_test_id("comment-thread")
+    await expect(thread.locator(".comments-footer")).not_to_have_attribute("data-state", "loading")
+    return thread
+
+
+async def more_comments(thread: Any) -> None:
+    """Load the thread's next page of comments and wait until it is shown."""
+    before = await thread.get_by_test_id("comment-item").count()
+    await thread.get_by_test_id("comments-more").click()
+    await expect(thread.locator(".comments-footer")).not_to_have_attribute("data-state", "loading")
+    await expect(thread.get_by_test_id("comment-item")).not_to_have_count(before)
+
+
+async def search_people(page: Page, prefix: str) -> Any:
+    """Type a prefix into the header's search box; the results once they are for `prefix`."""
+    await page.get_by_test_id("search-input").fill("")
+    await page.get_by_test_id("search-input").press_sequentially(prefix, delay=20)
+    results = page.get_by_test_id("search-results")
+    await expect(results).to_have_attribute("data-prefix", prefix)
+    await expect(results).to_be_visible()
+    return results
+
+
+def operations_sent(page: Page, name: str) -> list[dict[str, Any]]:
+    """Variables of every request for operation `name` the page sends, in order."""
+    sent: list[dict[str, Any]] = []
+
+    def on_request(request: Any) -> None:
+        if request.url.endswith("/graphql") and request.method == "POST":
+            payload = json.loads(request.post_data or "{}")
+            if payload.get("operationName") == name:
+                sent.append(payload.get("variables") or {})
+
+    page.on("request", on_request)
+    return sent

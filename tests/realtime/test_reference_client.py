@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +21,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import follow, make_user, post
-from tests.servers import ApiServer
+from tests.servers import ApiServer, npm_ci
 
 CLIENT_DIR = Path(__file__).parent / "reference_client"
-LOCK_FILE = CLIENT_DIR / "package-lock.json"
-# Written after a successful `npm ci`: the digest of the lock file node_modules came from.
-STAMP = CLIENT_DIR / "node_modules" / ".installed-lock-sha256"
 
 READY_SECONDS = 20.0
 EXIT_SECONDS = 20.0
@@ -39,27 +32,7 @@ EXIT_SECONDS = 20.0
 @pytest.fixture(scope="session")
 def reference_client() -> Iterator[Path]:
     """client.mjs with its pinned node_modules in place (`npm ci` when missing or stale)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("the graphql-ws reference client needs node and npm on PATH")
-    digest = hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest()
-    with LOCK_FILE.open("rb") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)  # concurrent test sessions: one `npm ci` at a time
-        installed = STAMP.read_text().strip() if STAMP.exists() else None
-        if installed != digest:
-            result = subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund"],
-                cwd=CLIENT_DIR,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            if result.returncode != 0:
-                pytest.fail(
-                    f"npm ci in {CLIENT_DIR} failed ({result.returncode}):\n"
-                    f"{result.stdout}\n{result.stderr}"
-                )
-            STAMP.write_text(digest + "\n")
+    npm_ci(CLIENT_DIR)
     yield CLIENT_DIR / "client.mjs"
 
 

@@ -1,0 +1,81 @@
+"""Retries with exponential backoff, then dead letters: the wrapper around every task.
+
+ARQ on its own retries only cancelled jobs and an explicit `arq.Retry`; any other error
+fails the job for good, and its stored failed result blocks the same job id for an hour.
+Here every error (a failover, a timeout, a bug) raises `Retry(defer=...)` until the job has
+had JOB_MAX_TRIES tries; the last failure records a dead letter (jobs.dead_letters) and is
+re-raised, so ARQ stores it as failed and nothing is silently final.
+
+The task's own deadline (JOB_TIMEOUT_SECONDS) is applied here, inside the wrapper, so a hung
+dependency is retried too; ARQ's job_timeout sits a little above it as a backstop, and ARQ's
+max_tries a few tries above ours so that workers killed mid-job (which ARQ counts as tries)
+still leave the wrapper a final run to record the dead letter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from arq import Retry
+
+from app.config import get_settings
+from app.fanout import lanes
+from app.observability.metrics import JOB_RETRIES, JOBS_DEAD_LETTERED
+from jobs import dead_letters, faults
+
+log = logging.getLogger("jobs.reliability")
+
+Task = Callable[..., Awaitable[Any]]
+# ARQ's limits above ours: its timeout a backstop, its tries a margin for killed workers.
+ARQ_TIMEOUT_MARGIN_SECONDS = 2
+ARQ_EXTRA_TRIES = 3
+
+
+def backoff_seconds(job_try: int, base: float, cap: float) -> float:
+    """base * 2^(try-1), capped, with +-20 % jitter so a failover's victims spread out."""
+    delay = min(cap, base * 2 ** (job_try - 1))
+    return delay * random.uniform(0.8, 1.2)
+
+
+def reliable(name: str, task: Task) -> Task:
+    """`task` retried with backoff up to JOB_MAX_TRIES tries, then a dead letter."""
+
+    @functools.wraps(task)
+    async def run(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        settings = get_settings()
+        job_try = int(ctx.get("job_try", 1))
+        try:
+            async with asyncio.timeout(settings.job_timeout_seconds):
+                if settings.job_fault_hook:
+                    await faults.check(ctx["redis"], name)
+                return await task(ctx, *args, **kwargs)
+        except Retry:
+            raise
+        except Exception as exc:
+            if job_try < settings.job_max_tries:
+                JOB_RETRIES.labels(name).inc()
+                defer = backoff_seconds(
+                    job_try, settings.job_retry_base_seconds, settings.job_retry_max_seconds
+                )
+                log.warning("%s try %d failed (%r); again in %.2f s", name, job_try, exc, defer)
+                raise Retry(defer=defer) from exc
+            letter = dead_letters.DeadLetter(
+                job_id=str(ctx.get("job_id", "")),
+                function=name,
+                args=list(args),
+                kwargs=kwargs,
+                lane=str(ctx.get("lane", lanes.DEFAULT)),
+                error=f"{type(exc).__name__}: {exc}",
+                tries=job_try,
+            )
+            await dead_letters.record(ctx["redis"], letter)
+            JOBS_DEAD_LETTERED.labels(name).inc()
+            log.error("%s failed %d tries; dead letter %s", name, job_try, letter.job_id)
+            raise
+
+    return run

@@ -1,0 +1,421 @@
+"""A fuzzer for the GraphQL surface (issue 11): hypothesis builds requests from the SDL
+(graphql/schema.graphql) and posts them to a real server (`uvicorn app.web:app`, ApiServer).
+
+Documents: a random root field of Query, Mutation or Subscription (over HTTP, which only
+queries and mutations may use) with arguments that are valid, of the wrong type, huge
+(ints past 32 and 64 bits), unicode, NUL bytes, long strings, null for non-null, missing or
+unknown; as literals or as variables (declared right, wrong, or not at all); selection sets
+of random depth (the schema's cycles User.posts.edges.node.author... go as deep as drawn),
+aliases, fragments, unknown fields. Besides: garbage text, deep brackets, bodies that are not
+the GraphQL-over-HTTP shape (arrays, scalars, wrong content types, GET with query strings).
+Anonymous, with a valid token, or with a garbage one.
+
+Every answer must come within PER_REQUEST_SECONDS, never be a 5xx, never carry a traceback,
+and each of its GraphQL errors must have `extensions.code`. `FUZZ_REQUESTS` (default 300)
+sizes the run: `FUZZ_REQUESTS=5000 make test ARGS=tests/reliability/test_fuzz.py` is the long
+one (its last figures in docs/RELIABILITY.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from graphql import (
+    GraphQLEnumType,
+    GraphQLField,
+    GraphQLInputType,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLScalarType,
+    build_schema,
+    get_named_type,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.config import PROJECT_ROOT
+from tests.helpers import make_user
+from tests.servers import ApiServer
+
+REQUESTS = int(os.environ.get("FUZZ_REQUESTS", "300"))
+PER_REQUEST_SECONDS = 10.0
+SCHEMA = build_schema((PROJECT_ROOT / "graphql" / "schema.graphql").read_text())
+ROOTS = {
+    "query": SCHEMA.query_type,
+    "mutation": SCHEMA.mutation_type,
+    "subscription": SCHEMA.subscription_type,
+}
+EXCEPTION_LINE = re.compile(r"^[\w.]+(Error|Exception|Exit)\b")
+TRACEBACK_MARKS = ("Traceback (most recent call last)", 'File "/', '.py", line ')
+
+# -- values -----------------------------------------------------------------------------------
+
+nasty_text = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=200),
+    st.sampled_from(
+        ["", " ", "\x00", "a\x00b", "²", "١٢٣", "𝟘𝟙", "\u202e", "\ud7ff", "🙂" * 50, "'; --"]
+    ),
+    st.integers(1, 200_000).map(lambda n: "x" * n),
+)
+huge_ints = st.one_of(
+    st.integers(-(2**31), 2**31 - 1),
+    st.sampled_from([2**31, -(2**31) - 1, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63) - 1]),
+    st.integers(-(10**40), 10**40),
+)
+id_like = st.one_of(
+    st.integers(0, 2**70).map(str),
+    st.sampled_from(["0", "-1", "1e3", "0x10", " 1", "²", "9" * 19, "9" * 400, "1\x00"]),
+    nasty_text,
+)
+any_json: st.SearchStrategy[Any] = st.recursive(
+    st.none() | st.booleans() | huge_ints | st.floats(allow_nan=False) | nasty_text,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _valid_value(draw: st.DrawFn, kind: GraphQLInputType) -> Any:
+    """A JSON value of the argument's type (content may still be nonsense)."""
+    if isinstance(kind, GraphQLNonNull):
+        return _valid_value(draw, kind.of_type)
+    if isinstance(kind, GraphQLList):
+        return [_valid_value(draw, kind.of_type) for _ in range(draw(st.integers(0, 3)))]
+    named = get_named_type(kind)
+    if isinstance(named, GraphQLEnumType):
+        return draw(st.sampled_from(list(named.values)))
+    name = getattr(named, "name", "")
+    if name == "Int":
+        return draw(st.integers(-(2**31), 2**31 - 1) | st.sampled_from([0, 1, 20, 100, -1]))
+    if name == "Boolean":
+        return draw(st.booleans())
+    if name == "ID":
+        return draw(id_like)
+    if name == "Float":
+        return draw(st.floats(allow_nan=False, allow_infinity=False))
+    return draw(nasty_text)  # String, DateTime, custom scalars
+
+
+def _any_value(draw: st.DrawFn, kind: GraphQLInputType) -> Any:
+    """Mostly of the right type; sometimes wrong, huge, null or a random JSON value."""
+    choice = draw(st.integers(0, 9))
+    if choice < 6:
+        return _valid_value(draw, kind)
+    if choice == 6:
+        return None
+    if choice == 7:
+        return draw(huge_ints)
+    return draw(any_json)
+
+
+def _literal(value: Any, enum: bool = False) -> str:
+    """A JSON value as a GraphQL literal (strings JSON-escaped, which GraphQL accepts)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if enum and value.isidentifier() else json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"k{i}: {_literal(v)}" for i, v in enumerate(value.values())) + "}"
+    return json.dumps(value)
+
+
+def _type_text(kind: GraphQLInputType) -> str:
+    return str(kind)
+
+
+# -- documents --------------------------------------------------------------------------------
+
+
+@dataclass
+class Built:
+    variables: dict[str, Any]
+    declarations: list[str]
+
+
+def _arguments(draw: st.DrawFn, field: GraphQLField, built: Built) -> str:
+    parts: list[str] = []
+    for name, arg in field.args.items():
+        mode = draw(st.integers(0, 9))
+        if mode == 0:  # left out (required ones: an error)
+            continue
+        enum = isinstance(get_named_type(arg.type), GraphQLEnumType)
+        if mode <= 5:  # literal
+            value = _any_value(draw, arg.type)
+            parts.append(f"{name}: {_literal(value, enum)}")
+            continue
+        var = f"v{len(built.declarations)}"
+        declared = draw(
+            st.sampled_from([_type_text(arg.type), _type_text(arg.type), "String", "Int!", "[ID]"])
+        )
+        if mode < 9:
+            built.declarations.append(f"${var}: {declared}")
+        if draw(st.booleans()):
+            built.variables[var] = _any_value(draw, arg.type)
+        parts.append(f"{name}: ${var}")
+    if draw(st.integers(0, 15)) == 0:
+        parts.append(f"bogus: {_literal(draw(any_json))}")
+    return f"({', '.join(parts)})" if parts else ""
+
+
+def _selection(draw: st.DrawFn, kind: Any, depth: int, built: Built) -> str:
+    named = get_named_type(kind)
+    if not isinstance(named, GraphQLObjectType):
+        return ""
+    if depth <= 0:
+        return " { __typename }"
+    fields = list(named.fields.items())
+    picked = draw(st.lists(st.sampled_from(fields), min_size=1, max_size=4))
+    out: list[str] = []
+    for i, (name, field) in enumerate(picked):
+        alias = f"a{i}: " if draw(st.integers(0, 3)) == 0 else ""
+        args = _arguments(draw, field, built) if field.args else ""
+        out.append(f"{alias}{name}{args}{_selection(draw, field.type, depth - 1, built)}")
+    extra = draw(st.integers(0, 12))
+    if extra == 0:
+        out.append("nope")
+    elif extra == 1:
+        out.append(f"... on {named.name} {{ __typename }}")
+    return " { " + " ".join(out) + " }"
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> dict[str, Any]:
+    """A JSON body {query, variables, operationName?} built from the SDL."""
+    op = draw(st.sampled_from(["query", "query", "mutation", "mutation", "subscription"]))
+    root = ROOTS[op]
+    assert root is not None
+    name, field = draw(st.sampled_from(list(root.fields.items())))
+    built = Built({}, [])
+    depth = draw(st.integers(0, 3) | st.integers(4, 12))
+    args = _arguments(draw, field, built) if field.args else ""
+    selection = _selection(draw, field.type, depth, built)
+    if isinstance(get_named_type(field.type), GraphQLScalarType) and draw(st.integers(0, 5)) == 0:
+        selection = " { id }"  # a selection on a scalar
+    decl = f"({', '.join(built.declarations)})" if built.declarations else ""
+    op_name = draw(st.sampled_from(["", "Fuzz"]))
+    text = f"{op} {op_name}{decl} {{ {name}{args}{selection} }}"
+    body: dict[str, Any] = {"query": text, "variables": built.variables}
+    if op_name or draw(st.integers(0, 5)) == 0:
+        body["operationName"] = draw(st.sampled_from([op_name or "Fuzz", "Other", ""]))
+    return body
+
+
+garbage_documents = st.one_of(
+    st.text(max_size=300),
+    st.sampled_from(
+        [
+            "{",
+            "}",
+            "query {",
+            "{ feed { edges } }",
+            "query Q { viewer { id } } query Q { viewer { id } }",
+            "fragment F on User { ...F } query { viewer { ...F } }",
+            "{ __schema { types { name } } }",
+            "subscription { feedUpdates { newPostCount } }",
+        ]
+    ),
+    st.integers(1, 20_000).map(lambda n: "{ viewer " * n + "}" * n),
+    st.integers(1, 3000).map(
+        lambda n: "query { " + " ".join(f"a{i}: viewer {{ id }}" for i in range(n)) + " }"
+    ),
+)
+
+
+@dataclass
+class Request:
+    method: str
+    content: bytes | None
+    params: dict[str, str] | None
+    content_type: str | None
+    auth: str  # none | valid | garbage
+
+    def describe(self) -> str:
+        shown = (self.content or b"")[:300]
+        return f"{self.method} {self.content_type} auth={self.auth} params={self.params} {shown!r}"
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> Request:
+    auth = draw(st.sampled_from(["none", "valid", "valid", "garbage"]))
+    kind = draw(st.integers(0, 19))
+    if kind < 13:
+        body: Any = draw(documents())
+    elif kind < 15:
+        body = {"query": draw(garbage_documents), "variables": draw(st.none() | any_json)}
+    elif kind < 17:  # not the GraphQL-over-HTTP shape
+        body = draw(
+            st.one_of(
+                any_json,
+                st.lists(documents(), min_size=1, max_size=3),
+                st.fixed_dictionaries({"query": any_json}),
+                st.fixed_dictionaries(
+                    {"query": st.just("{ viewer { id } }"), "variables": any_json}
+                ),
+                st.fixed_dictionaries(
+                    {"query": st.just("{ viewer { id } }"), "extensions": any_json}
+                ),
+            )
+        )
+    elif kind == 17:  # raw bytes
+        content = draw(st.binary(max_size=500) | st.text(max_size=200).map(str.encode))
+        ctype = draw(
+            st.sampled_from(["application/json", "text/plain", "application/graphql", None])
+        )
+        return Request("POST", content, None, ctype, auth)
+    else:  # GET with the query string
+        doc = draw(documents() | st.fixed_dictionaries({"query": garbage_documents}))
+        params = {"query": doc["query"].replace("\x00", "")[:4000]}
+        if doc.get("variables"):
+            params["variables"] = json.dumps(doc["variables"])[:4000].replace("\x00", "")
+        return Request("GET", None, params, None, auth)
+    content = json.dumps(body).encode()
+    ctype = draw(
+        st.sampled_from(
+            ["application/json"] * 6 + ["application/json; charset=utf-8", "text/plain"]
+        )
+    )
+    return Request("POST", content, None, ctype, auth)
+
+
+# -- the checks -------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    requests: int = 0
+    statuses: Counter[int] | None = None
+    codes: Counter[str] | None = None
+    slowest: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.statuses, self.codes = Counter(), Counter()
+
+
+def defect(response: httpx.Response, tally: Tally) -> str | None:
+    """What is wrong with an answer (None: nothing); counts it in `tally`."""
+    assert tally.statuses is not None and tally.codes is not None
+    tally.requests += 1
+    tally.statuses[response.status_code] += 1
+    tally.slowest = max(tally.slowest, response.elapsed.total_seconds())
+    text = response.text
+    if response.status_code >= 500:
+        return f"HTTP {response.status_code}: {text[:120]!r}"
+    if any(mark in text for mark in TRACEBACK_MARKS):
+        return f"a traceback in the body: {text[:300]!r}"
+    if "json" not in response.headers.get("content-type", ""):
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return f"unreadable JSON: {text[:120]!r}"
+    if not isinstance(body, dict):
+        return None
+    for error in body.get("errors") or []:
+        code = (error.get("extensions") or {}).get("code")
+        if not code:
+            return f"an error without extensions.code: {str(error.get('message'))[:80]!r}"
+        tally.codes[code] += 1
+    return None
+
+
+class ServerLog:
+    """The server's exception lines since the last look (what a 500 was)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, path.stat().st_size
+
+    def new_exceptions(self, within: float = 1.0) -> list[str]:
+        """Exception lines logged since the last call; uvicorn logs them after the 500 went
+        out, so wait for one (up to `within` s, checked as the log grows)."""
+        deadline = time.monotonic() + within
+        found: list[str] = []
+        while not found and time.monotonic() < deadline:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                chunk = f.read().decode(errors="replace")
+                self.offset = f.tell()
+            found = [line for line in chunk.splitlines() if EXCEPTION_LINE.match(line)]
+            if not found:
+                time.sleep(0.02)
+        return found[-1:]
+
+
+def fuzz(url: str, token: str, tally: Tally, log: ServerLog) -> dict[str, str]:
+    """Runs the requests; the defects found, one example each (the shortest)."""
+    headers_for = {
+        "none": {},
+        "valid": {"Authorization": f"Bearer {token}"},
+        "garbage": {"Authorization": "Bearer eyJhbGciOiJub25lIn0.e30.not-a-signature"},
+    }
+    found: dict[str, str] = {}
+    previous = ["(none)"]  # the request before, when a connection drops
+    with httpx.Client(base_url=url, timeout=PER_REQUEST_SECONDS) as client:
+
+        @settings(
+            max_examples=REQUESTS,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(requests())
+        def one(request: Request) -> None:
+            headers = dict(headers_for[request.auth])
+            if request.content_type:
+                headers["Content-Type"] = request.content_type
+            try:
+                response = client.request(
+                    request.method,
+                    "/graphql",
+                    content=request.content,
+                    params=request.params,
+                    headers=headers,
+                )
+            except httpx.TimeoutException:
+                problem: str | None = f"no answer within {PER_REQUEST_SECONDS} s"
+            except httpx.TransportError as exc:  # the server dropped the connection
+                problem = f"connection dropped ({type(exc).__name__}), after: {previous[-1]}"
+            else:
+                problem = defect(response, tally)
+            previous[-1] = request.describe()
+            if problem is None:
+                return
+            kind = problem.split(":")[0]
+            if problem.startswith(("HTTP 5", "connection dropped")):
+                kind += " " + " | ".join(line.split(":")[0] for line in log.new_exceptions())
+            example = request.describe() + ("; " + problem if "after:" in problem else "")
+            if kind not in found or len(example) < len(found[kind]):
+                found[kind] = example
+
+        one()
+    return found
+
+
+async def test_graphql_surface_survives_fuzzing() -> None:
+    tally = Tally()
+    async with ApiServer() as api:
+        async with api.http() as http:
+            token, _ = await make_user(http, "fuzzer")
+        found = await asyncio.to_thread(fuzz, api.url, token, tally, ServerLog(api.log))
+        async with api.http() as http:
+            assert (await http.get("/healthz")).status_code == 200, "the server died"
+    print(
+        f"\nfuzz: {tally.requests} requests, statuses {dict(tally.statuses or {})}, "
+        f"codes {dict(tally.codes or {})}, slowest {tally.slowest:.2f} s, defects {len(found)}"
+    )
+    assert not found, "\n".join(f"{kind}\n    e.g. {example}" for kind, example in found.items())

@@ -1,0 +1,100 @@
+"""`/readyz`: 200 while PostgreSQL, Redis and a worker on every lane answer; otherwise 503 with a
+JSON body naming what is down. `/healthz` stays the liveness answer."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from app.config import PROJECT_ROOT, get_settings
+from app.fanout import lanes
+from app.state import create_state
+from app.web import create_app
+from tests.helpers import eventually
+from tests.servers import free_port
+
+WORKERS = {"default": "jobs.worker.WorkerSettings", "big": "jobs.worker.BigLaneWorkerSettings"}
+
+
+@pytest.fixture
+def workers() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    """Real ARQ workers, one per lane, stopped (SIGTERM, as `make run` does) at the end."""
+    procs = {
+        lane: subprocess.Popen(
+            [sys.executable, "-m", "arq", settings],
+            cwd=PROJECT_ROOT,
+            env=dict(os.environ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for lane, settings in WORKERS.items()
+    }
+    assert set(procs) == set(lanes.LANES)
+    try:
+        yield procs
+    finally:
+        for proc in procs.values():
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def test_ready_follows_the_workers(client: httpx.AsyncClient, workers) -> None:
+    async def ready() -> httpx.Response | None:
+        response = await client.get("/readyz")
+        return response if response.status_code == 200 else None
+
+    response = await eventually(ready, within=30, what="/readyz 200 with both lanes' workers")
+    assert response.json() == {
+        "status": "ready",
+        "down": [],
+        "checks": {"postgres": "ok", "redis": "ok", "workers:default": "ok", "workers:big": "ok"},
+    }
+
+    stop(workers["big"])  # a lane without a worker: posts of big authors would never fan out
+
+    async def big_lane_down() -> httpx.Response | None:
+        response = await client.get("/readyz")
+        return response if response.status_code == 503 else None
+
+    body = (await eventually(big_lane_down, within=15, what="/readyz 503")).json()
+    assert body["status"] == "unavailable"
+    assert body["down"] == ["workers:big"]
+    assert body["checks"]["workers:default"] == "ok"
+    assert (await client.get("/healthz")).status_code == 200  # alive, only not ready
+
+
+async def test_redis_on_a_closed_port_is_named(test_database: str) -> None:
+    settings = get_settings().model_copy(
+        update={"redis_url": f"redis://127.0.0.1:{free_port()}/0"}  # nothing listens there
+    )
+    broken = create_state(settings)
+    try:
+        app = create_app(broken)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            response = await c.get("/readyz")
+    finally:
+        await broken.close()
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable"
+    assert body["checks"]["postgres"] == "ok"
+    # Redis is down, and with it the only evidence of live workers.
+    assert body["down"] == ["redis", "workers:default", "workers:big"]
+    assert body["checks"]["redis"] != "ok"
+    assert "Traceback" not in response.text
