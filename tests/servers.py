@@ -144,3 +144,14 @@ def npm_ci(folder: Path) -> None:
                     f"{result.stdout}\n{result.stderr}"
                 )
             stamp.write_text(digest + "\n")
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, up to 15 s to exit, then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

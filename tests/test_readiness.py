@@ -4,7 +4,6 @@ JSON body naming what is down. `/healthz` stays the liveness answer."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from app.fanout import lanes
 from app.state import create_state
 from app.web import create_app
 from tests.helpers import eventually
-from tests.servers import free_port
+from tests.servers import free_port, stop_process
 
 WORKERS = {"default": "jobs.worker.WorkerSettings", "big": "jobs.worker.BigLaneWorkerSettings"}
 
@@ -40,17 +39,7 @@ def workers() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
         yield procs
     finally:
         for proc in procs.values():
-            stop(proc)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            stop_process(proc)
 
 
 async def test_ready_follows_the_workers(client: httpx.AsyncClient, workers) -> None:
@@ -65,7 +54,8 @@ async def test_ready_follows_the_workers(client: httpx.AsyncClient, workers) -> 
         "checks": {"postgres": "ok", "redis": "ok", "workers:default": "ok", "workers:big": "ok"},
     }
 
-    stop(workers["big"])  # a lane without a worker: posts of big authors would never fan out
+    # A lane without a worker: posts of big authors would never fan out.
+    stop_process(workers["big"])
 
     async def big_lane_down() -> httpx.Response | None:
         response = await client.get("/readyz")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -49,7 +48,7 @@ from tests.helpers import (
     sql,
     timeline_ids,
 )
-from tests.servers import ApiServer, free_port
+from tests.servers import ApiServer, free_port, stop_process
 
 
 async def metric(client: httpx.AsyncClient, sample: str) -> float:
@@ -332,16 +331,6 @@ def redis_server(port: int, folder: Path) -> Iterator[subprocess.Popen[bytes]]:
         yield proc
     finally:
         stop_process(proc)
-
-
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def redis_answers(port: int) -> bool:

@@ -35,7 +35,7 @@ from tests.helpers import (
     sql,
     timeline_ids,
 )
-from tests.servers import free_port
+from tests.servers import free_port, stop_process
 
 # Subprocess workers: fast retries, faults read from Redis.
 WORKER_ENV = {"JOB_FAULT_HOOK": "1", "JOB_RETRY_BASE_SECONDS": "0.05"}
@@ -82,23 +82,13 @@ def _spawn(*argv: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Processes a test starts, stopped at its end whatever happens."""
     started: list[subprocess.Popen[bytes]] = []
     yield started
     for proc in started:
-        _stop(proc)
+        stop_process(proc)
 
 
 async def test_transient_failures_are_retried_until_the_post_arrives(
@@ -287,4 +277,4 @@ async def test_embedded_redis_restart_keeps_the_queue(tmp_path: Any) -> None:
         assert [d.job_id for d in await dead_letters.all_letters(arq)] == ["dead"]
         await arq.aclose()
     finally:
-        _stop(server)
+        stop_process(server)
