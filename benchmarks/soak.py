@@ -57,6 +57,7 @@ from redis.asyncio import Redis
 from app.api.documents import operations
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings, asyncpg_url
+from benchmarks import feed_wrk
 from benchmarks.ws_client import LeanSocket, open_lean
 from devtools.provision import create_database, drop_database, migrate
 
@@ -343,23 +344,9 @@ async def make_users(dsn: str, n: int, subscribers: int, rng: random.Random) -> 
 
 
 def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A private redis-server (no persistence), as the feed benchmark starts one."""
     port = free_port()
-    binary = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
-    argv = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(workdir),
-    ]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc, f"redis://127.0.0.1:{port}/0"
+    return feed_wrk.start_redis(port, workdir, workdir / "redis.log"), f"redis://127.0.0.1:{port}/0"
 
 
 async def wait_healthy(base: str, procs: Processes, seconds: float = 60) -> None:
