@@ -220,6 +220,7 @@ async def run(args: argparse.Namespace) -> None:
                 await asyncio.sleep(0.05)
         if await _database_ready(dsn):
             print(f"database {name}: already seeded, reused", flush=True)
+            migrate(dsn)  # to head: a database seeded by an older checkout lacks newer columns
         else:
             migrate(dsn)
             started = time.perf_counter()

@@ -719,6 +719,7 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
     try:
         if await database_ready(dsn):
             print(f"database {name}: already seeded, reused", flush=True)
+            migrate(dsn)  # to head: a database seeded by an older checkout lacks newer columns
         else:
             migrate(dsn)
             started = time.perf_counter()
