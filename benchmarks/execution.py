@@ -62,8 +62,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from strawberry.http import process_result
 
-from devtools.provision import create_database, drop_database, migrate
-from devtools.seed import seed_bulk
+from benchmarks.feed_read import ensure_seeded
+from devtools.provision import create_database, drop_database
 
 PAGE = 20
 EXECUTORS = ("fast", "plain")
@@ -92,18 +92,6 @@ def _start_redis(port: int, workdir: Path) -> subprocess.Popen[bytes]:
     argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
     argv += ["--appendonly", "no", "--dir", str(workdir)]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-async def _database_ready(dsn: str) -> bool:
-    try:
-        conn = await asyncpg.connect(dsn)
-    except asyncpg.InvalidCatalogNameError:
-        return False
-    try:
-        has_table = await conn.fetchval("SELECT to_regclass('public.users') IS NOT NULL")
-        return bool(has_table and await conn.fetchval("SELECT EXISTS (SELECT 1 FROM users)"))
-    finally:
-        await conn.close()
 
 
 async def _viewers(dsn: str, n: int, seed: int) -> list[int]:
@@ -218,17 +206,7 @@ async def run(args: argparse.Namespace) -> None:
                 break
             except RedisError:
                 await asyncio.sleep(0.05)
-        if await _database_ready(dsn):
-            print(f"database {name}: already seeded, reused", flush=True)
-            migrate(dsn)  # to head: a database seeded by an older checkout lacks newer columns
-        else:
-            migrate(dsn)
-            started = time.perf_counter()
-            print(f"database {name}: seeding (devtools.seed bulk) ...", flush=True)
-            await seed_bulk(
-                dsn, args.users, args.avg_following, args.posts, seed=args.seed, progress=False
-            )
-            print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
+        await ensure_seeded(dsn, name, args.users, args.avg_following, args.posts, args.seed)
         await redis.flushdb()
 
         from app.api.documents import operations

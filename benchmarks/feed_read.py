@@ -190,6 +190,21 @@ async def database_ready(dsn: str) -> bool:
         await conn.close()
 
 
+async def ensure_seeded(
+    dsn: str, name: str, users: int, avg_following: float, posts: int, seed: int
+) -> None:
+    """The benchmark database migrated to head (one seeded by an older checkout lacks newer
+    columns) and seeded by devtools.seed's seed_bulk unless it already holds users."""
+    migrate(dsn)
+    if await database_ready(dsn):
+        print(f"database {name}: already seeded, reused", flush=True)
+        return
+    started = time.perf_counter()
+    print(f"database {name}: seeding (devtools.seed bulk) ...", flush=True)
+    await seed_bulk(asyncpg_url(dsn), users, avg_following, posts, seed=seed, progress=False)
+    print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
+
+
 async def data_set(dsn: str) -> dict[str, int]:
     conn = await asyncpg.connect(asyncpg_url(dsn))
     try:
@@ -500,22 +515,7 @@ async def run(args: argparse.Namespace) -> None:
     servers: dict[str, subprocess.Popen[bytes]] = {}
     log = Path(tempfile.gettempdir()) / f"feed_read_{name}.log"
     try:
-        if await database_ready(dsn):
-            print(f"database {name}: already seeded, reused", flush=True)
-            migrate(dsn)  # to head: a database seeded by an older checkout lacks newer columns
-        else:
-            migrate(dsn)
-            started = time.perf_counter()
-            print(f"database {name}: seeding (devtools.seed bulk) ...", flush=True)
-            await seed_bulk(
-                asyncpg_url(dsn),
-                args.users,
-                args.avg_following,
-                args.posts,
-                seed=args.seed,
-                progress=False,
-            )
-            print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
+        await ensure_seeded(dsn, name, args.users, args.avg_following, args.posts, args.seed)
         counts = await data_set(dsn)
         await redis.flushdb()
 

@@ -88,8 +88,8 @@ from benchmarks.feed_read import (
     check,
     cpu_seconds,
     data_set,
-    database_ready,
     each,
+    ensure_seeded,
     free_port,
     pick_viewers,
     process_tree,
@@ -97,8 +97,7 @@ from benchmarks.feed_read import (
     variants,
     wait_ready,
 )
-from devtools.provision import create_database, drop_database, migrate
-from devtools.seed import seed_bulk
+from devtools.provision import create_database, drop_database
 
 LUA_SCRIPT = Path(__file__).with_name("wrk") / "feed.lua"
 START_DELAY_S = 1  # the script's first requests wait this long (connections opened first)
@@ -717,22 +716,7 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
     redis: Redis | None = None
     admin: asyncpg.Connection | None = None
     try:
-        if await database_ready(dsn):
-            print(f"database {name}: already seeded, reused", flush=True)
-            migrate(dsn)  # to head: a database seeded by an older checkout lacks newer columns
-        else:
-            migrate(dsn)
-            started = time.perf_counter()
-            print(f"database {name}: seeding (devtools.seed bulk) ...", flush=True)
-            await seed_bulk(
-                asyncpg_url(dsn),
-                args.users,
-                args.avg_following,
-                args.posts,
-                seed=args.seed,
-                progress=False,
-            )
-            print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
+        await ensure_seeded(dsn, name, args.users, args.avg_following, args.posts, args.seed)
         counts = await data_set(dsn)
 
         if args.redis_url:
