@@ -129,7 +129,7 @@ export function userView(app, handle, initialTab = '') {
     for (const [key, t] of Object.entries(TABS)) {
       tabBar.append(
         h(
-          'a.profile-tab',
+          'a.nav-link.profile-tab',
           {
             href: `#/u/${encodeURIComponent(handle)}${t.path}`,
             'aria-current': key === tab ? 'page' : null,
