@@ -80,9 +80,7 @@ async def finished(redis: Redis, post_ids: list[int]) -> list[bool]:
 async def alive(redis: Redis, post_id: int, also: Iterable[str] = ()) -> bool:
     """Is any job still owed by the post's fan-out (or in `also`) queued, waiting for a
     retry or running? ARQ keeps a job's key until it finishes, whatever its lane."""
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.smembers(pending_key(post_id))
-        [members] = await pipe.execute()
+    members = await redis.smembers(pending_key(post_id))  # type: ignore[misc]
     ids = [*(m.decode() if isinstance(m, bytes) else m for m in members), *also]
     if not ids:
         return False
@@ -111,7 +109,5 @@ async def restart(redis: Redis, post_id: int, job_id: str) -> None:
 
 
 async def attempts(redis: Redis, post_id: int) -> int:
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.hget(state_key(post_id), ATTEMPTS)
-        [value] = await pipe.execute()
+    value = await redis.hget(state_key(post_id), ATTEMPTS)  # type: ignore[misc]
     return int(value or 0)
