@@ -93,8 +93,6 @@ export function commentThread(post, app, { setCount, gone }) {
     try {
       const data = await app.call('AddComment', { postId: post.id, body: text });
       const comment = data.addComment;
-      // The AddComment document names the author by handle: the name is the viewer's own.
-      comment.author = { ...app.viewer, ...comment.author, displayName: app.viewer.displayName };
       if (!ids.has(comment.id)) {
         ids.add(comment.id);
         if (hasNextPage) added.push(comment);
