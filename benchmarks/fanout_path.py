@@ -156,35 +156,11 @@ async def wait_batches(
         await asyncio.sleep(every)
 
 
-# `--hiredis-pack`: an experiment, not the service's code. redis-py's asyncio client packs
-# commands in Python (its sync client uses hiredis.pack_command when available): a 1,000-key
-# EVALSHA costs ~2 ms of worker CPU to pack, ~0.3 ms with hiredis.
-HIREDIS_PACK = """
-import sys, hiredis
-from redis.asyncio.connection import AbstractConnection
-
-def pack_command(self, *args):
-    if isinstance(args[0], str):
-        args = tuple(args[0].encode().split()) + args[1:]
-    elif b" " in args[0]:
-        args = tuple(args[0].split()) + args[1:]
-    return [hiredis.pack_command(args)]
-
-AbstractConnection.pack_command = pack_command
-from arq.cli import cli
-sys.argv = ["arq", "jobs.worker.WorkerSettings"]
-cli()
-"""
-
-
-def start_workers(
-    env: dict[str, str], n: int, hiredis_pack: bool = False
-) -> list[subprocess.Popen[bytes]]:
+def start_workers(env: dict[str, str], n: int) -> list[subprocess.Popen[bytes]]:
     arq = str(Path(sys.executable).parent / "arq")
-    command = [sys.executable, "-c", HIREDIS_PACK] if hiredis_pack else [arq]
     return [
         subprocess.Popen(
-            command if hiredis_pack else [*command, "jobs.worker.WorkerSettings"],
+            [arq, "jobs.worker.WorkerSettings"],
             cwd=PROJECT_ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -322,9 +298,7 @@ async def run(args: argparse.Namespace) -> None:
 
         results: list[Row] = []
         for encoding in args.encodings.split(","):
-            workers = start_workers(
-                {**env, "TIMELINE_ENCODING": encoding}, args.workers, args.hiredis_pack
-            )
+            workers = start_workers({**env, "TIMELINE_ENCODING": encoding}, args.workers)
             await asyncio.sleep(2.0)  # workers connect and register
             for fill, label in ((0, "empty"), (800, "full (800)")):
                 await redis.flushdb()
@@ -398,8 +372,7 @@ async def run(args: argparse.Namespace) -> None:
         load.append(os.getloadavg()[0])
 
         print(
-            f"\nFan-out through the real worker path ({args.workers} ARQ worker processes"
-            f"{', commands packed by hiredis (experiment)' if args.hiredis_pack else ''}, "
+            f"\nFan-out through the real worker path ({args.workers} ARQ worker processes, "
             f"{args.followers:,} active followers, batches of 1,000); load average during the "
             f"run {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} cores\n"
         )
@@ -447,9 +420,6 @@ def main() -> None:
     parser.add_argument("--no-store", action="store_true", help="skip the store-level table")
     parser.add_argument("--py-spy", metavar="DIR", help="profile the workers into DIR")
     parser.add_argument("--trace", action="store_true", help="print a post's job timeline")
-    parser.add_argument(
-        "--hiredis-pack", action="store_true", help="experiment: workers pack with hiredis"
-    )
     asyncio.run(run(parser.parse_args()))
 
 
