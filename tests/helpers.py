@@ -316,3 +316,21 @@ async def full_scroll(
 
 # A well-formed keyset cursor (app.posts.keyset) whose id no BIGINT row can have.
 FORGED_CURSOR = keyset.encode(datetime(2026, 1, 1, tzinfo=UTC), 10**20)
+
+
+async def followed_pair(
+    client: httpx.AsyncClient, pipeline: Any, posts_each: int = 8
+) -> tuple[str, int, dict[str, str], dict[str, list[int]]]:
+    """A viewer following ann and ben, who posted `posts_each` each (fanned out): the
+    viewer's token and id, the authors' tokens, and each author's post ids, oldest first."""
+    viewer, viewer_id = await make_user(client, "viewer")
+    authors = {h: (await make_user(client, h))[0] for h in ("ann", "ben")}
+    for handle in authors:
+        await follow(client, viewer, handle)
+    await pipeline.settle()
+    made = {
+        h: [await post(client, t, f"{h} {i}") for i in range(posts_each)]
+        for h, t in authors.items()
+    }
+    await pipeline.settle()
+    return viewer, viewer_id, authors, made

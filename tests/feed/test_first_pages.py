@@ -17,6 +17,7 @@ from app.users.activity import RecentMarks, _gate_key
 from tests.helpers import (
     block,
     follow,
+    followed_pair,
     gql,
     make_user,
     metric_value,
@@ -63,21 +64,6 @@ async def _last_active_days_ago(user_id: int) -> float:
         user_id,
     )
     return float(row["days"])
-
-
-async def network(client, pipeline, posts_each: int = 8):
-    """A viewer following ann and ben, who posted `posts_each` each (fanned out)."""
-    viewer, viewer_id = await make_user(client, "viewer")
-    authors = {h: (await make_user(client, h))[0] for h in ("ann", "ben")}
-    for handle in authors:
-        await follow(client, viewer, handle)
-    await pipeline.settle()
-    made = {
-        h: [await post(client, t, f"{h} {i}") for i in range(posts_each)]
-        for h, t in authors.items()
-    }
-    await pipeline.settle()
-    return viewer, viewer_id, authors, made
 
 
 # -- the activity mark -----------------------------------------------------------------------
@@ -135,7 +121,7 @@ def test_the_process_gate_is_bounded() -> None:
 
 
 async def test_a_refresh_with_nothing_new_reuses_the_open_session(client, state, pipeline) -> None:
-    viewer, viewer_id, authors, _ = await network(client, pipeline)
+    viewer, viewer_id, authors, _ = await followed_pair(client, pipeline)
     first = await first_page(client, viewer)
     [key] = await sessions_of(state, viewer_id)
     reused_before = await metric(client, "session", "reused")
@@ -164,7 +150,7 @@ async def test_a_refresh_with_nothing_new_reuses_the_open_session(client, state,
 
 
 async def test_what_ends_reuse_own_posts_follows_and_expiry(client, state, pipeline) -> None:
-    viewer, viewer_id, _, _ = await network(client, pipeline)
+    viewer, viewer_id, _, _ = await followed_pair(client, pipeline)
     cat, _ = await make_user(client, "cat")
     cats = [await post(client, cat, f"cat {i}") for i in range(2)]
     await pipeline.settle()
@@ -188,7 +174,7 @@ async def test_what_ends_reuse_own_posts_follows_and_expiry(client, state, pipel
 
 
 async def test_a_reused_page_applies_deletes_unfollows_and_blocks(client, state, pipeline) -> None:
-    viewer, _, authors, made = await network(client, pipeline)
+    viewer, _, authors, made = await followed_pair(client, pipeline)
     eve, _ = await make_user(client, "eve")
     await follow(client, viewer, "eve")
     await pipeline.settle()
@@ -212,7 +198,7 @@ async def test_a_reused_page_applies_deletes_unfollows_and_blocks(client, state,
 async def test_the_count_reset_is_skipped_only_when_nothing_arrived(
     client, state, pipeline
 ) -> None:
-    viewer, viewer_id, authors, _ = await network(client, pipeline)
+    viewer, viewer_id, authors, _ = await followed_pair(client, pipeline)
     first = await first_page(client, viewer)
     mark = await state.redis.get(reset_key(viewer_id))  # ms of the reset after that page
     assert mark is not None
@@ -237,7 +223,7 @@ async def test_the_count_reset_is_skipped_only_when_nothing_arrived(
 
 
 async def test_a_degraded_ranking_is_not_reused(client, state, pipeline) -> None:
-    viewer, _, _, _ = await network(client, pipeline)
+    viewer, _, _, _ = await followed_pair(client, pipeline)
     budget = state.settings.ranking_budget_ms
     object.__setattr__(state.settings, "ranking_budget_ms", -1)
     try:
@@ -253,7 +239,7 @@ async def test_a_reused_first_page_costs_fewer_queries(client, state, pipeline) 
     """A fresh RANKED first page: context, the ranking filter over every candidate, the
     shown rows, bodies. A reused one skips the ranking filter (and the ranking, and the
     session write)."""
-    viewer, _, _, made = await network(client, pipeline, posts_each=20)
+    viewer, _, _, made = await followed_pair(client, pipeline, posts_each=20)
     await first_page(client, viewer)  # the hourly activity mark is not a page cost
     statements: list[str] = []
 

@@ -10,7 +10,7 @@ owner module), never with a sleep.
 from __future__ import annotations
 
 from app.feed.impressions import MAX_REPORTED, impressions_key
-from tests.helpers import eventually, follow, gql, make_user, post
+from tests.helpers import eventually, followed_pair, gql, make_user, post
 
 
 async def feed(client, token, first: int, after: str | None = None) -> dict:
@@ -31,24 +31,11 @@ async def report(client, token, post_ids) -> object:
     return await gql(client, "ReportImpressions", variables, token=token)
 
 
-async def network(client, pipeline, posts_each: int = 8):
-    """A viewer following ann and ben, who posted `posts_each` each (fanned out)."""
-    viewer, viewer_id = await make_user(client, "viewer")
-    authors = {h: (await make_user(client, h))[0] for h in ("ann", "ben")}
-    for handle in authors:
-        await follow(client, viewer, handle)
-    await pipeline.settle()
-    posts = [
-        await post(client, t, f"{h} {i}") for i in range(posts_each) for h, t in authors.items()
-    ]
-    await pipeline.settle()
-    return viewer, viewer_id, authors, posts
-
-
 async def test_a_refreshed_first_page_puts_unseen_posts_before_seen_ones(
     client, state, pipeline
 ) -> None:
-    viewer, viewer_id, authors, posts = await network(client, pipeline)
+    viewer, viewer_id, authors, made = await followed_pair(client, pipeline)
+    posts = [p for made_by in made.values() for p in made_by]
     served = ids(await feed(client, viewer, first=4))
     assert set(served) <= set(posts) and len(served) == 4
     # The client also reports three posts it showed (say, in a post's thread view).
@@ -75,7 +62,8 @@ async def _equals(found, expected: set[int]) -> bool:
 async def test_impressions_stay_bounded_per_viewer(client, state, pipeline, monkeypatch) -> None:
     """Newest impressions win past the cap; the key expires (TTL) when the viewer is gone."""
     monkeypatch.setattr(state.feed.impressions, "max_per_viewer", 6)
-    viewer, viewer_id, _, posts = await network(client, pipeline)
+    viewer, viewer_id, _, made = await followed_pair(client, pipeline)
+    posts = [p for made_by in made.values() for p in made_by]
     page = await feed(client, viewer, first=5)
     pages = [ids(page)]
     while page["pageInfo"]["hasNextPage"]:
