@@ -164,6 +164,8 @@ class Settings(BaseSettings):
     trusted_documents_only: bool = False
     # GraphQL attribute fields without graphql-core's per-field machinery (app.api.fast_exec).
     fast_execution: bool = True
+    # Registered feed documents over HTTP answered by compiled code (app.api.compiled).
+    compiled_documents: bool = True
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:

@@ -44,7 +44,9 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from app.admission import Admission
 from app.api import http_media
-from app.api.context import Context
+from app.api.compiled import compile_documents
+from app.api.context import Context, http_context
+from app.api.fast_http import CompiledHTTP
 from app.api.graphiql import graphiql_assets_mount, graphiql_html
 from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.raw_frames import RawFrames
@@ -53,7 +55,7 @@ from app.api.subscriptions import ABORT_KEY, SocketContext
 from app.api.trusted import DocumentRefused, manifest_route, names_a_document, with_document_id
 from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter
 from app.auth import revocation
-from app.auth.tokens import TokenClaims, header_claims, user_id_from_header
+from app.auth.tokens import user_id_from_header
 from app.config import PROJECT_ROOT, get_settings
 from app.errors import AppError
 from app.fanout import lanes
@@ -92,29 +94,22 @@ class FeedGraphQL(GraphQL):
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:  # type: ignore[override]
         state: AppState = self._state()
+        if isinstance(request, Request):
+            return await http_context(state, request)
+        # Sockets authenticate at connection_init (SocketContext.authenticate).
         viewer_id: int | None = None
         auth_error: AppError | None = None
-        token: TokenClaims | None = None
         header = request.headers.get("authorization")
         try:
-            if header and isinstance(request, Request):  # sockets authenticate at connection_init
-                token = header_claims(state.settings, header)
-                await revocation.check(state.redis, state.sessions, token)
-                viewer_id = token.user_id
-            elif header:
-                viewer_id = user_id_from_header(state.settings, header)
+            viewer_id = user_id_from_header(state.settings, header) if header else None
         except AppError as exc:
-            auth_error, token = exc, None
-        if isinstance(request, WebSocket):
-            return SocketContext(
-                state=state,
-                request=request,
-                viewer_id=viewer_id,
-                auth_error=auth_error,
-                hub=self._hub(),
-            )
-        return Context(
-            state=state, request=request, viewer_id=viewer_id, auth_error=auth_error, token=token
+            auth_error = exc
+        return SocketContext(
+            state=state,
+            request=request,
+            viewer_id=viewer_id,
+            auth_error=auth_error,
+            hub=self._hub(),
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:  # type: ignore[override]
@@ -372,7 +367,15 @@ def create_app(state: AppState | None = None) -> Starlette:
     settings = get_settings()
     realtime = get_realtime_settings()
     graphql = FeedGraphQL(current_state, lambda: hubs.get("hub"))
-    graphql_app = BodyLimit(Timed(graphql), settings.max_request_bytes)
+    view: ASGIApp = graphql
+    if settings.compiled_documents:
+        # Registered documents that can be planned skip the view (app.api.fast_http).
+        schema = graphql.schema
+        plans = compile_documents(
+            schema._schema, graphql.documents.by_text(), schema.process_errors
+        )
+        view = CompiledHTTP(graphql, current_state, graphql.documents, plans, schema.process_errors)
+    graphql_app = BodyLimit(Timed(view), settings.max_request_bytes)
 
     async def healthz(request: Request) -> Response:
         st = current_state()

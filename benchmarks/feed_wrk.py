@@ -483,6 +483,29 @@ class Bench:
             if busy < 0.15 and await self.postgres.active() == 0:
                 return
 
+    def profile(self, load: Workload, seconds: int) -> list[subprocess.Popen[bytes]]:
+        """--profile KEY[:CLASS]: py-spy on each server worker during that measured run
+        (its own CPU lands on the same cores: compare shares, not that run's rates)."""
+        wanted = self.args.profile
+        if not wanted or wanted not in (load.key, f"{load.key}:{load.cls}"):
+            return []
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        procs = []
+        for pid in self.pids[load.server][1:]:  # [0] is uvicorn's supervisor
+            if not is_worker(pid):
+                continue
+            out = self.workdir / f"profile-{load.key}-{load.cls}-{pid}.txt"
+            print(f"profiling pid {pid} -> {out}", flush=True)
+            cmd = [spy, "record", "-p", str(pid), "-d", str(seconds), "-r", "250"]
+            procs.append(
+                subprocess.Popen(
+                    [*cmd, "-f", "raw", "-o", str(out)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        return procs
+
     async def wrk_run(self, load: Workload, seconds: int, measured: bool) -> Run:
         run = Run(load.key, load.cls)
         tag = f"{load.key}-{load.cls}-{'m' if measured else 'w'}-{uuid.uuid4().hex[:4]}"
@@ -502,6 +525,7 @@ class Bench:
         redis0 = cpu_seconds([self.redis_pid]) if self.redis_pid else 0.0
         busy0, self0 = machine_busy(), time.process_time()
         run.loadavg = os.getloadavg()[0]
+        spies = self.profile(load, seconds) if measured else []
         started = time.perf_counter()
         result, wrk_cpu = await asyncio.to_thread(
             run_wrk,
@@ -514,6 +538,8 @@ class Bench:
             self.log,
         )
         elapsed = time.perf_counter() - started
+        for spy in spies:
+            spy.wait()
         run.server_cpu = cpu_seconds(server_pids) - cpu0
         run.redis_cpu = (cpu_seconds([self.redis_pid]) - redis0) if self.redis_pid else 0.0
         run.pg_cpu = pg_cpu_delta(pg0, await self.postgres.snapshot())
@@ -914,6 +940,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--redis-url", help="use this Redis db (FLUSHED) instead of a private one")
     parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument(
+        "--profile", metavar="KEY[:CLASS]", help="py-spy the API workers in that measured run"
+    )
     args = parser.parse_args(argv)
     wrk = shutil.which("wrk")
     if wrk is None:

@@ -84,18 +84,18 @@ def test_the_feeds_fields_take_the_fast_steps() -> None:
 
     def kind(type_name: str, field_name: str) -> int:
         field_def = schema.get_field(schema.get_type(type_name), field_name)  # type: ignore[arg-type]
-        return fast_exec._classify(FAST, field_def, field_name)[0]  # type: ignore[arg-type]
+        return fast_exec.classify_field(FAST, field_def, field_name)[0]  # type: ignore[arg-type]
 
     for field_name in ("id", "body", "visibility", "createdAt", "editedAt", "likeCount"):
-        assert kind("Post", field_name) == fast_exec._LEAF, field_name
-    assert kind("User", "displayName") == fast_exec._LEAF
-    assert kind("Post", "author") == fast_exec._DIRECT
-    assert kind("Post", "viewerHasLiked") == fast_exec._DIRECT
-    assert kind("PostEdge", "node") == fast_exec._OBJECT
-    assert kind("FeedConnection", "edges") == fast_exec._LIST
-    assert kind("Post", "__typename") == fast_exec._TYPENAME
-    assert kind("User", "posts") == fast_exec._SLOW  # arguments
-    assert kind("Query", "feed") == fast_exec._SLOW  # async
+        assert kind("Post", field_name) == fast_exec.LEAF, field_name
+    assert kind("User", "displayName") == fast_exec.LEAF
+    assert kind("Post", "author") == fast_exec.DIRECT
+    assert kind("Post", "viewerHasLiked") == fast_exec.DIRECT
+    assert kind("PostEdge", "node") == fast_exec.OBJECT
+    assert kind("FeedConnection", "edges") == fast_exec.LIST
+    assert kind("Post", "__typename") == fast_exec.TYPENAME
+    assert kind("User", "posts") == fast_exec.SLOW  # arguments
+    assert kind("Query", "feed") == fast_exec.SLOW  # async
 
 
 # -- random documents over the app's schema -----------------------------------------------

@@ -11,7 +11,8 @@ from starlette.requests import Request
 from starlette.websockets import WebSocket
 
 from app.api.loaders import Loaders
-from app.auth.tokens import TokenClaims
+from app.auth import revocation
+from app.auth.tokens import TokenClaims, header_claims
 from app.errors import AppError, Unauthenticated
 from app.ratelimit import check_rate
 from app.state import AppState
@@ -54,3 +55,17 @@ class Context:
     def client_ip(self) -> str:
         client = self.request.client if self.request is not None else None
         return client.host if client is not None else "unknown"
+
+
+async def http_context(state: AppState, request: Request) -> Context:
+    """An HTTP request's context: its bearer token checked (signature, expiry, revocation).
+    A bad token is kept as `auth_error`, which every field then raises."""
+    header = request.headers.get("authorization")
+    if not header:
+        return Context(state=state, request=request)
+    try:
+        token = header_claims(state.settings, header)
+        await revocation.check(state.redis, state.sessions, token)
+    except AppError as exc:
+        return Context(state=state, request=request, auth_error=exc)
+    return Context(state=state, request=request, viewer_id=token.user_id, token=token)

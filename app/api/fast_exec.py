@@ -9,7 +9,7 @@ fields, nearly all of them attributes of Post/User/PostEdge/PageInfo objects.
 `FastExecutor.execute_fields` runs a selection set from a *plan*, made once per grouped field
 set and request (graphql-core memoizes the grouped field set per object type and field list,
 so a page's 20 posts share one plan). What a field's step does is decided once per schema
-field (`_classify`):
+field (`classify_field`):
 
 - `__typename`: the parent type's name, as graphql-core's meta field resolves it.
 - A Strawberry *basic* field (no resolver, no field extension, no exception handler: its
@@ -74,12 +74,12 @@ from strawberry.types.field import StrawberryField
 from app.api.subscriptions import EventScopedExecutor
 
 # Step kinds.
-_SLOW = 0  # graphql-core's execute_field
-_TYPENAME = 1
-_LEAF = 2  # basic field of a scalar or enum type
-_OBJECT = 3  # basic field of an object type without is_type_of
-_LIST = 4  # basic field of a list of such objects
-_DIRECT = 5  # plain synchronous Strawberry resolver
+SLOW = 0  # graphql-core's execute_field
+TYPENAME = 1
+LEAF = 2  # basic field of a scalar or enum type
+OBJECT = 3  # basic field of an object type without is_type_of
+LIST = 4  # basic field of a list of such objects
+DIRECT = 5  # plain synchronous Strawberry resolver
 
 # Names Strawberry gives a field's GraphQL resolver (schema_converter.from_resolver): a basic
 # field's `field.get_result(source, None, [], {})`, and the sync wrapper of a resolver.
@@ -113,11 +113,11 @@ class _Resolver:
         return self.resolver(**kwargs)
 
 
-# (kind, non_null, a, b, c): for _LEAF/_OBJECT/_LIST a = default resolver, b = attribute name,
-# c = coerce function / object type / (item type, object type); for _DIRECT a = _Resolver,
-# b = how its result completes (_LEAF, _OBJECT or _SLOW), c = coerce function / object type.
+# (kind, non_null, a, b, c): for LEAF/OBJECT/LIST a = default resolver, b = attribute name,
+# c = coerce function / object type / (item type, object type); for DIRECT a = _Resolver,
+# b = how its result completes (LEAF, OBJECT or SLOW), c = coerce function / object type.
 _Kind = tuple[int, bool, Any, Any, Any]
-_SLOW_KIND: _Kind = (_SLOW, False, None, None, None)
+SLOW_KIND: _Kind = (SLOW, False, None, None, None)
 _CLASSIFIED: WeakKeyDictionary[GraphQLSchema, dict[tuple[str, str], _Kind]] = WeakKeyDictionary()
 
 
@@ -126,13 +126,13 @@ _CLASSIFIED: WeakKeyDictionary[GraphQLSchema, dict[tuple[str, str], _Kind]] = We
 _SCALAR_VALUES: frozenset[type] = frozenset(
     {str, int, float, bool, datetime.datetime, datetime.date, datetime.time, Decimal, UUID}
 )
-_MISS = object()  # a leaf step's "take graphql-core's path"
+MISS = object()  # a leaf step's "take graphql-core's path"
 
 _Leaf = Callable[[Any, Callable[[Any], bool]], Any]
 
 
 def _leaf(leaf: Any) -> _Leaf:
-    """A non-null value's completion as `complete_leaf_value` makes it, or _MISS where that
+    """A non-null value's completion as `complete_leaf_value` makes it, or MISS where that
     would raise or the value is not one graphql-core completes as a leaf (awaitable,
     Exception). Members of a Strawberry enum are memoized: a member is a singleton and its
     name never changes."""
@@ -141,12 +141,12 @@ def _leaf(leaf: Any) -> _Leaf:
 
     def complete(value: Any, is_awaitable: Callable[[Any], bool]) -> Any:
         if type(value) not in _SCALAR_VALUES and not _plain(value, is_awaitable):
-            return _MISS
+            return MISS
         try:
             coerced = coerce(value)
         except Exception:  # graphql-core's path raises it again, located
-            return _MISS
-        return _MISS if coerced is None or coerced is Undefined else coerced
+            return MISS
+        return MISS if coerced is None or coerced is Undefined else coerced
 
     if not isinstance(leaf, GraphQLEnumType) or not (
         isinstance(wrapped, type) and issubclass(wrapped, enum.Enum)
@@ -161,7 +161,7 @@ def _leaf(leaf: Any) -> _Leaf:
             if name is not None:
                 return name
         coerced = complete(value, is_awaitable)
-        if member and coerced is not _MISS:
+        if member and coerced is not MISS:
             names[value] = coerced
         return coerced
 
@@ -171,20 +171,20 @@ def _leaf(leaf: Any) -> _Leaf:
 def _completion(inner: Any) -> tuple[int, Any]:
     """How a value of this (nullable) type completes without graphql-core's complete_value."""
     if is_leaf_type(inner):
-        return _LEAF, _leaf(inner)
+        return LEAF, _leaf(inner)
     if is_object_type(inner) and not inner.is_type_of:
-        return _OBJECT, inner
-    return _SLOW, None
+        return OBJECT, inner
+    return SLOW, None
 
 
-def _classify(strawberry_schema: Any, field_def: GraphQLField, field_name: str) -> _Kind:
+def classify_field(strawberry_schema: Any, field_def: GraphQLField, field_name: str) -> _Kind:
     return_type: Any = field_def.type
     non_null = isinstance(return_type, GraphQLNonNull)
     inner = return_type.of_type if non_null else return_type
     resolve = field_def.resolve
     name = getattr(resolve, "__name__", None)
     if field_name == "__typename":
-        return (_TYPENAME, True, None, None, None) if resolve is not None else _SLOW_KIND
+        return (TYPENAME, True, None, None, None) if resolve is not None else SLOW_KIND
     definition = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
     if (
         not isinstance(definition, StrawberryField)
@@ -192,18 +192,18 @@ def _classify(strawberry_schema: Any, field_def: GraphQLField, field_name: str) 
         or definition.extensions
         or field_def.args
     ):
-        return _SLOW_KIND
+        return SLOW_KIND
     if name == _BASIC_RESOLVER and definition.base_resolver is None:
         read, attribute = definition.default_resolver, definition.python_name
         kind, target = _completion(inner)
-        if kind != _SLOW:
+        if kind != SLOW:
             return (kind, non_null, read, attribute, target)
         if isinstance(inner, GraphQLList):
             item_type = inner.of_type
             item = item_type.of_type if isinstance(item_type, GraphQLNonNull) else item_type
             if is_object_type(item) and not item.is_type_of:
-                return (_LIST, non_null, read, attribute, (item_type, item))
-        return _SLOW_KIND
+                return (LIST, non_null, read, attribute, (item_type, item))
+        return SLOW_KIND
     if (
         name == _SYNC_RESOLVER
         and definition.base_resolver is not None
@@ -214,8 +214,8 @@ def _classify(strawberry_schema: Any, field_def: GraphQLField, field_name: str) 
     ):
         kind, target = _completion(inner)
         resolver = _Resolver(definition, strawberry_schema.config.info_class)
-        return (_DIRECT, non_null, resolver, kind, target)
-    return _SLOW_KIND
+        return (DIRECT, non_null, resolver, kind, target)
+    return SLOW_KIND
 
 
 # (kind, response name, field details, field definition, non_null, a, b, c)
@@ -253,11 +253,11 @@ class FastExecutor(EventScopedExecutor):
             kind = known.get(key)
             if kind is None:
                 strawberry_schema = getattr(schema, "_strawberry_schema", None)
-                kind = known[key] = _classify(strawberry_schema, field_def, field_name)
+                kind = known[key] = classify_field(strawberry_schema, field_def, field_name)
             if node.arguments or (
-                kind[0] == _LIST and any(d.node.directives for d in field_details_list)
+                kind[0] == LIST and any(d.node.directives for d in field_details_list)
             ):
-                kind = _SLOW_KIND  # invalid arguments; @stream-like directives on a list
+                kind = SLOW_KIND  # invalid arguments; @stream-like directives on a list
             steps.append((kind[0], response_name, field_details_list, field_def, *kind[1:]))
         return steps
 
@@ -285,10 +285,10 @@ class FastExecutor(EventScopedExecutor):
         type_name = parent_type.name
         try:
             for kind, name, field_details_list, field_def, non_null, a, b, c in plan:
-                if kind == _TYPENAME:
+                if kind == TYPENAME:
                     results[name] = type_name
                     continue
-                if kind == _SLOW:
+                if kind == SLOW:
                     result = self.execute_field(
                         parent_type,
                         source_value,
@@ -298,7 +298,7 @@ class FastExecutor(EventScopedExecutor):
                     )
                     if result is Undefined:
                         continue
-                elif kind == _DIRECT:
+                elif kind == DIRECT:
                     result = self._execute_direct(
                         parent_type,
                         source_value,
@@ -324,15 +324,15 @@ class FastExecutor(EventScopedExecutor):
                     if value is None and not non_null:
                         results[name] = None
                         continue
-                    result = _MISS
-                    if kind == _LEAF:
+                    result = MISS
+                    if kind == LEAF:
                         if value is not None and value is not Undefined:
                             result = c(value, is_awaitable)
-                            if result is not _MISS:
+                            if result is not MISS:
                                 results[name] = result
                                 continue
                     elif _plain(value, is_awaitable) and (
-                        kind == _OBJECT
+                        kind == OBJECT
                         or (type(value) is list and all(_plain(v, is_awaitable) for v in value))
                     ):
                         result = self._complete_nested(
@@ -343,7 +343,7 @@ class FastExecutor(EventScopedExecutor):
                             Path(path, name, type_name),
                             value,
                         )
-                    if result is _MISS:  # anything unusual: graphql-core's completion
+                    if result is MISS:  # anything unusual: graphql-core's completion
                         result = self._complete_read(
                             parent_type,
                             field_details_list,
@@ -381,13 +381,13 @@ class FastExecutor(EventScopedExecutor):
             self.handle_field_error(raw_error, field_def.type, field_details_list, path)
             return None
         if result is not None and result is not Undefined:
-            if completion == _LEAF:
+            if completion == LEAF:
                 coerced = target(result, self.is_awaitable)
-                if coerced is not _MISS:
+                if coerced is not MISS:
                     return coerced
-            elif completion == _OBJECT and _plain(result, self.is_awaitable):
+            elif completion == OBJECT and _plain(result, self.is_awaitable):
                 return self._complete_nested(
-                    _OBJECT, target, field_def, field_details_list, path, result
+                    OBJECT, target, field_def, field_details_list, path, result
                 )
         return self._complete_resolved(field_def.type, field_details_list, info, path, result)
 
@@ -439,7 +439,7 @@ class FastExecutor(EventScopedExecutor):
         """An object (or list of objects) field's sub-selection, its errors handled at the
         field as execute_field handles them."""
         try:
-            if kind == _OBJECT:
+            if kind == OBJECT:
                 completed = self._complete_object(target, field_details_list, path, value)
             else:
                 completed = self._complete_list(

@@ -29,8 +29,17 @@ def _latency(mode: str, page: str) -> Histogram:
 async def resolve_feed(
     info: Info[Context, None], first: int | None, after: str | None, mode: FeedMode | None
 ) -> FeedConnection:
+    connection = await feed_connection(info.context, first, after, mode)
+    info.context.loaders.prime_page([e.node.row for e in connection.edges], connection.extras)
+    return connection
+
+
+async def feed_connection(
+    ctx: Context, first: int | None, after: str | None, mode: FeedMode | None
+) -> FeedConnection:
+    """The `feed` field's value, for the resolver above and for compiled documents
+    (app.api.compiled), which read the page's authors and likes from `extras`."""
     start = time.perf_counter()
-    ctx = info.context
     viewer_id = ctx.require_viewer()
     size = check_first(first)
     feed_mode = modes.FeedMode((mode or FeedMode.RANKED).value)
@@ -40,7 +49,6 @@ async def resolve_feed(
         cursor = codec.decode(after, fp) if after else None
         # Without a cursor this is a fresh first page, with what that implies (FeedService).
         page = await ctx.state.feed.page(viewer_id, feed_mode, size, cursor)
-        ctx.loaders.prime_page(page.posts, page.extras)
         edges = [
             PostEdge(cursor=codec.encode(position, fp), node=Post(row=post))
             for (_, position), post in zip(page.rows, page.posts, strict=True)
@@ -50,6 +58,7 @@ async def resolve_feed(
             page_info=page_info(edges, page.has_next, after is not None),
             session_id=strawberry.ID(page.session_id) if page.session_id else None,
             degraded=page.degraded,
+            extras=page.extras,
         )
     finally:
         # Failed reads count too (a timed-out read is latency the operator must see); a

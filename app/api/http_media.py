@@ -103,7 +103,7 @@ def is_request_error(result: ExecutionResult) -> bool:
     )
 
 
-def _error_status(errors: Iterable[GraphQLError]) -> int:
+def error_status(errors: Iterable[GraphQLError]) -> int:
     codes = {(error.extensions or {}).get("code") for error in errors}
     return 500 if AppError.code in codes else 400
 
@@ -114,7 +114,7 @@ def shape_result(
     """Under GRAPHQL_RESPONSE a request error loses its `data` entry and gets a 4xx/5xx."""
     if scope.get(SCOPE_KEY) == GRAPHQL_RESPONSE and is_request_error(result):
         body.pop("data", None)
-        scope[STATUS_KEY] = _error_status(result.errors or ())
+        scope[STATUS_KEY] = error_status(result.errors or ())
     return body
 
 

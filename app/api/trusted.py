@@ -117,6 +117,10 @@ class DocumentRegistry:
         manifest = {e.name: DOCUMENT_ID_PREFIX + e.sha256 for e in self._by_hash.values()}
         self.manifest_json = orjson.dumps(manifest, option=orjson.OPT_SORT_KEYS)
 
+    def by_text(self) -> Mapping[str, Registered]:
+        """Every registered document, by its exact text."""
+        return self._by_text
+
     def lookup(self, text: str | None) -> Registered | None:
         """The registered document with exactly this text."""
         return None if text is None else self._by_text.get(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable
 from datetime import datetime
@@ -15,7 +16,7 @@ from strawberry.types import Info
 from app.db import models
 from app.db.models import FANOUT_PULL
 from app.feed import modes
-from app.feed.rows import FeedAuthor, FeedPost
+from app.feed.rows import FeedAuthor, FeedPost, PageExtras
 
 V = TypeVar("V")
 
@@ -258,6 +259,8 @@ class FeedConnection:
     page_info: PageInfo
     session_id: strawberry.ID | None
     degraded: bool
+    # The page's authors and the viewer's likes, read with its rows (app.api.feed).
+    extras: strawberry.Private[PageExtras] = dataclasses.field(default_factory=PageExtras)
 
 
 @strawberry.type

@@ -1,0 +1,445 @@
+"""Registered documents compiled to direct code: the feed without graphql-core or the view.
+
+A registered document (app.api.trusted) is known at start-up, so its whole selection can be
+planned once: which attribute each response key reads, how each leaf serializes. When every
+field of a registered query is one this module can plan, `compile_documents` makes a
+`CompiledQuery` of it, and app.api.fast_http answers such a request over HTTP with
+the root field's value rendered straight to JSON: no request parsing by Strawberry's view,
+no graphql-core execution context, no per-field Path/Info/resolver wrapper. What is planned:
+
+- the root field: `feed` only (ROOTS), its arguments from literals or variables;
+- `__typename`; Strawberry *basic* fields (attribute reads, app.api.fast_exec's
+  `classify_field`) of leaf types (through the leaf type's own output coercion), of object
+  types and of lists of them;
+- `Post.author` and `Post.viewerHasLiked`: from the page's `extras` (the authors and the
+  viewer's likes read with the page's rows), loaded through the request's DataLoaders in
+  the rare case the page did not hold them.
+
+Anything else (other fields, directives, arguments below the root, abstract types, a
+response key used twice) leaves the document to the regular path, as do requests whose
+variables are not plainly valid (app.api.fast_http); the regular path then answers them, so
+nothing is refused here that graphql-core would accept. Values are read from this request's
+objects only: nothing is cached across requests but the plans.
+
+The bytes are the regular path's: tests/test_compiled_documents.py runs random feeds and
+documents through both and compares the responses, including errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLSchema,
+    InlineFragmentNode,
+    ListTypeNode,
+    NamedTypeNode,
+    NonNullTypeNode,
+    OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
+    ValueNode,
+    VariableNode,
+    located_error,
+    value_from_ast_untyped,
+)
+from graphql.language import EnumValueNode
+from graphql.pyutils import Undefined
+
+from app.api.context import Context
+from app.api.fast_exec import LEAF, LIST, MISS, OBJECT, TYPENAME, classify_field
+from app.api.feed import feed_connection
+from app.api.trusted import Registered
+from app.api.types import FeedConnection, User
+
+_AUTHOR = 10  # Post.author from the page's extras
+_LIKED = 11  # Post.viewerHasLiked from the page's extras
+_SPECIAL = {("Post", "author"): _AUTHOR, ("Post", "viewerHasLiked"): _LIKED}
+
+RootResolver = Callable[..., Awaitable[Any]]
+# Root fields a compiled document may select: the function the field's resolver calls.
+ROOTS: dict[str, RootResolver] = {"feed": feed_connection}
+
+
+class NotCompilable(Exception):
+    """A document (or a value at run time) this module does not handle."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    key: str  # response key
+    kind: int
+    attribute: str  # the Python attribute read (basic fields)
+    non_null: bool
+    complete: Any  # a leaf's completion; an object's or a list item's steps
+    type_name: str  # the parent type's name (__typename)
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    coerce: Callable[[Any], Any]  # the JSON value -> the resolver's argument; raises
+    default: Any  # the operation's default (already converted), or _ABSENT
+
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class CompiledQuery:
+    entry: Registered
+    operation_name: str | None
+    variables: Mapping[str, Variable]
+    root_key: str
+    root_node: FieldNode
+    root: RootResolver
+    # python name -> (None, the literal or default) or (variable, the argument's default)
+    arguments: Mapping[str, tuple[str | None, Any]]
+    steps: tuple[Step, ...]
+    uses_extras: bool
+    process_errors: Callable[[list[GraphQLError]], None]  # the schema's error policy
+
+    def arguments_for(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The root resolver's keyword arguments for already coerced variable `values`."""
+        kwargs: dict[str, Any] = {}
+        for name, (variable, value) in self.arguments.items():
+            if variable is None:
+                kwargs[name] = value
+            elif variable in values:
+                kwargs[name] = values[variable]
+            elif self.variables[variable].default is not _ABSENT:
+                kwargs[name] = self.variables[variable].default
+            elif value is not _ABSENT:
+                kwargs[name] = value
+        return kwargs
+
+    async def execute(self, context: Context, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The response body as the regular path makes it: {"data": ...} or, when the root
+        field fails, {"data": null, "errors": [...]} through the schema's error policy."""
+        try:
+            value = await self.root(context, **self.arguments_for(values))
+            if self.uses_extras:
+                await _complete_extras(context, value)
+            return {"data": {self.root_key: _render(self.steps, value, value.extras)}}
+        except Exception as exc:  # as graphql-core locates a resolver's error
+            return {"data": None, "errors": [self.field_error(exc)]}
+
+    def field_error(self, exc: Exception) -> dict[str, Any]:
+        error = located_error(exc, [self.root_node], [self.root_key])
+        self.process_errors([error])
+        return dict(error.formatted)
+
+
+async def _complete_extras(context: Context, connection: FeedConnection) -> None:
+    """Authors and likes a page did not read with its rows come from the loaders."""
+    extras = connection.extras
+    posts = [edge.node.row for edge in connection.edges]
+    authors = [p.author_id for p in posts if p.author_id not in extras.authors]
+    if authors:
+        rows = await context.loaders.user_by_id.load_many(authors)
+        extras.authors.update({a: r for a, r in zip(authors, rows, strict=True) if r})
+    unknown = [p.id for p in posts if p.id not in extras.covered]
+    if unknown:
+        liked = await context.loaders.viewer_liked_post.load_many(unknown)
+        extras.covered.update(unknown)
+        extras.liked.update(p for p, yes in zip(unknown, liked, strict=True) if yes)
+
+
+def _never_awaitable(value: Any) -> bool:
+    return False
+
+
+def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for step in steps:
+        kind = step.kind
+        if kind == TYPENAME:
+            out[step.key] = step.type_name
+            continue
+        if kind == _LIKED:
+            out[step.key] = source.row.id in extras.liked
+            continue
+        if kind == _AUTHOR:
+            author = extras.authors.get(source.row.author_id)
+            if author is None:
+                raise NotCompilable(f"no author {source.row.author_id} for post {source.row.id}")
+            out[step.key] = _render(step.complete, User(row=author), extras)
+            continue
+        value = getattr(source, step.attribute)
+        if value is None:
+            if step.non_null:
+                raise NotCompilable(f"null {step.type_name}.{step.key}")
+            out[step.key] = None
+        elif kind == LEAF:
+            coerced = step.complete(value, _never_awaitable)
+            if coerced is MISS:
+                raise NotCompilable(f"{step.type_name}.{step.key} = {value!r}")
+            out[step.key] = coerced
+        elif kind == OBJECT:
+            out[step.key] = _render(step.complete, value, extras)
+        else:  # LIST of objects
+            out[step.key] = [_render(step.complete, item, extras) for item in value]
+    return out
+
+
+# -- compiling -----------------------------------------------------------------------------
+
+
+def compile_documents(
+    schema: GraphQLSchema,
+    documents: Mapping[str, Registered],
+    process_errors: Callable[[list[GraphQLError]], None],
+) -> dict[str, CompiledQuery]:
+    """Registered text -> its compiled query, for each document this module can plan."""
+    compiled = {}
+    for text, entry in documents.items():
+        try:
+            compiled[text] = _compile(schema, entry, process_errors)
+        except NotCompilable:
+            continue
+    return compiled
+
+
+def _compile(
+    schema: GraphQLSchema,
+    entry: Registered,
+    process_errors: Callable[[list[GraphQLError]], None],
+) -> CompiledQuery:
+    document = entry.document
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if len(operations) != 1 or operations[0].operation is not OperationType.QUERY:
+        raise NotCompilable("one query operation")
+    operation = operations[0]
+    fragments = _fragments(document)
+    query_type = schema.query_type
+    assert query_type is not None
+    roots = _collect(operation.selection_set, query_type, fragments)
+    if len(roots) != 1:
+        raise NotCompilable("one root field")
+    ((root_key, root_node),) = roots.items()
+    root = ROOTS.get(root_node.name.value)
+    field_def = query_type.fields.get(root_node.name.value)
+    if root is None or field_def is None or root_node.selection_set is None:
+        raise NotCompilable("root field")
+    variables = {
+        d.variable.name.value: _variable(schema, d.type, d.default_value)
+        for d in operation.variable_definitions or ()
+    }
+    # As graphql-core's get_argument_values: a variable, a literal, or the argument's default.
+    given = {node.name.value: node.value for node in root_node.arguments or ()}
+    if not given.keys() <= field_def.args.keys():
+        raise NotCompilable("argument")
+    arguments: dict[str, tuple[str | None, Any]] = {}
+    for graphql_name, arg_def in field_def.args.items():
+        python_name = arg_def.out_name or _python_name(field_def, graphql_name)
+        value = given.get(graphql_name)
+        default = _ABSENT if arg_def.default_value is Undefined else arg_def.default_value
+        if isinstance(value, VariableNode):
+            if value.name.value not in variables:
+                raise NotCompilable("undefined variable")
+            arguments[python_name] = (value.name.value, default)
+        elif value is not None:
+            arguments[python_name] = (None, _literal(schema, arg_def.type, value))
+        elif default is not _ABSENT:
+            arguments[python_name] = (None, default)
+    object_type = _object_type(field_def.type)
+    steps = _steps(schema, object_type, root_node.selection_set, fragments)
+    return CompiledQuery(
+        entry=entry,
+        operation_name=operation.name.value if operation.name else None,
+        variables=variables,
+        root_key=root_key,
+        root_node=root_node,
+        root=root,
+        arguments=arguments,
+        steps=steps,
+        uses_extras=_uses_extras(steps),
+        process_errors=process_errors,
+    )
+
+
+def _uses_extras(steps: tuple[Step, ...]) -> bool:
+    return any(
+        s.kind in (_AUTHOR, _LIKED) or (s.kind in (OBJECT, LIST) and _uses_extras(s.complete))
+        for s in steps
+    )
+
+
+def _python_name(field_def: Any, graphql_name: str) -> str:
+    """The resolver parameter a GraphQL argument feeds (Strawberry's converter keeps it)."""
+    from strawberry.schema.schema_converter import GraphQLCoreConverter
+
+    definition = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    for argument in getattr(definition, "arguments", ()):
+        if argument.graphql_name == graphql_name or argument.python_name == graphql_name:
+            return str(argument.python_name)
+    raise NotCompilable("argument name")
+
+
+def _fragments(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
+    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+
+
+def _collect(
+    selection_set: SelectionSetNode,
+    parent: GraphQLObjectType,
+    fragments: Mapping[str, FragmentDefinitionNode],
+    into: dict[str, FieldNode] | None = None,
+) -> dict[str, FieldNode]:
+    """Response key -> field, through fragments; a key twice (merging) is not planned."""
+    fields = {} if into is None else into
+    for selection in selection_set.selections:
+        if selection.directives:
+            raise NotCompilable("directives")
+        if isinstance(selection, FieldNode):
+            key = selection.alias.value if selection.alias else selection.name.value
+            if key in fields:
+                raise NotCompilable("a response key twice")
+            fields[key] = selection
+            continue
+        if isinstance(selection, FragmentSpreadNode):
+            fragment = fragments[selection.name.value]
+            condition: NamedTypeNode | None = fragment.type_condition
+            inner = fragment.selection_set
+        else:
+            assert isinstance(selection, InlineFragmentNode)
+            condition, inner = selection.type_condition, selection.selection_set
+        if condition is not None and condition.name.value != parent.name:
+            raise NotCompilable("type condition")
+        _collect(inner, parent, fragments, fields)
+    return fields
+
+
+def _steps(
+    schema: GraphQLSchema,
+    parent: GraphQLObjectType,
+    selection_set: SelectionSetNode,
+    fragments: Mapping[str, FragmentDefinitionNode],
+) -> tuple[Step, ...]:
+    strawberry_schema = getattr(schema, "_strawberry_schema", None)
+    steps = []
+    for key, node in _collect(selection_set, parent, fragments).items():
+        name = node.name.value
+        if node.arguments:
+            raise NotCompilable("arguments below the root")
+        if name == "__typename":
+            steps.append(Step(key, TYPENAME, "", True, None, parent.name))
+            continue
+        field_def = parent.fields.get(name)
+        if field_def is None:
+            raise NotCompilable("unknown field")
+        non_null = isinstance(field_def.type, GraphQLNonNull)
+        special = _SPECIAL.get((parent.name, name))
+        if special == _LIKED:
+            steps.append(Step(key, _LIKED, "", non_null, None, parent.name))
+            continue
+        if special == _AUTHOR:
+            assert node.selection_set is not None
+            sub = _steps(schema, _object_type(field_def.type), node.selection_set, fragments)
+            steps.append(Step(key, _AUTHOR, "", non_null, sub, parent.name))
+            continue
+        kind, _, _, attribute, target = classify_field(strawberry_schema, field_def, name)
+        if kind == LEAF:
+            steps.append(Step(key, LEAF, attribute, non_null, target, parent.name))
+        elif kind == OBJECT and node.selection_set is not None:
+            sub = _steps(schema, target, node.selection_set, fragments)
+            steps.append(Step(key, OBJECT, attribute, non_null, sub, parent.name))
+        elif kind == LIST and node.selection_set is not None:
+            item_type, item = target
+            if not isinstance(item_type, GraphQLNonNull):
+                raise NotCompilable("nullable list items")
+            sub = _steps(schema, item, node.selection_set, fragments)
+            steps.append(Step(key, LIST, attribute, non_null, sub, parent.name))
+        else:
+            raise NotCompilable(f"{parent.name}.{name}")
+    return tuple(steps)
+
+
+def _object_type(type_: Any) -> GraphQLObjectType:
+    inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
+    if not isinstance(inner, GraphQLObjectType) or inner.is_type_of:
+        raise NotCompilable("root type")
+    return inner
+
+
+# -- variables and arguments ---------------------------------------------------------------
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int or not _INT_MIN <= value <= _INT_MAX:
+        raise ValueError
+    return value
+
+
+def _str(value: Any) -> str:
+    if type(value) is not str:
+        raise ValueError
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if type(value) is not bool:
+        raise ValueError
+    return value
+
+
+_SCALARS: dict[str, Callable[[Any], Any]] = {"Int": _int, "String": _str, "Boolean": _bool}
+
+
+def _input(schema: GraphQLSchema, name: str) -> Callable[[Any], Any]:
+    """A nullable named input type's plain coercion: a JSON value to what the resolver
+    gets (a Strawberry enum's member for an enum); ValueError for anything else."""
+    if name in _SCALARS:
+        return _SCALARS[name]
+    named = schema.get_type(name)
+    members = getattr(named, "wrapped_cls", None)
+    if members is None or not hasattr(named, "values"):
+        raise NotCompilable(f"input type {name}")
+    by_name = {graphql_name: members(value.value) for graphql_name, value in named.values.items()}
+
+    def enum(value: Any) -> Any:
+        if type(value) is not str or value not in by_name:
+            raise ValueError
+        return by_name[value]
+
+    return enum
+
+
+def _nullable(coerce: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else coerce(value)
+
+
+def _variable(schema: GraphQLSchema, type_node: Any, default: ValueNode | None) -> Variable:
+    if isinstance(type_node, (NonNullTypeNode, ListTypeNode)):
+        raise NotCompilable("only nullable named variable types")
+    coerce = _nullable(_input(schema, type_node.name.value))
+    return Variable(coerce, _ABSENT if default is None else _convert(coerce, default))
+
+
+def _convert(coerce: Callable[[Any], Any], node: ValueNode) -> Any:
+    """A literal (default or argument) through the same coercion as a JSON value."""
+    if isinstance(node, EnumValueNode):
+        return coerce(node.value)
+    value = value_from_ast_untyped(node)
+    try:
+        return coerce(value)
+    except ValueError:
+        raise NotCompilable("literal") from None
+
+
+def _literal(schema: GraphQLSchema, type_: Any, node: ValueNode) -> Any:
+    inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
+    name = getattr(inner, "name", None)
+    if name is None:
+        raise NotCompilable("argument type")
+    return _convert(_nullable(_input(schema, name)), node)

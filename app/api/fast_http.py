@@ -1,0 +1,181 @@
+"""POST /graphql for a compiled document (app.api.compiled), answered without the view.
+
+Strawberry's view reads the body, builds request adapters, runs the schema's extension
+hooks around parse/validate/execute and graphql-core's execution of ~300 fields: most of a
+feed page's CPU once its data is in hand. A request this module recognises exactly (a JSON
+POST naming a compiled document, by `documentId`, Apollo's persisted-query hash or its
+exact text; variables that are plainly valid values of the operation's variable types; an
+`Accept` we serve) runs the same steps in the same order here: the context with the token
+checked (app.api.context.http_context), the NUL check and the read budgets
+(app.api.cost), the root field's function, then the plan renders the body in the
+negotiated media type (app.api.http_media), with the status the regular path would give.
+
+Every other request (anything unusual at all, including what would be an error before
+execution) goes to the regular path untouched, its body replayed: the regular path stays the
+one place that judges malformed requests, so this module cannot refuse what it would
+accept. Same bytes: tests/test_compiled_documents.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+from graphql import GraphQLError
+from prometheus_client import Counter
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api import http_media
+from app.api.compiled import CompiledQuery
+from app.api.context import Context, http_context
+from app.api.cost import limit_reads
+from app.api.trusted import DocumentRefused, DocumentRegistry
+from app.errors import AppError
+from app.state import AppState
+
+_KEYS = frozenset({"query", "variables", "operationName", "extensions", "documentId"})
+COMPILED = Counter(
+    "graphql_compiled_total", "HTTP requests answered by a compiled document", ["operation"]
+)
+_JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8"})
+
+
+class CompiledHTTP:
+    """In front of the GraphQL view: compiled documents here, everything else there."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        state: Callable[[], AppState],
+        documents: DocumentRegistry,
+        compiled: Mapping[str, CompiledQuery],
+        process_errors: Callable[[list[GraphQLError]], None],  # the schema's error policy
+    ) -> None:
+        self.app = app
+        self.state = state
+        self.documents = documents
+        self.compiled = compiled
+        self.process_errors = process_errors
+        self.answered = {q.entry.name: COMPILED.labels(q.entry.name) for q in compiled.values()}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.compiled or scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        content_type = accept = None
+        for name, value in scope["headers"]:  # the first of each, as Starlette reads them
+            if name == b"content-type" and content_type is None:
+                content_type = value
+            elif name == b"accept" and accept is None:
+                accept = value
+        media = http_media.negotiate(accept.decode("latin-1") if accept is not None else None)
+        body = await _read_body(receive)
+        if body is None:
+            return  # the client left before sending its body: nobody to answer
+        planned = None
+        if (
+            content_type is not None
+            and content_type.lower() in _JSON_TYPES
+            and media is not None
+            and (accept is None or b"multipart" not in accept)  # incremental delivery
+        ):
+            planned = self._plan(body)
+        if planned is None:
+            await self.app(scope, _replay(body, receive), send)
+            return
+        query, values = planned
+        self.answered[query.entry.name].inc()
+        context = await http_context(self.state(), Request(scope))
+        result, status = await self._run(query, context, values, media)
+        payload = orjson.dumps(result)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-length", str(len(payload)).encode()),
+                    (b"content-type", http_media.CONTENT_TYPES[media].encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+    def _plan(self, body: bytes) -> tuple[CompiledQuery, dict[str, Any]] | None:
+        """The compiled query and coerced variables of a request it can answer, else None."""
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        if type(data) is not dict or not data.keys() <= _KEYS:
+            return None
+        query = data.get("query")
+        extensions = data.get("extensions")
+        if (query is not None and type(query) is not str) or (
+            extensions is not None and type(extensions) is not dict
+        ):
+            return None
+        try:
+            text = self.documents.resolve(query, data.get("documentId"), extensions)
+        except DocumentRefused:
+            return None
+        compiled = self.compiled.get(text) if text is not None else None
+        if compiled is None:
+            return None
+        name = data.get("operationName")
+        if name is not None and name != compiled.operation_name:
+            return None
+        variables = data.get("variables")
+        if variables is None:
+            return compiled, {}
+        if type(variables) is not dict or not variables.keys() <= compiled.variables.keys():
+            return None
+        values = {}
+        for key, value in variables.items():
+            if type(value) is str and "\x00" in value:
+                return None  # the regular path's NUL refusal
+            try:
+                values[key] = compiled.variables[key].coerce(value)
+            except ValueError:
+                return None
+        return compiled, values
+
+    async def _run(
+        self, query: CompiledQuery, context: Context, values: dict[str, Any], media: str
+    ) -> tuple[dict[str, Any], int]:
+        try:
+            limit_reads(context)  # as RequestLimits.on_execute
+        except AppError as exc:
+            # Refused before execution, as Strawberry reports an extension's error.
+            error = GraphQLError(str(exc), original_error=exc)
+            self.process_errors([error])
+            if media == http_media.GRAPHQL_RESPONSE:
+                return {"errors": [error.formatted]}, http_media.error_status([error])
+            return {"data": None, "errors": [error.formatted]}, 200
+        return await query.execute(context, values), 200
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` for the regular path: the body already read, then the client's messages."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
