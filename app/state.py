@@ -23,7 +23,6 @@ from app.fanout.service import FanoutService
 from app.feed.service import FeedService
 from app.feed.sessions import FeedSessionStore
 from app.outbox.relay import oldest_unpublished_seconds
-from app.posts.bodies import BodyCache
 from app.realtime.counts import reset_new_post_count
 from app.realtime.notifier import RedisNotifier
 from app.redis_client import make_redis
@@ -71,11 +70,8 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
     sessions = make_sessionmaker(engine)
     redis = make_redis(settings)
     timelines = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
-    bodies = BodyCache(redis)
     # Workers publish live "new posts" notifications after each timeline write.
-    fanout = FanoutService(
-        sessions, timelines, settings, bodies=bodies, notifier=RedisNotifier(redis)
-    )
+    fanout = FanoutService(sessions, timelines, settings, notifier=RedisNotifier(redis))
     # Timeline rebuilds run in the API process that needs them (see app.users.activity).
     activity = Activity(redis, engine, timelines, settings.active_days, fanout.rebuild_timeline)
     feed = FeedService(
@@ -84,7 +80,6 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
         feed_sessions=FeedSessionStore(
             redis, settings.feed_session_ttl_seconds, settings.feed_sessions_per_viewer
         ),
-        bodies=bodies,
         lag=LagProbe(redis, settings.lag_threshold_seconds),
         settings=settings,
         rebuild=fanout.rebuild_timeline,

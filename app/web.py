@@ -364,7 +364,7 @@ def create_app(state: AppState | None = None) -> Starlette:
     def current_state() -> AppState:
         return holder["state"]
 
-    settings = get_settings()
+    settings = state.settings if state is not None else get_settings()
     realtime = get_realtime_settings()
     graphql = FeedGraphQL(current_state, lambda: hubs.get("hub"))
     view: ASGIApp = graphql

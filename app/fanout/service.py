@@ -21,7 +21,6 @@ from app.fanout.lanes import Enqueue
 from app.fanout.modes import ModeDecision, resolve_mode
 from app.fanout.queries import active_followers, active_since
 from app.observability.metrics import POST_TO_TIMELINE, TIMELINE_INSERTS
-from app.posts.bodies import BodyCache
 from app.posts.ids import created_ms
 from app.posts.queries import author_posts, followee_posts
 from app.timelines.store import TimelineStore
@@ -64,7 +63,6 @@ class FanoutService:
     sessions: async_sessionmaker[AsyncSession]
     store: TimelineStore
     settings: Settings
-    bodies: BodyCache
     notifier: FanoutNotifier | None = None
 
     async def split_post(
@@ -248,15 +246,15 @@ class FanoutService:
         return len(entries)
 
     async def post_changed(self, post_id: int) -> None:
-        """Timelines hold ids, so edits only drop the cached body; a delete also leaves the
-        author index (readers re-check every id anyway: this only saves them work)."""
+        """Timelines hold ids and readers read bodies with the rows, so an edit changes
+        nothing here; a delete leaves the author index (readers re-check every id anyway:
+        this only saves them work)."""
         async with self.sessions() as session:
             row = (
                 await session.execute(
                     select(Post.author_id, Post.deleted_at).where(Post.id == post_id)
                 )
             ).one_or_none()
-        await self.bodies.invalidate([post_id])
         if row is not None and row.deleted_at is not None:
             await self.store.remove_author_post(row.author_id, post_id)
 

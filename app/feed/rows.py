@@ -51,7 +51,7 @@ _RANK_ROWS = (
 _PAGE_ROWS = (
     """
     SELECT p.id, p.author_id, p.like_count, p.comment_count, p.version, p.visibility,
-           p.created_at, p.edited_at,
+           p.created_at, p.edited_at, p.body,
            u.handle, u.display_name, u.follower_count, u.following_count, u.fanout_mode,
            EXISTS (SELECT 1 FROM likes l WHERE l.user_id = $2 AND l.post_id = p.id)
     FROM posts p JOIN users u ON u.id = p.author_id
@@ -61,8 +61,6 @@ _PAGE_ROWS = (
 
 # Keyset pages want the newest visible candidates only: the rest are not read at all.
 _PAGE_ROWS_NEWEST = _PAGE_ROWS + " ORDER BY p.id DESC LIMIT $3"
-
-_BODIES = "SELECT id, version, body FROM posts WHERE id = ANY($1::bigint[])"
 
 
 def _own_posts_sql(limit: str, before: str, before_at: str) -> str:
@@ -136,6 +134,7 @@ class FeedRow(NamedTuple):
     visibility: str
     created_at: datetime
     edited_at: datetime | None
+    body: str
 
     @property
     def created_ms(self) -> int:
@@ -271,19 +270,13 @@ async def page_rows(
         rows = await reads.all(_PAGE_ROWS_NEWEST, list(ids), viewer_id, newest)
     for r in rows:
         post_id, author_id = r[0], r[1]
-        found[post_id] = FeedRow._make(r[:8])
+        found[post_id] = FeedRow._make(r[:9])
         if author_id not in authors:
-            authors[author_id] = FeedAuthor(author_id, r[8], r[9], r[10], r[11], r[12])
-        if r[13]:
+            authors[author_id] = FeedAuthor(author_id, r[9], r[10], r[11], r[12], r[13])
+        if r[14]:
             liked.add(post_id)
     extras.covered.update(found)
     return found
-
-
-async def bodies(reads: Reads, ids: Sequence[int]) -> dict[int, tuple[int, str]]:
-    if not ids:
-        return {}
-    return {r[0]: (r[1], r[2]) for r in await reads.all(_BODIES, list(ids))}
 
 
 def _own_args(before: int) -> tuple[int, datetime]:

@@ -72,7 +72,6 @@ from app.observability.metrics import (
     FEED_FILTERED,
     FEED_STAGE,
 )
-from app.posts.bodies import BodyCache
 from app.posts.ids import created_ms
 from app.posts.queries import author_posts
 from app.ranking.scoring import RankingTimeout, rank_columns
@@ -242,7 +241,6 @@ class FeedService:
         sessions: async_sessionmaker[AsyncSession],
         store: TimelineStore,
         feed_sessions: FeedSessionStore,
-        bodies: BodyCache,
         lag: LagSignal,
         settings: Settings,
         rebuild: Callable[[int], Awaitable[int]],
@@ -255,7 +253,6 @@ class FeedService:
         self.read_sessions = read_sessions(sessions)
         self.store = store
         self.feed_sessions = feed_sessions
-        self.bodies = bodies
         self.lag = lag
         self.settings = settings
         self._rebuild = rebuild
@@ -334,7 +331,7 @@ class FeedService:
                 )
                 page.first_page = cursor is None
         page.extras = extras
-        await self._hydrate(page)
+        self._hydrate(page)
         stages.done("hydrate")
         return page
 
@@ -724,35 +721,22 @@ class FeedService:
         FEED_FILTERED.inc(judged - len(visible))
         return visible
 
-    async def _hydrate(self, page: FeedPage) -> None:
-        """Bodies: Redis cache, Postgres for misses. Authors and likes came with the rows."""
-        rows = [row for row, _ in page.rows]
-        if not rows:
-            return
-        texts = await self._bodies({r.post_id: r.version for r in rows})
+    def _hydrate(self, page: FeedPage) -> None:
+        """The page's posts: bodies, authors and likes all came with the rows (one query)."""
         page.posts = [
             FeedPost(
                 r.post_id,
                 r.author_id,
                 r.created_at,
-                texts.get(r.post_id, ""),
+                r.body,
                 r.visibility,
                 r.version,
                 r.edited_at,
                 r.likes,
                 r.comments,
             )
-            for r in rows
+            for r, _ in page.rows
         ]
-
-    async def _bodies(self, versions: dict[int, int]) -> dict[int, str]:
-        async def load(ids: list[int]) -> dict[int, tuple[int, str]]:
-            return await sql.bodies(self.reads, ids)
-
-        try:
-            return await self.bodies.get_many(versions, load)
-        except RedisError:
-            return {i: body for i, (_, body) in (await load(list(versions))).items()}
 
     def _schedule_rebuild(self, viewer_id: int) -> None:
         """Rebuild a missing timeline in the background; the current read uses Postgres."""

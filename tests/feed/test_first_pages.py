@@ -237,9 +237,9 @@ async def test_a_degraded_ranking_is_not_reused(client, state, pipeline) -> None
 
 async def test_a_reused_first_page_costs_fewer_queries(client, state, pipeline) -> None:
     """A fresh RANKED first page: context, the ranking filter over every candidate, the
-    shown rows, bodies. A reused one skips the ranking filter (and the ranking, and the
+    shown rows (with their bodies). A reused one skips the ranking filter (and the ranking, and the
     session write)."""
-    viewer, _, _, made = await followed_pair(client, pipeline, posts_each=20)
+    viewer, _, _, _ = await followed_pair(client, pipeline, posts_each=20)
     await first_page(client, viewer)  # the hourly activity mark is not a page cost
     statements: list[str] = []
 
@@ -252,7 +252,6 @@ async def test_a_reused_first_page_costs_fewer_queries(client, state, pipeline) 
         for _ in range(2):
             state.feed.open_sessions.clear()  # a fresh ranking, then a reuse of it
             for _ in range(2):
-                await state.feed.bodies.invalidate([p for ps in made.values() for p in ps])
                 statements.clear()
                 await first_page(client, viewer, first=20)
                 costs.append(len(statements))
@@ -260,4 +259,4 @@ async def test_a_reused_first_page_costs_fewer_queries(client, state, pipeline) 
         event.remove(state.engine.sync_engine, "before_cursor_execute", count)
     fresh, reused = costs[0], costs[1]
     assert costs == [fresh, reused, fresh, reused]
-    assert reused == fresh - 1 <= 3, costs
+    assert reused == fresh - 1 <= 2, costs

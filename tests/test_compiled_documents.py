@@ -1,0 +1,338 @@
+"""Compiled documents (app.api.compiled, app.api.fast_http) answer the regular path's bytes.
+
+Differential tests, as tests/test_fast_execution.py does for the executor:
+- random documents over `feed` that the compiler can plan (aliases, named and inline
+  fragments, __typename, authors, likes, page info; arguments as literals, variables with and
+  without defaults, absent), compiled and run next to graphql-core's executor on the same
+  page, on a random social graph, again after each round of likes, comments, edits,
+  visibility changes, deletes, blocks, follows and display-name changes; errors included
+  (no token, a bad `first`, a foreign or broken cursor);
+- the app over HTTP with COMPILED_DOCUMENTS on and off, the registered Feed document sent by
+  documentId, by Apollo's hash and as its text, with good and bad variables, tokens, Accept
+  headers and operation names: status, Content-Type and body equal, and the compiled path
+  taken for every request it should take (graphql_compiled_total);
+- what the compiler leaves to the regular path (directives, arguments below the root,
+  fields it cannot plan, a response key twice).
+
+A first page makes a new session on every read: within one comparison the page is read once
+and replayed to the other path (tests/test_fast_execution.py's `replayed_pages`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from strawberry.http import process_result
+
+from app.api.compiled import compile_documents
+from app.api.context import Context
+from app.api.documents import sha256_hex
+from app.api.fast_http import COMPILED
+from app.api.trusted import Registered
+from tests.helpers import app_client, gql, make_user, sql
+from tests.test_fast_execution import (
+    PLAIN,
+    World,
+    build_world,
+    change,
+    end_cursors,
+    gql_text,
+    replayed_pages,
+)
+
+POST_LEAVES = (
+    "id",
+    "body",
+    "visibility",
+    "createdAt",
+    "editedAt",
+    "likeCount",
+    "commentCount",
+    "viewerHasLiked",
+    "__typename",
+)
+AUTHOR_LEAVES = ("id", "handle", "displayName", "followerCount", "followingCount", "fanoutMode")
+PAGE_INFO_LEAVES = ("hasNextPage", "hasPreviousPage", "startCursor", "endCursor", "__typename")
+
+
+def _compile(text: str) -> Any:
+    from graphql import parse
+
+    entry = Registered("Q", text, sha256_hex(text), parse(text))
+    return compile_documents(PLAIN._schema, {text: entry}, PLAIN.process_errors).get(text)
+
+
+class Gen:
+    """A random document the compiler can plan: no directives, no key twice."""
+
+    def __init__(self, rng: random.Random, cursors: list[str]) -> None:
+        self.rng = rng
+        self.cursors = cursors
+        self.fragments: dict[str, str] = {}
+        self.variables: dict[str, tuple[str, Any]] = {}  # name -> (type, value or absent)
+        self.n = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def key(self, name: str) -> str:
+        return f"{self.fresh('a')}: {name}" if self.rng.random() < 0.15 else name
+
+    def wrap(self, type_name: str, parts: list[str]) -> str:
+        out = []
+        for part in parts:
+            roll = self.rng.random()
+            if roll < 0.1:
+                out.append(f"... on {type_name} {{ {part} }}")
+            elif roll < 0.15:
+                out.append(f"... {{ {part} }}")
+            elif roll < 0.25:
+                name = self.fresh("F")
+                self.fragments[name] = f"fragment {name} on {type_name} {{ {part} }}"
+                out.append(f"...{name}")
+            else:
+                out.append(part)
+        return "{ " + " ".join(out) + " }"
+
+    def leaves(self, type_name: str, names: tuple[str, ...], extra: list[str]) -> str:
+        chosen = [self.key(n) for n in names if self.rng.random() < 0.6] + extra
+        if not chosen:
+            chosen = [self.rng.choice(names)]
+        self.rng.shuffle(chosen)
+        return self.wrap(type_name, chosen)
+
+    def post(self) -> str:
+        extra = []
+        if self.rng.random() < 0.8:
+            extra.append(f"{self.key('author')} {self.leaves('User', AUTHOR_LEAVES, [])}")
+        return self.leaves("Post", POST_LEAVES, extra)
+
+    def connection(self) -> str:
+        edge = [f"{self.key('node')} {self.post()}"]
+        if self.rng.random() < 0.7:
+            edge.append(self.key("cursor"))
+        parts = [f"{self.key('edges')} {self.wrap('PostEdge', edge)}"]
+        if self.rng.random() < 0.7:
+            parts.append(f"{self.key('pageInfo')} {self.leaves('PageInfo', PAGE_INFO_LEAVES, [])}")
+        for leaf in ("sessionId", "degraded", "__typename"):
+            if self.rng.random() < 0.4:
+                parts.append(self.key(leaf))
+        return self.wrap("FeedConnection", parts)
+
+    def argument(self, name: str, graphql_type: str, value: Any, literal: str) -> str | None:
+        roll = self.rng.random()
+        if roll < 0.25:
+            return None  # the argument's own default
+        if roll < 0.45:
+            return f"{name}: {literal}"
+        var = self.fresh(name)
+        if self.rng.random() < 0.25:  # a default in the operation, maybe no value sent
+            self.variables[var] = (f"{graphql_type} = {literal}", self._maybe(value))
+        else:
+            self.variables[var] = (graphql_type, self._maybe(value))
+        return f"{name}: ${var}"
+
+    def _maybe(self, value: Any) -> Any:
+        roll = self.rng.random()
+        return ... if roll < 0.15 else (None if roll < 0.25 else value)  # ... = not sent
+
+    def document(self) -> tuple[str, dict[str, Any]]:
+        size = self.rng.choice((1, 3, 5, 20, 20, 100, 0))  # 0: BAD_USER_INPUT
+        mode = self.rng.choice(("RANKED", "CHRONOLOGICAL"))
+        after = self.rng.choice([*self.cursors, "bm9wZQ"]) if self.cursors else "bm9wZQ"
+        args = [
+            self.argument("first", "Int", size, str(size)),
+            self.argument("mode", "FeedMode", mode, mode),
+        ]
+        if self.rng.random() < 0.4:
+            args.append(self.argument("after", "String", after, orjson.dumps(after).decode()))
+        given = [a for a in args if a]
+        label = self.key("feed")
+        root = f"{label}{'(' + ', '.join(given) + ')' if given else ''} {self.connection()}"
+        declared = ", ".join(f"${n}: {t}" for n, (t, _) in self.variables.items())
+        head = f"query Q({declared})" if declared else "query Q"
+        text = " ".join([f"{head} {{ {root} }}", *self.fragments.values()])
+        values = {n: v for n, (_, v) in self.variables.items() if v is not ...}
+        return text, values
+
+
+async def compare_compiled(state: Any, world: World, documents: int) -> None:
+    rng = world.rng
+    for _ in range(documents):
+        viewer = rng.choice([*world.handles, None])
+        viewer_id = world.ids[viewer] if viewer else None
+        cursors = await end_cursors(state, viewer_id) if viewer_id else []
+        text, variables = Gen(rng, cursors).document()
+        compiled = _compile(text)
+        assert compiled is not None, text
+        values = {k: compiled.variables[k].coerce(v) for k, v in variables.items()}
+        with replayed_pages(state):
+            context = Context(state=state, request=None, viewer_id=viewer_id)
+            plain = await PLAIN.execute(text, variable_values=variables, context_value=context)
+            expected = orjson.dumps(process_result(plain))
+            context = Context(state=state, request=None, viewer_id=viewer_id)
+            got = orjson.dumps(await compiled.execute(context, values))
+        assert got == expected, f"\n{text}\n{variables}\nviewer {viewer}\n{got!r}\n{expected!r}"
+        world.compared += 1
+        world.with_posts += b'"node":{' in expected or b'"id":"' in expected
+        world.with_errors += b'"errors":[' in expected
+
+
+async def test_random_compiled_documents_answer_the_same_bytes(client, state, pipeline) -> None:
+    world = await build_world(client, pipeline, seed=2024)
+    await compare_compiled(state, world, documents=60)
+    for round_no in range(6):
+        for _ in range(3):
+            await change(client, state, world)
+        if round_no % 2:
+            await pipeline.settle()
+        await compare_compiled(state, world, documents=20)
+    assert world.compared == 60 + 6 * 20
+    assert world.with_posts > world.compared // 3
+    assert world.with_errors > 5
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "query { feed { edges { node { id @include(if: true) } } } }",  # a directive
+        "query { feed { edges { node { author { viewerFollows } } } } }",  # not planned
+        "query { feed { edges { node { comments { edges { cursor } } } } } }",  # arguments
+        "query { feed { degraded degraded } }",  # a key twice
+        "query { feed { degraded } viewer { id } }",  # two root fields
+        "query { viewer { id } }",  # another root field
+        "query($n: Int!) { feed(first: $n) { degraded } }",  # a non-null variable
+    ],
+)
+def test_what_the_compiler_leaves_to_the_regular_path(text: str) -> None:
+    assert _compile(text) is None
+
+
+def test_the_registered_feed_document_compiles() -> None:
+    assert _compile(gql_text("Feed")) is not None
+
+
+# -- over HTTP -------------------------------------------------------------------------------
+
+
+def _compiled_count() -> float:
+    return COMPILED.labels("Feed")._value.get()
+
+
+async def _post(client: httpx.AsyncClient, payload: Any, headers: dict[str, str]) -> Any:
+    content = payload if isinstance(payload, bytes) else orjson.dumps(payload)
+    response = await client.post("/graphql", content=content, headers=headers)
+    return response.status_code, response.headers.get("content-type"), response.content
+
+
+async def test_http_answers_equal_the_regular_path(client, state, pipeline) -> None:
+    world = await build_world(client, pipeline, seed=99)
+    viewer = "bob"
+    token = world.tokens[viewer]
+    cursors = await end_cursors(state, world.ids[viewer])
+    logged_out, _ = await make_user(client, "leaver")
+    (await gql(client, "LogOut", token=logged_out)).ok()
+    text = gql_text("Feed")
+    digest = sha256_hex(text)
+    rng = random.Random(7)
+    bodies = [
+        lambda v: {"query": text, "variables": v},
+        lambda v: {"query": text, "variables": v, "operationName": "Feed"},
+        lambda v: {"documentId": f"sha256:{digest}", "variables": v},
+        lambda v: {
+            "extensions": {"persistedQuery": {"version": 1, "sha256Hash": digest}},
+            "variables": v,
+        },
+        lambda v: {"query": text, "variables": v, "operationName": "Other"},  # regular
+        lambda v: {"query": text, "variables": v, "surprise": 1},  # regular: unknown key
+    ]
+    variables: list[Any] = [
+        {},
+        None,
+        {"first": 5},
+        {"first": 5, "mode": "CHRONOLOGICAL"},
+        {"first": None, "mode": None},
+        {"first": 3, "after": rng.choice(cursors)},
+        {"first": 3, "after": "garbage"},
+        {"first": 0},
+        {"first": 101},
+        {"first": "5"},  # regular: does not coerce
+        {"first": 2.0},  # regular
+        {"first": 2**40},  # regular
+        {"mode": "SIDEWAYS"},  # regular
+        {"after": "a\x00b"},  # regular: NUL
+        {"unknown": 1},  # regular
+        [],  # regular: not an object
+    ]
+    tokens = [token, None, "garbage", logged_out]
+    accepts = [None, "application/json", "application/graphql-response+json", "*/*",
+               "application/graphql-response+json, application/json;q=0.9",
+               "multipart/mixed, application/json"]  # fmt: skip
+    content_types = ["application/json", "application/json; charset=utf-8", "text/plain"]
+    before = _compiled_count()
+    took = 0
+    async with app_client(state, compiled_documents=False) as regular:
+        for _ in range(160):
+            vars_ = rng.choice(variables)
+            body = rng.choice(bodies)(vars_)
+            headers = {"content-type": rng.choice(content_types)}
+            who = rng.choice(tokens)
+            if who:
+                headers["authorization"] = f"Bearer {who}"
+            accept = rng.choice(accepts)
+            if accept:
+                headers["accept"] = accept
+            with replayed_pages(state):
+                count = _compiled_count()
+                ours = await _post(client, body, headers)
+                took += _compiled_count() > count
+                theirs = await _post(regular, body, headers)
+            assert ours == theirs, (body, headers)
+    assert _compiled_count() - before == took
+    assert took > 30, took  # the plain cases went the compiled way
+
+
+async def test_read_budget_refusals_are_the_same(state, pipeline) -> None:
+    """A refused read (the per-user budget) answers as Strawberry reports an extension's
+    error: no path, and under graphql-response+json a 400 without data."""
+    from app import ratelimit
+
+    token, _ = await make_user_direct(state)
+    text = gql_text("Feed")
+    answers = {}
+    with replayed_pages(state):  # one session for both
+        for compiled in (True, False):
+            ratelimit.forget_local()
+            await state.redis.flushdb()
+            async with app_client(
+                state, compiled_documents=compiled, rate_limit_reads_per_minute=2
+            ) as c:
+                for accept in ("application/json", "application/graphql-response+json"):
+                    headers = {
+                        "authorization": f"Bearer {token}",
+                        "accept": accept,
+                        "content-type": "application/json",
+                    }
+                    answers[compiled, accept] = [
+                        await _post(c, {"query": text, "variables": {"first": 1}}, headers)
+                        for _ in range(2)
+                    ]
+    for accept in ("application/json", "application/graphql-response+json"):
+        assert answers[True, accept] == answers[False, accept]
+    refused = answers[True, "application/graphql-response+json"][-1]
+    assert refused[0] == 400 and b"RATE_LIMITED" in refused[2] and b'"data"' not in refused[2]
+
+
+async def make_user_direct(state: Any) -> tuple[str, int]:
+    from app.auth.tokens import issue_token
+
+    rows = await sql(
+        "INSERT INTO users (handle, password_hash, display_name, last_active_at)"
+        " VALUES ('reader', '!', 'Reader', now()) RETURNING id"
+    )
+    return issue_token(state.settings, int(rows[0]["id"])), int(rows[0]["id"])
