@@ -48,6 +48,14 @@ class User(Base):
         Index(
             "users_handle_prefix_idx", "handle", postgresql_ops={"handle": "varchar_pattern_ops"}
         ),
+        # The feed's pull sources start from the few pull-mode or just-switched users, not
+        # from each of a heavy viewer's followees (app.feed.rows; migration 0005).
+        Index("users_pull_idx", "id", postgresql_where=text(f"fanout_mode = {FANOUT_PULL}")),
+        Index(
+            "users_mode_changed_idx",
+            "fanout_mode_changed_at",
+            postgresql_where=text("fanout_mode_changed_at IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)

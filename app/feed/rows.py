@@ -77,11 +77,19 @@ def _own_posts_sql(limit: str, before: str, before_at: str) -> str:
 # first pages only) the recent likes/comments that make author affinity. One round trip.
 # $1 viewer, $2 "recent" (follows and mode switches whose async work may still run), $3-$5
 # the own posts' limit and bounds.
+#
+# The pull sources are the followees in pull mode, followed or switched since $2. Read from
+# the few pull-mode or just-switched users (partial indexes, migration 0005) joined to the
+# viewer's follows, plus the follows made since $2 (an index range): checking each followee's
+# mode instead cost a heavy viewer (1,159 followees) 1.8 ms per first page, now 0.4 ms.
 _CONTEXT_SOURCES = f"""
-    SELECT 1 AS kind, f.followee_id AS id, 0::bigint AS n
-    FROM follows f JOIN users u ON u.id = f.followee_id
-    WHERE f.follower_id = $1
-      AND (u.fanout_mode = {FANOUT_PULL} OR f.created_at >= $2 OR u.fanout_mode_changed_at >= $2)
+    SELECT 1 AS kind, s.id, 0::bigint AS n FROM (
+        SELECT u.id FROM users u
+        WHERE (u.fanout_mode = {FANOUT_PULL} OR u.fanout_mode_changed_at >= $2)
+          AND EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = $1 AND f.followee_id = u.id)
+        UNION
+        SELECT f.followee_id FROM follows f WHERE f.follower_id = $1 AND f.created_at >= $2
+    ) s
     UNION ALL
     SELECT 2, o.id, 0 FROM ({_own_posts_sql("$3", "$4", "$5")}) o
 """
