@@ -166,6 +166,8 @@ class Settings(BaseSettings):
     fast_execution: bool = True
     # Registered feed documents over HTTP answered by compiled code (app.api.compiled).
     compiled_documents: bool = True
+    # How long this process trusts a token that passed the revocation check (app.auth.revocation).
+    token_check_cache_ms: int = Field(default=1000, ge=0, le=60_000)
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:

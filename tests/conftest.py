@@ -98,6 +98,7 @@ async def state(test_database: str) -> AsyncIterator[object]:
 async def clean(state: object) -> None:
     """Every test starts from empty tables and an empty Redis db."""
     from app import ratelimit
+    from app.auth import revocation
     from app.state import AppState
 
     assert isinstance(state, AppState)
@@ -109,6 +110,7 @@ async def clean(state: object) -> None:
     await state.redis.flushdb()
     state.forget_local()  # in-process caches and gates: ids restart with every test
     ratelimit.forget_local()  # the read meter's and the fallback limiter's counts, too
+    revocation.passed.clear()  # tokens that passed the revocation check lately
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from app.api.documents import operations
-from app.auth.revocation import version_key
-from tests.helpers import PASSWORD, gql, make_user
+from app.auth.revocation import revoked_key, version_key
+from app.auth.tokens import token_claims
+from tests.helpers import PASSWORD, app_client, gql, make_user
 from tests.servers import ApiServer
 
 NEW_PASSWORD = "a-new-password-456"
@@ -87,6 +88,28 @@ async def test_log_out_revokes_only_the_token_it_is_sent_with(client: httpx.Asyn
     assert await viewer_codes(client, laptop) == []  # the other device stays logged in
     assert (await gql(client, "LogOut", token=phone)).codes == ["UNAUTHENTICATED"]
     assert (await gql(client, "LogOut")).codes == ["UNAUTHENTICATED"]
+
+
+async def test_another_process_revocation_holds_within_the_check_cache(
+    client: httpx.AsyncClient, state
+) -> None:
+    """A token that passed is trusted TOKEN_CHECK_CACHE_MS in this process; a logOut run by
+    another process (its deny-list entry written, nothing forgotten here) holds after that,
+    and with the cache off at once."""
+    token, _ = await make_user(client, "eli")
+    claims = token_claims(state.settings, token)
+    async with app_client(state, token_check_cache_ms=300) as cached:
+        assert await viewer_codes(cached, token) == []
+        await state.redis.set(revoked_key(claims.user_id, claims.token_id), b"1", ex=60)
+        assert await viewer_codes(cached, token) == []  # trusted a little longer
+        await asyncio.sleep(0.35)
+        assert await viewer_codes(cached, token) == ["UNAUTHENTICATED"]
+    other, _ = await make_user(client, "fay")
+    claims = token_claims(state.settings, other)
+    async with app_client(state, token_check_cache_ms=0) as uncached:
+        assert await viewer_codes(uncached, other) == []
+        await state.redis.set(revoked_key(claims.user_id, claims.token_id), b"1", ex=60)
+        assert await viewer_codes(uncached, other) == ["UNAUTHENTICATED"]
 
 
 # -- websockets: refused on connect, closed 4403 within TOKEN_RECHECK_SECONDS --------------

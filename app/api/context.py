@@ -65,7 +65,8 @@ async def http_context(state: AppState, request: Request) -> Context:
         return Context(state=state, request=request)
     try:
         token = header_claims(state.settings, header)
-        await revocation.check(state.redis, state.sessions, token)
+        cache = state.settings.token_check_cache_ms / 1000
+        await revocation.check(state.redis, state.sessions, token, cache)
     except AppError as exc:
         return Context(state=state, request=request, auth_error=exc)
     return Context(state=state, request=request, viewer_id=token.user_id, token=token)

@@ -5,12 +5,20 @@ outdates every token issued before; logOut deny-lists one token id until that to
 The hot path (every authenticated request) costs one pipelined Redis round trip: the user's
 cached version and the token's deny-list entry. PostgreSQL is read only when the cached
 version is missing (first use, after its TTL, after Redis lost it) and while Redis fails.
+
+A token that passed is not checked again in the same process for TOKEN_CHECK_CACHE_MS (1 s
+by default; 0 checks every request): a client paging through its feed sends the same token
+several times a second, and that round trip was ~4% of a feed page's API CPU plus Redis
+work (docs/benchmarks.md, issue 10). The process that runs a logOut or changePassword
+forgets the user's passed tokens at once; other API processes honour a revoked token for
+at most that long. Failures are never remembered, nor a pass while Redis was down.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections import OrderedDict
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -42,14 +50,55 @@ class Revoked(Unauthenticated):
     """A well-signed, unexpired token that was logged out or outdated by a password change."""
 
 
+class _Passed:
+    """Tokens that passed lately in this process: user -> {(token id, version): deadline}."""
+
+    MAX_USERS = 50_000
+
+    def __init__(self) -> None:
+        self._users: OrderedDict[int, dict[tuple[str, int], float]] = OrderedDict()
+
+    def fresh(self, claims: TokenClaims) -> bool:
+        tokens = self._users.get(claims.user_id)
+        deadline = tokens.get((claims.token_id, claims.version)) if tokens else None
+        return deadline is not None and deadline > time.monotonic()
+
+    def remember(self, claims: TokenClaims, seconds: float) -> None:
+        tokens = self._users.get(claims.user_id)
+        if tokens is None:
+            if len(self._users) >= self.MAX_USERS:
+                self._users.popitem(last=False)  # the user remembered first goes
+            tokens = self._users[claims.user_id] = {}
+        now = time.monotonic()
+        if len(tokens) > 8:  # a user's lapsed entries go when more tokens come
+            for key in [k for k, deadline in tokens.items() if deadline <= now]:
+                del tokens[key]
+        tokens[(claims.token_id, claims.version)] = now + seconds
+
+    def forget(self, user_id: int) -> None:
+        self._users.pop(user_id, None)
+
+    def clear(self) -> None:
+        self._users.clear()
+
+
+passed = _Passed()
+
+
 async def check(
-    redis: Redis, sessions: async_sessionmaker[AsyncSession], claims: TokenClaims
+    redis: Redis,
+    sessions: async_sessionmaker[AsyncSession],
+    claims: TokenClaims,
+    cache_seconds: float = 0.0,
 ) -> None:
     """Raise Revoked when `claims` belongs to a revoked token; return quietly otherwise.
+    With `cache_seconds`, a pass is remembered that long in this process (module doc).
 
     Redis down: the version comes from PostgreSQL (a password change still locks old tokens
     out), the deny-list cannot be read (a logged-out token works until Redis is back).
     """
+    if cache_seconds > 0 and passed.fresh(claims):
+        return
     try:
         pipe = redis.pipeline(transaction=False)
         pipe.get(version_key(claims.user_id))
@@ -58,16 +107,20 @@ async def check(
     except _REDIS_DOWN:
         cached, denied = None, 0
         current = await _stored_version(sessions, claims.user_id)
+        cache_seconds = 0.0  # the deny-list was not read
     else:
         current = int(cached) if cached is not None else await _fill(redis, sessions, claims)
     if denied:
         raise Revoked("This token was logged out; log in again.")
     if claims.version < current:
         raise Revoked("Your password was changed since this token was issued; log in again.")
+    if cache_seconds > 0:
+        passed.remember(claims, cache_seconds)
 
 
 async def revoke(redis: Redis, claims: TokenClaims) -> None:
     """logOut: deny-list this one token until it would have expired anyway."""
+    passed.forget(claims.user_id)
     ttl = max(1, claims.expires_at - int(time.time()))
     await redis.set(revoked_key(claims.user_id, claims.token_id), b"1", ex=ttl)
 
@@ -86,7 +139,9 @@ async def bump_version(session: AsyncSession, user_id: int) -> int:
 
 
 async def publish_version(redis: Redis, user_id: int, version: int) -> None:
-    """After the bump commits: every process sees the new version on its next check."""
+    """After the bump commits: every process sees the new version on its next check (past
+    TOKEN_CHECK_CACHE_MS in the other processes)."""
+    passed.forget(user_id)
     await redis.set(version_key(user_id), str(version).encode(), ex=VERSION_CACHE_SECONDS)
 
 
