@@ -484,10 +484,10 @@ class Bench:
                 return
 
     def profile(self, load: Workload, seconds: int) -> list[subprocess.Popen[bytes]]:
-        """--profile KEY[:CLASS]: py-spy on each server worker during that measured run
+        """--profile KEY[:CLASS],...: py-spy on each server worker during those measured runs
         (its own CPU lands on the same cores: compare shares, not that run's rates)."""
-        wanted = self.args.profile
-        if not wanted or wanted not in (load.key, f"{load.key}:{load.cls}"):
+        wanted = set((self.args.profile or "").split(","))
+        if not wanted & {load.key, f"{load.key}:{load.cls}"}:
             return []
         spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         procs = []
@@ -945,7 +945,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument(
-        "--profile", metavar="KEY[:CLASS]", help="py-spy the API workers in that measured run"
+        "--profile", metavar="KEY[:CLASS],...", help="py-spy the API workers in those runs"
     )
     args = parser.parse_args(argv)
     wrk = shutil.which("wrk")
