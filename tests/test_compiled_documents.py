@@ -34,6 +34,7 @@ from app.api.context import Context
 from app.api.documents import sha256_hex
 from app.api.fast_http import COMPILED
 from app.api.trusted import Registered
+from tests import test_fast_execution as fast
 from tests.helpers import app_client, gql, make_user, sql
 from tests.test_fast_execution import (
     PLAIN,
@@ -45,19 +46,9 @@ from tests.test_fast_execution import (
     replayed_pages,
 )
 
-POST_LEAVES = (
-    "id",
-    "body",
-    "visibility",
-    "createdAt",
-    "editedAt",
-    "likeCount",
-    "commentCount",
-    "viewerHasLiked",
-    "__typename",
-)
-AUTHOR_LEAVES = ("id", "handle", "displayName", "followerCount", "followingCount", "fanoutMode")
-PAGE_INFO_LEAVES = ("hasNextPage", "hasPreviousPage", "startCursor", "endCursor", "__typename")
+POST_LEAVES = (*fast.POST_LEAVES, "__typename")
+AUTHOR_LEAVES = tuple(f for f in fast.USER_LEAVES if f != "viewerFollows")  # not planned
+PAGE_INFO_LEAVES = (*fast.PAGE_INFO_LEAVES, "__typename")
 
 
 def _compile(text: str) -> Any:
