@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from graphql import (
     DocumentNode,
@@ -145,7 +145,9 @@ async def _complete_extras(context: Context, connection: FeedConnection) -> None
     authors = [p.author_id for p in posts if p.author_id not in extras.authors]
     if authors:
         rows = await context.loaders.user_by_id.load_many(authors)
-        extras.authors.update({a: r for a, r in zip(authors, rows, strict=True) if r})
+        # A users row has every attribute the User type reads, as a FeedAuthor does.
+        found = {a: cast(Any, r) for a, r in zip(authors, rows, strict=True) if r is not None}
+        extras.authors.update(found)
     unknown = [p.id for p in posts if p.id not in extras.covered]
     if unknown:
         liked = await context.loaders.viewer_liked_post.load_many(unknown)
@@ -403,9 +405,10 @@ def _input(schema: GraphQLSchema, name: str) -> Callable[[Any], Any]:
         return _SCALARS[name]
     named = schema.get_type(name)
     members = getattr(named, "wrapped_cls", None)
-    if members is None or not hasattr(named, "values"):
+    if named is None or members is None or not hasattr(named, "values"):
         raise NotCompilable(f"input type {name}")
-    by_name = {graphql_name: members(value.value) for graphql_name, value in named.values.items()}
+    values: dict[str, Any] = getattr(named, "values", {})
+    by_name = {graphql_name: members(value.value) for graphql_name, value in values.items()}
 
     def enum(value: Any) -> Any:
         if type(value) is not str or value not in by_name:

@@ -86,6 +86,7 @@ class CompiledHTTP:
             await self.app(scope, _replay(body, receive), send)
             return
         query, values = planned
+        assert media is not None  # checked with the plan
         self.answered[query.entry.name].inc()
         context = await http_context(self.state(), Request(scope))
         result, status = await self._run(query, context, values, media)

@@ -114,7 +114,7 @@ class Loaders:
         for post in posts:
             self.visible_post_by_id.prime(post.id, post)
 
-    def prime_page(self, posts: Sequence[FeedPost], extras: PageExtras) -> None:
+    def prime_page(self, posts: Sequence[Post | FeedPost], extras: PageExtras) -> None:
         """A feed page arrives with its authors and the viewer's likes (read with its rows),
         so `author` and `viewerHasLiked` resolve without a batch query each."""
         self.prime_posts(posts)
