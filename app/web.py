@@ -374,7 +374,7 @@ def create_app(state: AppState | None = None) -> Starlette:
         plans = compile_documents(
             schema._schema, graphql.documents.by_text(), schema.process_errors
         )
-        view = CompiledHTTP(graphql, current_state, graphql.documents, plans, schema.process_errors)
+        view = CompiledHTTP(graphql, current_state, graphql.documents, plans)
     graphql_app = BodyLimit(Timed(view), settings.max_request_bytes)
 
     async def healthz(request: Request) -> Response:

@@ -59,6 +59,7 @@ from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings, asyncpg_url
 from benchmarks import feed_wrk
 from benchmarks.ws_client import LeanSocket, open_lean
+from devtools.launcher import PROCESSES
 from devtools.provision import create_database, drop_database, migrate
 
 PROBES = 5
@@ -124,31 +125,7 @@ class Processes:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self) -> None:
-        py = sys.executable
-        argv = {
-            "api": [
-                py,
-                "-m",
-                "uvicorn",
-                "app.web:app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--loop",
-                "uvloop",
-                "--http",
-                "httptools",
-                "--no-access-log",
-                "--log-level",
-                "warning",
-                "--ws-per-message-deflate",
-                "false",
-            ],
-            "relay": [py, "-m", "jobs.relay"],
-            "worker": [py, "-m", "arq", "jobs.worker.WorkerSettings"],
-            "worker-big": [py, "-m", "arq", "jobs.worker.BigLaneWorkerSettings"],
-        }
+        argv = {spec.name: spec.command(self.port) for spec in PROCESSES}
         for name, args in argv.items():
             with (self.logdir / f"{name}.log").open("wb") as out:
                 self.procs[name] = subprocess.Popen(

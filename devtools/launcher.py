@@ -43,6 +43,11 @@ class ProcessSpec:
     name: str
     argv: list[str]
 
+    def command(self, port: int) -> list[str]:
+        """The argv to run, placeholders filled in."""
+        max_bytes = get_settings().max_request_bytes
+        return [a.format(python=sys.executable, port=port, max_bytes=max_bytes) for a in self.argv]
+
 
 PROCESSES: list[ProcessSpec] = [
     ProcessSpec(
@@ -265,8 +270,7 @@ def _seed_if_empty(database_url: str, env: dict[str, str], external_database: bo
 
 
 def _spawn(spec: ProcessSpec, env: dict[str, str], port: int) -> subprocess.Popen:
-    max_bytes = get_settings().max_request_bytes
-    argv = [a.format(python=sys.executable, port=port, max_bytes=max_bytes) for a in spec.argv]
+    argv = spec.command(port)
     # Own process group: the terminal's Ctrl-C reaches only us, so shutdown is ordered.
     proc = subprocess.Popen(
         argv,

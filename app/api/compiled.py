@@ -36,6 +36,7 @@ from graphql import (
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
+    GraphQLEnumType,
     GraphQLError,
     GraphQLNonNull,
     GraphQLObjectType,
@@ -404,10 +405,10 @@ def _input(schema: GraphQLSchema, name: str) -> Callable[[Any], Any]:
     if name in _SCALARS:
         return _SCALARS[name]
     named = schema.get_type(name)
-    members = getattr(named, "wrapped_cls", None)
-    if named is None or members is None or not hasattr(named, "values"):
+    members = getattr(named, "wrapped_cls", None)  # a Strawberry enum's Python class
+    if not isinstance(named, GraphQLEnumType) or members is None:
         raise NotCompilable(f"input type {name}")
-    values: dict[str, Any] = getattr(named, "values", {})
+    values = named.values
     by_name = {graphql_name: members(value.value) for graphql_name, value in values.items()}
 
     def enum(value: Any) -> Any:

@@ -51,13 +51,11 @@ class CompiledHTTP:
         state: Callable[[], AppState],
         documents: DocumentRegistry,
         compiled: Mapping[str, CompiledQuery],
-        process_errors: Callable[[list[GraphQLError]], None],  # the schema's error policy
     ) -> None:
         self.app = app
         self.state = state
         self.documents = documents
         self.compiled = compiled
-        self.process_errors = process_errors
         self.answered = {q.entry.name: COMPILED.labels(q.entry.name) for q in compiled.values()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -150,7 +148,7 @@ class CompiledHTTP:
         except AppError as exc:
             # Refused before execution, as Strawberry reports an extension's error.
             error = GraphQLError(str(exc), original_error=exc)
-            self.process_errors([error])
+            query.process_errors([error])
             if media == http_media.GRAPHQL_RESPONSE:
                 return {"errors": [error.formatted]}, http_media.error_status([error])
             return {"data": None, "errors": [error.formatted]}, 200
