@@ -25,8 +25,16 @@ more, at a p99 of 1.0-1.2 s against their 1.6-2.6 s, and left the read path's Re
 timeouts nearly idle; past ~16 the process only queues work inside itself, where every
 await waits behind it.
 
+Input first, then a slot: a request's body is read (at most MAX_REQUEST_BYTES, within
+REQUEST_BODY_TIMEOUT_SECONDS of its headers) before it may take a slot or a place in the
+queue. A client that declares a body and sends it slowly, or never, then holds a connection
+and a small task until its deadline, never a slot: 40 such uploads used to hold all 16 slots
+(and the queue behind them) and every other client got 503 (docs/decisions/0016). A body
+that is too big is answered 413, one too slow 408, a GET query string over
+MAX_REQUEST_BYTES 414, each with a BAD_USER_INPUT error body and `Connection: close`.
+
 A plain ASGI middleware, added in app.web's middleware list (outermost: a refused request
-costs no routing, no body read, no GraphQL parse).
+costs no routing and no GraphQL parse).
 """
 
 from __future__ import annotations
@@ -37,9 +45,9 @@ from collections import deque
 
 import orjson
 from prometheus_client import Counter
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import Overloaded
+from app.errors import BadInput, Overloaded
 
 REFUSED = Counter(
     "feed_admission_refused_total",
@@ -47,7 +55,17 @@ REFUSED = Counter(
     ["reason"],  # queue_full: refused on arrival; wait_budget: waited ADMISSION_WAIT_MS
 )
 
+INPUT_REASONS = ("body_too_large", "body_timeout", "query_string_too_long")
+INPUT_REFUSED = Counter(
+    "feed_http_input_refused_total",
+    "GraphQL HTTP requests refused before admission for their input (413, 408, 414), by why",
+    ["reason"],
+)
+
 RETRY_AFTER_SECONDS = 1
+# Where a websocket finds the process's slots: each operation sent over a socket takes one
+# like an HTTP request (app.api.websocket), so sockets cannot run work past admission.
+SLOTS_SCOPE_KEY = "feed.admission_slots"
 QUEUE_FACTOR = 4  # requests that may wait for a slot, per slot
 MESSAGE = "The server is at capacity and did not run this request; retry in a moment."
 _BODY = orjson.dumps({"errors": [{"message": MESSAGE, "extensions": {"code": Overloaded.code}}]})
@@ -120,21 +138,115 @@ def _runs_graphql(scope: Scope) -> bool:
     return scope["method"] != "GET" or bool(scope.get("query_string"))
 
 
+def _bad_input(message: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """Headers and body of an input refusal: a GraphQL error body, and the connection closed."""
+    error = {"message": message, "extensions": {"code": BadInput.code}}
+    body = orjson.dumps({"errors": [error]})
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),  # the rest of what the client sends is not read
+    ]
+    return headers, body
+
+
+class BodyRefused(Exception):
+    """The body was not read: `status` and `reason` say why (413 too big, 408 too slow)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+async def read_body(receive: Receive, scope: Scope, max_bytes: int, timeout: float) -> bytes | None:
+    """The whole body, at most `max_bytes` and within `timeout` seconds; None when the client
+    left first. Raises BodyRefused past either bound (at once when Content-Length says so)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
+            raise BodyRefused(413, "body_too_large", f"Request body over {max_bytes} bytes.")
+    chunks: list[bytes] = []
+    received = 0
+    try:
+        async with asyncio.timeout(timeout if timeout > 0 else None):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk = message.get("body", b"")
+                received += len(chunk)
+                if received > max_bytes:
+                    message = f"Request body over {max_bytes} bytes."
+                    raise BodyRefused(413, "body_too_large", message)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        message = (
+            f"The request body did not arrive within {timeout:g} s of its headers: "
+            "send the whole body at once."
+        )
+        raise BodyRefused(408, "body_timeout", message) from None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` for the app: the body already read, then the client's own messages."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 class Admission:
     """The ASGI middleware (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, max_in_flight: int, wait_ms: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_in_flight: int,
+        wait_ms: int,
+        max_bytes: int,
+        body_timeout_seconds: float,
+    ) -> None:
         self.app = app
         self.slots = (
             Slots(max_in_flight, wait_ms / 1000, max_waiting=QUEUE_FACTOR * max_in_flight)
             if max_in_flight > 0
             else None
         )
+        self.max_bytes = max_bytes
+        self.body_timeout = body_timeout_seconds
         self._refused = {r: REFUSED.labels(r) for r in ("queue_full", "wait_budget")}
+        self._input_refused = {r: INPUT_REFUSED.labels(r) for r in INPUT_REASONS}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not _runs_graphql(scope):
+            if scope["type"] == "websocket" and self.slots is not None:
+                scope[SLOTS_SCOPE_KEY] = self.slots  # operations over a socket take them too
+            await self.app(scope, receive, send)
+            return
+        if len(scope.get("query_string", b"")) > self.max_bytes:
+            message = f"Query string over {self.max_bytes} bytes: send the document by POST."
+            await self._refuse(send, 414, "query_string_too_long", message)
+            return
+        if scope["method"] == "POST":
+            try:
+                body = await read_body(receive, scope, self.max_bytes, self.body_timeout)
+            except BodyRefused as refused:
+                await self._refuse(send, refused.status, refused.reason, refused.message)
+                return
+            if body is None:
+                return  # the client left before sending its body: nobody to answer
+            receive = _replay(body, receive)
         slots = self.slots
-        if slots is None or not _runs_graphql(scope):
+        if slots is None:
             await self.app(scope, receive, send)
             return
         refused = await slots.acquire()
@@ -147,3 +259,9 @@ class Admission:
             await self.app(scope, receive, send)
         finally:
             slots.release()
+
+    async def _refuse(self, send: Send, status: int, reason: str, message: str) -> None:
+        self._input_refused[reason].inc()
+        headers, body = _bad_input(message)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

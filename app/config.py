@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     feed_session_ttl_seconds: int = 1800
     # A RANKED refresh with nothing new answers from a session this young (0 = never).
     feed_session_reuse_seconds: int = Field(default=300, ge=0)
+    # PostgreSQL out of reach: session pages whose rows the filter checked this recently are
+    # still served, marked degraded; past it UNAVAILABLE (0 = never; decision 0019).
+    feed_authz_ttl_seconds: float = Field(default=5.0, ge=0, le=60)
 
     # Limits that are not in the public contract but are explicit here.
     author_posts_max: int = 200  # entries kept in posts:{author}
@@ -117,9 +120,21 @@ class Settings(BaseSettings):
     # Queries (app.api.cost): per user, and per client IP whoever asks (0 = no limit).
     rate_limit_reads_per_minute: int = Field(default=1200, ge=0)
     rate_limit_reads_per_ip_per_minute: int = Field(default=6000, ge=0)
-    # logIn attempts per target handle and per client IP, whatever token is sent.
-    rate_limit_login_per_handle_per_minute: int = Field(default=10, ge=1)
+    # signUp per client address whatever token is sent: the write budget per minute above,
+    # and these ceilings on attempts (each an Argon2 hash) per hour and per day.
+    rate_limit_signups_per_ip_per_hour: int = Field(default=20, ge=1)
+    rate_limit_signups_per_ip_per_day: int = Field(default=50, ge=1)
+    # logIn attempts per client IP, whatever token is sent.
     rate_limit_login_per_ip_per_minute: int = Field(default=60, ge=1)
+    # Password guesses (logIn, changePassword's old password) per account, app.auth.guesses
+    # and docs/decisions/0020: failures per (account, client address) within the window;
+    # failures per account per hour across addresses, past the first DELAY_AFTER of them
+    # each further try waits 1, 2, 4 ... s (at most DELAY_MAX) after the last failure.
+    rate_limit_login_failures_per_handle_and_ip: int = Field(default=10, ge=1)
+    rate_limit_login_failure_window_seconds: int = Field(default=900, ge=1)
+    rate_limit_login_failures_per_handle_per_hour: int = Field(default=100, ge=1)
+    rate_limit_login_delay_after_failures: int = Field(default=20, ge=0)
+    rate_limit_login_delay_max_seconds: int = Field(default=60, ge=1)
     # Argon2 hashes (64 MiB each) at once per process, and how long one more may wait for
     # a slot before the request answers OVERLOADED (app.passwords).
     password_hash_concurrency: int = Field(default=2, ge=1)
@@ -136,6 +151,8 @@ class Settings(BaseSettings):
     # Every Redis command (and connect) gives up after this: a hung Redis fails fast.
     redis_socket_timeout_seconds: float = Field(default=2.0, gt=0)
     redis_connect_timeout_seconds: float = Field(default=1.0, gt=0)
+    # A PostgreSQL connect gives up after this (UNAVAILABLE), where the driver waits 60 s.
+    database_connect_timeout_seconds: float = Field(default=5.0, gt=0)
     # Authors with this many followers have their batches on the big lane.
     big_author_followers: int = 5_000
     feed_source_timeout_ms: int = 250  # per Redis candidate source on the read path
@@ -144,6 +161,19 @@ class Settings(BaseSettings):
     # (0 = no limit), and how long one over it may wait for a slot before 503 OVERLOADED.
     max_in_flight: int = Field(default=16, ge=0)
     admission_wait_ms: int = Field(default=500, ge=0)
+    # Slow clients (docs/decisions/0016): a GraphQL body must arrive within this of its
+    # headers (before it may take a slot; 408 past it), and a request's head within this of
+    # the connection's start or its previous response (the connection is closed past it).
+    request_body_timeout_seconds: float = Field(default=10.0, gt=0)
+    request_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Open HTTP connections per client address and API process (0 = no cap); past it a
+    # request is answered 429 RATE_LIMITED and its connection closed (app.connections).
+    max_connections_per_client: int = Field(default=32, ge=0)
+    # `production` turns the developer surfaces off: GraphiQL, introspection, /metrics
+    # without METRICS_TOKEN (docs/API.md, "Production profile").
+    profile: Literal["development", "production"] = "development"
+    # Set: /metrics wants `Authorization: Bearer <METRICS_TOKEN>` (in any profile).
+    metrics_token: str = ""
     lag_threshold_seconds: float = 5.0  # lane lag above which reads pull recent posts too
     job_timeout_seconds: int = 60  # a killed worker's job is retried this long + 10 s later
     # Job retries (jobs/reliability.py, docs/decisions/0011-job-retries.md): a failed job runs
@@ -153,13 +183,17 @@ class Settings(BaseSettings):
     job_retry_max_seconds: float = Field(default=60.0, ge=0)
     # Test-only: workers read injected faults from Redis (jobs/faults.py). Never in production.
     job_fault_hook: bool = False
-    # Fan-out reconciler (jobs/reconcile.py, every minute): posts published this long ago and
-    # within the window whose fan-out never completed are re-run, at most so many per run and
-    # so many times per post.
+    # ARQ's `expires`: a job still queued this long after it was due is dropped by ARQ unrun
+    # (its default, a day, is shorter than an outage may be; docs/decisions/0021-*.md).
+    job_expires_seconds: int = Field(default=7 * 24 * 3600, ge=3600)
+    # Reconciler (jobs/reconcile.py, every minute): events published this long ago and within
+    # the window whose jobs never completed (fan-outs, backfills, cleanups, post changes) are
+    # re-run, at most so many per run and so many times per post or job.
     reconcile_grace_seconds: int = Field(default=60, ge=0)
     reconcile_window_seconds: int = Field(default=3600, ge=60)
     reconcile_max_posts: int = Field(default=100, ge=1)
     reconcile_max_attempts: int = Field(default=3, ge=1)
+    reconcile_max_events: int = Field(default=20_000, ge=1)  # events checked per pass
     # Refuse documents other than graphql/operations/ ones (app.api.trusted): production.
     trusted_documents_only: bool = False
     # GraphQL attribute fields without graphql-core's per-field machinery (app.api.fast_exec).

@@ -65,3 +65,15 @@ class Overloaded(AppError):
     def __init__(self, message: str, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class Unavailable(AppError):
+    """A backing store (PostgreSQL) cannot be reached: nothing was done unless said so; retry
+    after `retry_after` seconds (extensions.retryAfter). Never INTERNAL: the request was fine,
+    the store was away (app.db.errors, docs/decisions/0019)."""
+
+    code = "UNAVAILABLE"
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -9,7 +9,6 @@ instead of failing closed with INTERNAL.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Sequence
 
@@ -23,6 +22,9 @@ Budget = tuple[str, str, int]
 """(kind: a metric label, e.g. "writes"; bucket: kind and who, e.g. "read-u12"; calls
 allowed per window, 0 = no limit)."""
 
+Window = tuple[str, str, int, int]
+"""A budget with its own window: (kind, bucket, calls allowed, window seconds)."""
+
 LOCAL_MAX_BUCKETS = 100_000  # fallback counters kept in process (~10 MB at worst)
 
 
@@ -31,16 +33,17 @@ class LocalWindows:
 
     def __init__(self, max_buckets: int = LOCAL_MAX_BUCKETS) -> None:
         self.max_buckets = max_buckets
-        self._counts: dict[str, int] = {}
+        self._counts: dict[str, tuple[int, float]] = {}  # key -> (count, window's end)
 
-    def incr(self, key: str, window: int) -> int:
-        if len(self._counts) >= self.max_buckets:
+    def incr(self, key: str, ends_at: float) -> int:
+        if key not in self._counts and len(self._counts) >= self.max_buckets:
             # Past windows can go; if that is not enough, start over (a looser limit).
-            self._counts = {k: v for k, v in self._counts.items() if k.endswith(f":{window}")}
+            now = time.time()
+            self._counts = {k: v for k, v in self._counts.items() if v[1] > now}
             if len(self._counts) >= self.max_buckets:
                 self._counts.clear()
-        count = self._counts.get(key, 0) + 1
-        self._counts[key] = count
+        count = self._counts.get(key, (0, ends_at))[0] + 1
+        self._counts[key] = (count, ends_at)
         return count
 
     def clear(self) -> None:
@@ -68,29 +71,40 @@ async def check_rate(redis: Redis, bucket: str, limit: int, window_seconds: int 
 async def check_rates(redis: Redis, budgets: Sequence[Budget], window_seconds: int = 60) -> None:
     """Count one call against each budget (one round trip); the first one over its limit
     raises RateLimited, whose `retry_after` is the seconds until the window turns."""
+    await check_windows(redis, [(kind, b, limit, window_seconds) for kind, b, limit in budgets])
+
+
+async def check_windows(redis: Redis, windows: Sequence[Window]) -> None:
+    """`check_rates` for budgets of different window lengths (a minute, an hour, a day)."""
     now = time.time()
-    window = int(now) // window_seconds
-    keys = [_key(bucket, window) for _, bucket, _ in budgets]
+    keys = [_key(bucket, int(now) // seconds) for _, bucket, _, seconds in windows]
     try:
         async with redis.pipeline(transaction=False) as pipe:
-            for key in keys:
+            for key, (*_, seconds) in zip(keys, windows, strict=True):
                 pipe.incr(key)
-                pipe.expire(key, window_seconds + 1)
+                pipe.expire(key, seconds + 1)
             replies = await pipe.execute()
         counts = [int(c) for c in replies[::2]]
     except (RedisError, OSError):
         RATE_LIMIT_FALLBACK.inc()
-        counts = [_local.incr(key, window) for key in keys]
-    for (kind, _, limit), count in zip(budgets, counts, strict=True):
+        counts = [
+            _local.incr(key, (int(now) // seconds + 1) * seconds)
+            for key, (*_, seconds) in zip(keys, windows, strict=True)
+        ]
+    for (kind, _, limit, seconds), count in zip(windows, counts, strict=True):
         if limit > 0 and count > limit:
-            raise _refuse(kind, limit, now, window_seconds)
+            raise _refuse(kind, limit, now, seconds)
+
+
+_UNITS = {60: "minute", 3600: "hour", 86_400: "day"}
 
 
 def _refuse(kind: str, limit: int, now: float, window_seconds: int) -> RateLimited:
     wait = max(1, window_seconds - int(now) % window_seconds)
     RATE_LIMITED.labels(kind).inc()
+    per = _UNITS.get(window_seconds, f"{window_seconds} s")
     return RateLimited(
-        f"Too many requests: at most {limit} per minute. Retry in {wait} s.", retry_after=wait
+        f"Too many requests: at most {limit} per {per}. Retry in {wait} s.", retry_after=wait
     )
 
 
@@ -172,9 +186,19 @@ def read_budgets(ip: str, user_id: int | None, per_ip: int, per_user: int) -> li
     return budgets
 
 
-def login_budgets(handle: str, ip: str, per_handle: int, per_ip: int) -> list[Budget]:
-    """A logIn's budgets: the target handle's (normalized and hashed: fixed length whatever
-    a client sends) and the client IP's, whatever token came with the request."""
-    name = handle.strip().lstrip("@").lower()
-    digest = hashlib.blake2b(name.encode(), digest_size=12).hexdigest()
-    return [("login_handle", f"login-h{digest}", per_handle), ("login_ip", f"login-ip{ip}", per_ip)]
+def login_budgets(ip: str, per_ip: int) -> list[Budget]:
+    """A logIn's attempt budget: the client IP's, whatever token came with the request. The
+    guesses at one account are app.auth.guesses' (per account and address, not per account
+    alone: a per-account budget let anyone lock its owner out)."""
+    return [("login_ip", f"login-ip{ip}", per_ip)]
+
+
+def signup_budgets(ip: str, per_minute: int, per_hour: int, per_day: int) -> list[Window]:
+    """A signUp's budgets, all per client IP whatever token is sent (a new account's token
+    must not bring a fresh budget): the write budget per minute, and ceilings on attempts
+    (each an Argon2 hash, most a new account) per hour and per day (decision 0020)."""
+    return [
+        ("writes", f"ip{ip}", per_minute, 60),
+        ("signups_ip", f"signup-h-ip{ip}", per_hour, 3600),
+        ("signups_ip", f"signup-d-ip{ip}", per_day, 86_400),
+    ]

@@ -51,10 +51,12 @@ class AppState:
 
     def forget_local(self) -> None:
         """Forget what this process keeps in memory about users and posts: the pulled
-        authors' cache, the open feed sessions, the activity gate (tests: ids restart with
-        every test's empty tables; in production nothing needs it)."""
+        authors' cache, the open feed sessions and their verified windows, the activity
+        gate (tests: ids restart with every test's empty tables; in production nothing needs
+        it)."""
         self.feed.author_cache.clear()
         self.feed.open_sessions.clear()
+        self.feed.verified.clear()
         self.activity.recently.clear()
         self.feed.impressions.clear()
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import hmac
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 from arq.constants import health_check_key_suffix
@@ -53,10 +54,10 @@ from app.api.raw_frames import RawFrames
 from app.api.schema import build_schema
 from app.api.subscriptions import ABORT_KEY, SocketContext
 from app.api.trusted import DocumentRefused, manifest_route, names_a_document, with_document_id
-from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter
+from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
 from app.auth import revocation
 from app.auth.tokens import user_id_from_header
-from app.config import PROJECT_ROOT, get_settings
+from app.config import PROJECT_ROOT, Settings, get_settings
 from app.errors import AppError
 from app.fanout import lanes
 from app.observability.exposition import render as render_metrics
@@ -172,12 +173,16 @@ class FeedGraphQL(GraphQL):
         """Strawberry's, answering in the media type negotiated from `Accept`
         (app.api.http_media); websockets pass straight through."""
         if isinstance(request, WebSocket):
+            if await self.pick_websocket_subprotocol(request) is None:
+                await refuse_subprotocol(request)  # never accepted, then closed 4406
+                return request
             return await super().run(request, context, root_value)
         scope = request.scope
         chosen = http_media.negotiate_request(scope, request.headers.get("accept"))
-        if chosen is None and not self.should_render_graphql_ide(
-            self.request_adapter_class(request)
-        ):
+        wants_ide = self.should_render_graphql_ide(self.request_adapter_class(request))
+        if wants_ide and not self.graphql_ide:
+            return http_media.no_graphiql()
+        if chosen is None and not wants_ide:
             return http_media.not_acceptable()
         try:
             response = await super().run(request, context, root_value)
@@ -210,56 +215,6 @@ class FeedGraphQL(GraphQL):
     async def render_graphql_ide(self, request: Request) -> Response:
         """GraphiQL from vendored assets (app/api/graphiql.py): it works offline."""
         return HTMLResponse(graphiql_html(request.url.path))
-
-
-class BodyTooLarge(Exception):
-    """Raised from the wrapped `receive` once a body without Content-Length passes the limit."""
-
-
-class BodyLimit:
-    """Refuse request bodies over the limit before reading them into memory: at once when the
-    Content-Length says so, else (a chunked body) as soon as the bytes read pass it; either
-    way a 413 with a GraphQL error body, never a plain-text 500."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    def _refusal(self) -> JSONResponse:
-        message = f"Request body over {self.max_bytes} bytes."
-        error = {"message": message, "extensions": {"code": "BAD_USER_INPUT"}}
-        return JSONResponse({"errors": [error]}, status_code=413)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await self._refusal()(scope, receive, send)
-            return
-        received = 0
-        started = False
-
-        async def limited_receive() -> Any:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            if received > self.max_bytes:
-                raise BodyTooLarge
-            return message
-
-        async def tracked_send(message: Any) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracked_send)
-        except BodyTooLarge:
-            if started:  # cannot happen with GraphQL (the body is read first): just end
-                raise
-            await self._refusal()(scope, receive, send)
 
 
 class Timed:
@@ -307,6 +262,62 @@ class SocketLimits:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
         with contextlib.suppress(Exception):
             transport.set_write_buffer_limits(high=self.send_buffer)
+
+
+def metrics_refusal(settings: Settings, authorization: str | None) -> Response | None:
+    """Why /metrics is not served to this caller, or None. With METRICS_TOKEN set it wants
+    `Authorization: Bearer <token>` (401 otherwise); without one it is open in development
+    and off (404) in the production profile: each scrape runs SQL and Redis, and the figures
+    tell an attacker how the service is doing."""
+    token = settings.metrics_token
+    if not token:
+        if settings.profile == "production":
+            return PlainTextResponse("Not Found", status_code=404)
+        return None
+    sent = (authorization or "").encode()
+    if hmac.compare_digest(sent, f"Bearer {token}".encode()):
+        return None
+    return PlainTextResponse(
+        "Send Authorization: Bearer <METRICS_TOKEN>.",
+        status_code=401,
+        headers={"www-authenticate": "Bearer"},
+    )
+
+
+PROBE_CACHE_SECONDS = 1.0  # /healthz and /readyz answers are this fresh at worst
+
+
+T = TypeVar("T")
+
+
+class Recent(Generic[T]):
+    """An async check's last answer, kept `ttl` seconds; callers meanwhile share one run.
+
+    /healthz and /readyz run SQL and Redis for anyone and outside admission: cached, a flood
+    of probes costs the dependencies one check per `ttl` per process, and a hung dependency
+    holds one check, not one per caller (each check is bounded by READY_TIMEOUT_SECONDS)."""
+
+    def __init__(self, check: Callable[[], Awaitable[T]], ttl: float) -> None:
+        self.check = check
+        self.ttl = ttl
+        self._answer: tuple[float, T] | None = None
+        self._running: asyncio.Future[T] | None = None
+
+    async def get(self) -> T:
+        answer = self._answer
+        if answer is not None and time.monotonic() - answer[0] < self.ttl:
+            return answer[1]
+        if self._running is None:
+            self._running = asyncio.ensure_future(self._run())
+        return await asyncio.shield(self._running)
+
+    async def _run(self) -> T:
+        try:
+            value = await self.check()
+            self._answer = (time.monotonic(), value)
+            return value
+        finally:
+            self._running = None
 
 
 WORKERS = "workers"  # readiness check names: workers:default, workers:big
@@ -366,7 +377,10 @@ def create_app(state: AppState | None = None) -> Starlette:
 
     settings = state.settings if state is not None else get_settings()
     realtime = get_realtime_settings()
-    graphql = FeedGraphQL(current_state, lambda: hubs.get("hub"))
+    production = settings.profile == "production"
+    graphql = FeedGraphQL(
+        current_state, lambda: hubs.get("hub"), graphql_ide=None if production else "graphiql"
+    )
     view: ASGIApp = graphql
     if settings.compiled_documents:
         # Registered documents that can be planned skip the view (app.api.fast_http).
@@ -375,26 +389,39 @@ def create_app(state: AppState | None = None) -> Starlette:
             schema._schema, graphql.documents.by_text(), schema.process_errors
         )
         view = CompiledHTTP(graphql, current_state, graphql.documents, plans)
-    graphql_app = BodyLimit(Timed(view), settings.max_request_bytes)
+    graphql_app = Timed(view)  # bodies arrive read and bounded (app.admission)
 
-    async def healthz(request: Request) -> Response:
+    async def health() -> tuple[dict[str, str], int]:
         st = current_state()
         try:
             async with st.engine.connect() as conn:
                 await conn.execute(text("select 1"))
             await st.redis.ping()
         except Exception as exc:  # any failure means unhealthy, whatever its kind
-            return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, 503)
-        return JSONResponse({"status": "ok"})
+            return {"status": "unavailable", "error": type(exc).__name__}, 503
+        return {"status": "ok"}, 200
 
-    async def readyz(request: Request) -> Response:
-        """Readiness: 503 naming what is down (PostgreSQL, Redis, a lane without a live worker)."""
+    async def ready() -> tuple[dict[str, object], int]:
         checks = await readiness(current_state())
         down = [name for name, state in checks.items() if state != "ok"]
         body = {"status": "unavailable" if down else "ready", "down": down, "checks": checks}
-        return JSONResponse(body, 503 if down else 200)
+        return body, 503 if down else 200
+
+    recent_health = Recent(health, PROBE_CACHE_SECONDS)
+    recent_ready = Recent(ready, PROBE_CACHE_SECONDS)
+
+    async def healthz(request: Request) -> Response:
+        """Liveness: PostgreSQL and Redis answer (cached: see `Recent`)."""
+        return JSONResponse(*await recent_health.get())
+
+    async def readyz(request: Request) -> Response:
+        """Readiness: 503 naming what is down (PostgreSQL, Redis, a lane without a live worker)."""
+        return JSONResponse(*await recent_ready.get())
 
     async def metrics(request: Request) -> Response:
+        refused = metrics_refusal(settings, request.headers.get("authorization"))
+        if refused is not None:
+            return refused
         body = await render_metrics(current_state())
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
@@ -412,8 +439,9 @@ def create_app(state: AppState | None = None) -> Starlette:
         Route("/readyz", readyz),
         Route("/metrics", metrics),
         Route("/", index),
-        graphiql_assets_mount(),
     ]
+    if graphql.graphql_ide:  # not in the production profile
+        routes.append(graphiql_assets_mount())
     if DEMO_DIR.exists():
         routes.append(Mount("/static", StaticFiles(directory=Path(DEMO_DIR)), name="static"))
     return Starlette(
@@ -425,6 +453,8 @@ def create_app(state: AppState | None = None) -> Starlette:
                 Admission,
                 max_in_flight=settings.max_in_flight,
                 wait_ms=settings.admission_wait_ms,
+                max_bytes=settings.max_request_bytes,
+                body_timeout_seconds=settings.request_body_timeout_seconds,
             ),
             Middleware(SocketLimits, send_buffer=realtime.socket_send_buffer),
         ],

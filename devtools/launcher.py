@@ -72,6 +72,10 @@ PROCESSES: list[ProcessSpec] = [
             # A client that never reads must not hold the shutdown forever.
             "--timeout-graceful-shutdown",
             "5",
+            # Heads bounded in time and size, connections capped per client address
+            # (app/connections.py; bodies are bounded by the app, app/admission.py).
+            "--http",
+            "app.connections:GuardedHttpTools",
         ],
     ),
     ProcessSpec("relay", ["{python}", "-m", "jobs.relay"]),

@@ -3,7 +3,7 @@
 //   .venv/bin/python frontend-demo/build_operations.py
 
 export const operations = Object.freeze({
-  AddComment: "mutation AddComment($postId: ID!, $body: String!) {\n  addComment(postId: $postId, body: $body) {\n    id\n    body\n    createdAt\n    author {\n      id\n      handle\n      displayName\n    }\n  }\n}",
+  AddComment: "mutation AddComment($postId: ID!, $body: String!, $idempotencyKey: String) {\n  addComment(postId: $postId, body: $body, idempotencyKey: $idempotencyKey) {\n    id\n    body\n    createdAt\n    author {\n      id\n      handle\n      displayName\n    }\n  }\n}",
   Block: "mutation Block($handle: String!) {\n  block(handle: $handle) {\n    ...UserFields\n  }\n}\n\nfragment UserFields on User {\n  id\n  handle\n  displayName\n  followerCount\n  followingCount\n  fanoutMode\n  viewerFollows\n}",
   ChangePassword: "mutation ChangePassword($oldPassword: String!, $newPassword: String!) {\n  changePassword(oldPassword: $oldPassword, newPassword: $newPassword) {\n    token\n    user {\n      ...UserFields\n    }\n  }\n}\n\nfragment UserFields on User {\n  id\n  handle\n  displayName\n  followerCount\n  followingCount\n  fanoutMode\n  viewerFollows\n}",
   CreatePost: "mutation CreatePost($body: String!, $visibility: Visibility = PUBLIC, $idempotencyKey: String) {\n  createPost(\n    body: $body\n    visibility: $visibility\n    idempotencyKey: $idempotencyKey\n  ) {\n    ...PostFields\n  }\n}\n\nfragment PostFields on Post {\n  id\n  body\n  visibility\n  createdAt\n  editedAt\n  likeCount\n  commentCount\n  viewerHasLiked\n  author {\n    id\n    handle\n    displayName\n    fanoutMode\n  }\n}",

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from arq.connections import ArqRedis, create_pool
+from arq.connections import ArqRedis
 from arq.constants import result_key_prefix, retry_key_prefix
 from redis.asyncio import Redis
 
@@ -58,6 +58,11 @@ async def _one(redis: Redis, command: str, *args: Any) -> Any:
 
 async def record(redis: Redis, letter: DeadLetter) -> None:
     await _one(redis, "hset", DEAD_LETTERS, letter.job_id, letter.to_json())
+
+
+async def forget(redis: Redis, job_id: str) -> None:
+    """The job succeeded after all: no dead letter of it."""
+    await _one(redis, "hdel", DEAD_LETTERS, job_id)
 
 
 async def all_letters(redis: Redis) -> list[DeadLetter]:
@@ -108,7 +113,7 @@ def _line(d: DeadLetter) -> str:
 
 
 async def _main(argv: list[str]) -> int:
-    from jobs.worker import redis_settings
+    from jobs.worker import arq_pool
 
     parser = argparse.ArgumentParser(prog="python -m jobs.dead_letters", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -117,7 +122,7 @@ async def _main(argv: list[str]) -> int:
     rp.add_argument("ids", nargs="*", metavar="ID")
     rp.add_argument("--all", action="store_true")
     args = parser.parse_args(argv)
-    arq = await create_pool(redis_settings())
+    arq = await arq_pool()
     try:
         if args.command == "list":
             letters = await all_letters(arq)

@@ -23,6 +23,15 @@ def stall_key(function: str) -> str:
     return f"jf:{function}:stall"
 
 
+def stalled_key(function: str) -> str:
+    """string: how many runs of `function` are waiting in a stall right now."""
+    return f"jf:{function}:stalled"
+
+
+async def stalled(redis: Redis, function: str) -> int:
+    return int(await redis.get(stalled_key(function)) or 0)
+
+
 async def fail_next(redis: Redis, function: str, runs: int) -> None:
     await redis.set(fail_key(function), runs)
 
@@ -36,7 +45,12 @@ async def stall(redis: Redis, function: str, on: bool = True) -> None:
 
 async def check(redis: Redis, function: str) -> None:
     """Called at the start of each run: wait while stalled, then fail if a failure is due."""
-    while await redis.exists(stall_key(function)):  # noqa: ASYNC110 - another process clears it
-        await asyncio.sleep(0.05)
+    if await redis.exists(stall_key(function)):
+        await redis.incr(stalled_key(function))
+        try:
+            while await redis.exists(stall_key(function)):  # noqa: ASYNC110 - another process clears it
+                await asyncio.sleep(0.05)
+        finally:
+            await asyncio.shield(redis.decr(stalled_key(function)))
     if await redis.exists(fail_key(function)) and await redis.decr(fail_key(function)) >= 0:
         raise InjectedFault(f"injected fault in {function}")

@@ -1,13 +1,22 @@
-"""The fan-out reconciler, an ARQ cron job (every minute on the default lane's workers).
+"""The reconciler, an ARQ cron job (every minute on the default lane's workers): every outbox
+event's jobs run to the end, or end as a dead letter.
 
-Retries and dead letters cover a job that fails; they do not cover a job that vanished: a
-queue lost with a Redis that had no persistence, a job deleted by hand, a split whose
-FanoutBatch jobs were lost. The reconciler walks the PostCreated events relayed between
-RECONCILE_WINDOW_SECONDS and RECONCILE_GRACE_SECONDS ago, and for each post whose fan-out is
-not marked complete (jobs.tracking) and has no job left queued, waiting or running, runs the
-split again under fresh job ids (`rf:<post_id>:<attempt>`); every fan-out job is idempotent,
-so what was delivered before is written again as a no-op. At most RECONCILE_MAX_POSTS re-runs
-per pass and RECONCILE_MAX_ATTEMPTS per post; past that the post becomes a dead letter
+Retries and dead letters cover a job that fails; they do not cover a job that vanished or that
+ARQ dropped without running it: a queue lost with a Redis that had no persistence, a job
+deleted by hand, a key that expired in the queue, a job whose worker died in every try (ARQ
+fails it past `max_tries` without calling it), a split whose FanoutBatch jobs were lost. The
+reconciler walks the events relayed between RECONCILE_WINDOW_SECONDS and
+RECONCILE_GRACE_SECONDS ago, and re-runs under fresh job ids what is neither done nor queued,
+waiting or running:
+
+- PostCreated: the post's fan-out (jobs.tracking), as the split `rf:<post_id>:<attempt>`;
+- every other event (follow backfill, unfollow/block cleanups, post changes): each of its jobs
+  not done (jobs.event_tracking), as `<job id>:r<attempt>`.
+
+Every job is idempotent, so what was delivered before is written again as a no-op. Bounded
+work per pass: at most RECONCILE_MAX_EVENTS events checked (the next pass goes on from the
+last one, so a busy window is covered over several passes), RECONCILE_MAX_POSTS re-runs, and
+RECONCILE_MAX_ATTEMPTS re-runs per post or job; past that it becomes a dead letter
 (`python -m jobs.dead_letters replay`) instead of being retried every minute.
 """
 
@@ -16,50 +25,92 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from redis.asyncio import Redis
+
 from app.config import get_settings
 from app.fanout import lanes
-from app.observability.metrics import FANOUT_RECONCILED
+from app.observability.metrics import FANOUT_RECONCILED, JOBS_DEAD_LETTERED
 from app.outbox import events
-from app.outbox.relay import jobs_for, published_posts
-from jobs import dead_letters, tracking
+from app.outbox.relay import Job, Published, jobs_for, published_events
+from jobs import dead_letters, event_tracking, tracking
 
 log = logging.getLogger("jobs.reconcile")
 CHUNK = 2000  # events read and checked per round trip
+CURSOR = "rcn:after"  # string: the last event id the previous pass checked (0: start over)
 
 
 def rerun_job_id(post_id: int, attempt: int) -> str:
-    """The job id of a re-run, also the prefix of its batches' ids."""
+    """The job id of a fan-out re-run, also the prefix of its batches' ids."""
     return f"rf:{post_id}:{attempt}"
 
 
 async def run(ctx: dict[str, Any], grace_seconds: int | None = None) -> int:
-    """One pass; how many fan-outs it re-ran."""
+    """One pass; how many fan-outs and event jobs it re-ran."""
     settings = get_settings()
     redis, engine = ctx["redis"], ctx["state"].engine
     grace = settings.reconcile_grace_seconds if grace_seconds is None else grace_seconds
-    rerun, after = 0, 0
-    while rerun < settings.reconcile_max_posts:
-        rows = await published_posts(engine, grace, settings.reconcile_window_seconds, after, CHUNK)
+    after = int(await redis.get(CURSOR) or 0)
+    rerun = checked = 0
+    while rerun < settings.reconcile_max_posts and checked < settings.reconcile_max_events:
+        n = min(CHUNK, settings.reconcile_max_events - checked)
+        rows = await published_events(engine, grace, settings.reconcile_window_seconds, after, n)
         if not rows:
+            after = 0  # the end of the window: the next pass starts at its beginning
             break
-        after = rows[-1][0]
-        done = await tracking.finished(redis, [post_id for _, post_id in rows])
-        for (event_id, post_id), complete in zip(rows, done, strict=True):
-            if complete:
-                continue
-            event = jobs_for(event_id, events.POST_CREATED, {"post_id": post_id})
-            relayed = [job.job_id for job in event]
-            if await tracking.alive(redis, post_id, relayed):
-                continue
-            if await _rerun(ctx, post_id):
-                rerun += 1
-                if rerun >= settings.reconcile_max_posts:
-                    break
+        budget = settings.reconcile_max_posts - rerun
+        done, last = await _check(ctx, rows, budget)
+        rerun += done
+        checked += len(rows)
+        after = last
+    await redis.set(CURSOR, after, ex=settings.reconcile_window_seconds)
     return rerun
 
 
-async def _rerun(ctx: dict[str, Any], post_id: int) -> bool:
-    settings, redis = get_settings(), ctx["redis"]
+async def _check(ctx: dict[str, Any], rows: list[Published], budget: int) -> tuple[int, int]:
+    """Re-run what `rows` left undone, at most `budget` times; (re-runs, last event id
+    checked)."""
+    redis = ctx["redis"]
+    posts = [
+        (r.event_id, r.payload["post_id"]) for r in rows if r.event_type == events.POST_CREATED
+    ]
+    jobs = [
+        (r.event_id, job)
+        for r in rows
+        if r.event_type != events.POST_CREATED
+        for job in jobs_for(r.event_id, r.event_type, r.payload)
+    ]
+    posts_done = dict(
+        zip(posts, await tracking.finished(redis, [p for _, p in posts]), strict=True)
+    )
+    jobs_done = dict(
+        zip(
+            [job.job_id for _, job in jobs],
+            await event_tracking.finished(redis, [job.job_id for _, job in jobs]),
+            strict=True,
+        )
+    )
+    todo: list[tuple[int, int | Job]] = [
+        (event_id, post_id) for event_id, post_id in posts if not posts_done[(event_id, post_id)]
+    ]
+    todo += [(event_id, job) for event_id, job in jobs if not jobs_done[job.job_id]]
+    todo.sort(key=lambda item: item[0])
+    rerun = 0
+    for event_id, item in todo:
+        if isinstance(item, Job):
+            rerun += await _rerun_job(redis, item)
+        else:
+            rerun += await _rerun_fan_out(ctx, event_id, item)
+        if rerun >= budget:
+            return rerun, event_id
+    return rerun, rows[-1].event_id
+
+
+async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> int:
+    redis = ctx["redis"]
+    relayed = [job.job_id for job in jobs_for(event_id, events.POST_CREATED, {"post_id": post_id})]
+    if await tracking.alive(redis, post_id, relayed):
+        return 0
+    settings = get_settings()
     attempt = await tracking.next_attempt(redis, post_id)
     job_id = rerun_job_id(post_id, attempt)
     if attempt > settings.reconcile_max_attempts:
@@ -78,11 +129,38 @@ async def _rerun(ctx: dict[str, Any], post_id: int) -> bool:
         )
         FANOUT_RECONCILED.labels("gave_up").inc()
         log.error("post %s: fan-out still incomplete; dead letter %s", post_id, job_id)
-        return False
+        return 0
     await tracking.restart(redis, post_id, job_id)
     await redis.enqueue_job(
         lanes.FANOUT_POST, post_id, job_id, _job_id=job_id, _queue_name=lanes.DEFAULT
     )
     FANOUT_RECONCILED.labels("rerun").inc()
     log.warning("post %s: fan-out never completed; re-run as %s", post_id, job_id)
-    return True
+    return 1
+
+
+async def _rerun_job(redis: Redis, job: Job) -> int:
+    """An event's job that is neither done nor alive: run it again as `<id>:r<attempt>`."""
+    if await event_tracking.alive(redis, job.job_id):
+        return 0
+    attempt = await event_tracking.next_attempt(redis, job.job_id)
+    job_id = event_tracking.rerun_id(job.job_id, attempt)
+    if attempt > get_settings().reconcile_max_attempts:
+        await event_tracking.mark(redis, job.job_id, event_tracking.GAVE_UP)
+        await dead_letters.record(
+            redis,
+            dead_letters.DeadLetter(
+                job_id=job_id,
+                function=job.function,
+                args=list(job.args),
+                lane=job.lane,
+                error=f"{job.job_id} not done after {attempt - 1} reconciler re-runs",
+                tries=attempt - 1,
+            ),
+        )
+        JOBS_DEAD_LETTERED.labels(job.function).inc()
+        log.error("%s never completed; dead letter %s", job.job_id, job_id)
+        return 0
+    await redis.enqueue_job(job.function, *job.args, _job_id=job_id, _queue_name=job.lane)
+    log.warning("%s never completed; re-run as %s", job.job_id, job_id)
+    return 1

@@ -7,18 +7,16 @@ import logging
 import signal
 from typing import Any
 
-from arq import create_pool
-
 from app.config import get_settings
 from app.db.engine import make_engine
 from app.outbox.relay import OutboxRelay
-from jobs.worker import redis_settings
+from jobs.worker import arq_pool
 
 
 async def main() -> None:
     settings = get_settings()
     engine = make_engine(settings, pool_size=2)
-    arq = await create_pool(redis_settings())
+    arq = await arq_pool()  # jobs wait up to JOB_EXPIRES_SECONDS in the queue
 
     async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
         await arq.enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)

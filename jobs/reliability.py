@@ -10,6 +10,11 @@ The task's own deadline (JOB_TIMEOUT_SECONDS) is applied here, inside the wrappe
 dependency is retried too; ARQ's job_timeout sits a little above it as a backstop, and ARQ's
 max_tries a few tries above ours so that workers killed mid-job (which ARQ counts as tries)
 still leave the wrapper a final run to record the dead letter.
+
+ARQ's last try (`max_tries`) is the one that may end without us: a worker killed or stopped
+during it (ARQ cancels running jobs on SIGTERM) leaves the job to ARQ, which then fails it
+without calling the task ("max retries exceeded"). So that try records the job's dead letter
+*before* running and withdraws it once the job succeeds: what ARQ gives up on is listed.
 """
 
 from __future__ import annotations
@@ -49,11 +54,28 @@ def reliable(name: str, task: Task) -> Task:
     async def run(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         settings = get_settings()
         job_try = int(ctx.get("job_try", 1))
+
+        def letter(error: str) -> dead_letters.DeadLetter:
+            return dead_letters.DeadLetter(
+                job_id=str(ctx.get("job_id", "")),
+                function=name,
+                args=list(args),
+                kwargs=kwargs,
+                lane=str(ctx.get("lane", lanes.DEFAULT)),
+                error=error,
+                tries=job_try,
+            )
+
+        last_try = job_try >= arq_max_tries(settings.job_max_tries)
+        if last_try:  # ARQ runs it no more if this try ends without an outcome
+            await dead_letters.record(
+                ctx["redis"], letter(f"worker lost during ARQ's last try ({job_try})")
+            )
         try:
             async with asyncio.timeout(settings.job_timeout_seconds):
                 if settings.job_fault_hook:
                     await faults.check(ctx["redis"], name)
-                return await task(ctx, *args, **kwargs)
+                result = await task(ctx, *args, **kwargs)
         except Retry:
             raise
         except Exception as exc:
@@ -64,18 +86,18 @@ def reliable(name: str, task: Task) -> Task:
                 )
                 log.warning("%s try %d failed (%r); again in %.2f s", name, job_try, exc, defer)
                 raise Retry(defer=defer) from exc
-            letter = dead_letters.DeadLetter(
-                job_id=str(ctx.get("job_id", "")),
-                function=name,
-                args=list(args),
-                kwargs=kwargs,
-                lane=str(ctx.get("lane", lanes.DEFAULT)),
-                error=f"{type(exc).__name__}: {exc}",
-                tries=job_try,
-            )
-            await dead_letters.record(ctx["redis"], letter)
+            dead = letter(f"{type(exc).__name__}: {exc}")
+            await dead_letters.record(ctx["redis"], dead)
             JOBS_DEAD_LETTERED.labels(name).inc()
-            log.error("%s failed %d tries; dead letter %s", name, job_try, letter.job_id)
+            log.error("%s failed %d tries; dead letter %s", name, job_try, dead.job_id)
             raise
+        if last_try:
+            await dead_letters.forget(ctx["redis"], str(ctx.get("job_id", "")))
+        return result
 
     return run
+
+
+def arq_max_tries(job_max_tries: int) -> int:
+    """ARQ's `max_tries` for our JOB_MAX_TRIES (jobs.worker sets it)."""
+    return job_max_tries + ARQ_EXTRA_TRIES

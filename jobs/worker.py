@@ -1,7 +1,8 @@
 """ARQ worker settings, one class per lane: `arq jobs.worker.WorkerSettings` (default lane)
 and `arq jobs.worker.BigLaneWorkerSettings` (big authors' batches); `python -m arq ...` works
 the same. Every task runs inside jobs.reliability (retries with backoff, then dead letters);
-the default lane's workers also run the fan-out reconciler every minute (jobs.reconcile)."""
+the default lane's workers also run the reconciler every minute (jobs.reconcile). Jobs wait in
+the queue up to JOB_EXPIRES_SECONDS (ARQ's `expires`) before ARQ would drop them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from arq import cron
-from arq.connections import RedisSettings
+from arq.connections import ArqRedis, RedisSettings, create_pool
 from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
 
@@ -17,13 +18,25 @@ from app.config import get_settings
 from app.fanout import lanes
 from app.state import create_state
 from jobs import tasks
-from jobs.reliability import ARQ_EXTRA_TRIES, ARQ_TIMEOUT_MARGIN_SECONDS, reliable
+from jobs.event_tracking import settling
+from jobs.reliability import ARQ_TIMEOUT_MARGIN_SECONDS, arq_max_tries, reliable
 
 RECONCILE = "reconcile_fanouts"
 
 
 def redis_settings() -> RedisSettings:
     return RedisSettings.from_dsn(get_settings().redis_url)
+
+
+def expires_ms() -> int:
+    """How long ARQ keeps a queued job before dropping it unrun (its `expires`)."""
+    return get_settings().job_expires_seconds * 1000
+
+
+async def arq_pool() -> ArqRedis:
+    """An ARQ connection whose jobs expire after JOB_EXPIRES_SECONDS (the relay's, the CLI's;
+    the workers' own connection gets it from `expires_extra_ms` below)."""
+    return await create_pool(redis_settings(), expires_extra_ms=expires_ms())
 
 
 def _startup(lane: str) -> Callable[[dict[str, Any]], Awaitable[None]]:
@@ -49,9 +62,10 @@ FUNCTIONS = [
     _function(lanes.FANOUT_POST, tasks.fanout_post),
     _function(lanes.FANOUT_PAGES, tasks.fanout_pages),
     _function(lanes.FANOUT_BATCH, tasks.fanout_batch),
-    _function(lanes.BACKFILL_FOLLOW, tasks.backfill_follow),
-    _function(lanes.CLEANUP_AUTHOR, tasks.cleanup_author),
-    _function(lanes.POST_CHANGED, tasks.post_changed),
+    # An outbox event's own jobs mark themselves done for the reconciler (jobs.event_tracking).
+    _function(lanes.BACKFILL_FOLLOW, settling(tasks.backfill_follow)),
+    _function(lanes.CLEANUP_AUTHOR, settling(tasks.cleanup_author)),
+    _function(lanes.POST_CHANGED, settling(tasks.post_changed)),
 ]
 # Every minute at :00 (ARQ runs a cron job once across workers: `unique`); tests and
 # operators may also enqueue it by name with a grace in seconds.
@@ -72,7 +86,10 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
         # jobs.reliability applies JOB_TIMEOUT_SECONDS itself (a timeout is retried); ARQ's
         # own limits sit above as backstops.
         "job_timeout": settings.job_timeout_seconds + ARQ_TIMEOUT_MARGIN_SECONDS,
-        "max_tries": settings.job_max_tries + ARQ_EXTRA_TRIES,
+        "max_tries": arq_max_tries(settings.job_max_tries),
+        # ARQ drops a job still queued past its `expires` (default: a day) without running
+        # it; a week outlasts an outage (the follow-up jobs these workers queue, too).
+        "expires_extra_ms": expires_ms(),
         # Job ids double as dedupe keys for replayed events for an hour (a dead letter's
         # replay clears its failed result first: jobs.dead_letters).
         "keep_result": 3600,

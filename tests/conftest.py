@@ -43,6 +43,8 @@ os.environ.update(
         "REDIS_URL": TEST_REDIS_URL,
         "SECRET_KEY": "test-secret-key-that-is-long-enough-for-hs256",
         "RATE_LIMIT_WRITES_PER_MINUTE": "100000",
+        "RATE_LIMIT_SIGNUPS_PER_IP_PER_HOUR": "100000",
+        "RATE_LIMIT_SIGNUPS_PER_IP_PER_DAY": "100000",
         "FANOUT_PULL_THRESHOLD": "10",
         "FANOUT_PUSH_THRESHOLD": "8",
         "FANOUT_BATCH_SIZE": "4",
@@ -98,7 +100,7 @@ async def state(test_database: str) -> AsyncIterator[object]:
 async def clean(state: object) -> None:
     """Every test starts from empty tables and an empty Redis db."""
     from app import ratelimit
-    from app.auth import revocation
+    from app.auth import guesses, revocation
     from app.state import AppState
 
     assert isinstance(state, AppState)
@@ -110,6 +112,7 @@ async def clean(state: object) -> None:
     await state.redis.flushdb()
     state.forget_local()  # in-process caches and gates: ids restart with every test
     ratelimit.forget_local()  # the read meter's and the fallback limiter's counts, too
+    guesses.forget_local()  # and the fallback's password-guess counts
     revocation.passed.clear()  # tokens that passed the revocation check lately
 
 

@@ -269,6 +269,28 @@ async def app_client(state: Any, **settings: Any) -> AsyncIterator[httpx.AsyncCl
         yield c
 
 
+@asynccontextmanager
+async def clients_at(
+    state: Any, addresses: Sequence[str], **settings: Any
+) -> AsyncIterator[list[httpx.AsyncClient]]:
+    """Like `app_client`, but one client per client address (what per-address budgets
+    count), in order, all calling one app."""
+    import dataclasses
+    from contextlib import AsyncExitStack
+
+    from app.web import create_app
+
+    changed = dataclasses.replace(state, settings=state.settings.model_copy(update=settings))
+    app = create_app(changed)
+    async with AsyncExitStack() as stack:
+        clients = []
+        for address in addresses:
+            transport = httpx.ASGITransport(app=app, client=(address, 40000))
+            client = httpx.AsyncClient(transport=transport, base_url="http://testserver")
+            clients.append(await stack.enter_async_context(client))
+        yield clients
+
+
 # -- many examples in one test (tests/reliability) -------------------------------------------
 
 

@@ -175,20 +175,22 @@ async def test_delete_comment_by_its_author_or_the_posts_author(client) -> None:
     assert await _stored_count(pid) == (1, 1)
 
 
-async def test_delete_of_an_invisible_comment_is_not_found(client) -> None:
+async def test_a_commenter_deletes_their_comment_on_a_post_hidden_from_them(client) -> None:
+    """Moderation is not reading (decision 0018): losing sight of the post (here an unfollow
+    of a FOLLOWERS post; a block: tests/test_blocks_hold.py) leaves the comment theirs."""
     alice = await sign_up(client, "alice")
     fan = await sign_up(client, "fan")
+    stranger = await sign_up(client, "stranger")
     await follow(client, fan, "alice")
     pid = await post(client, alice, "followers only", visibility="FOLLOWERS")
     comment = await add_comment(client, fan, pid, "mine")
-    # The post's author blocks the commenter: the commenter can no longer see the post.
-    await block(client, alice, "fan")
-    result = await gql(client, "DeleteComment", {"id": comment}, token=fan)
+    (await gql(client, "Unfollow", {"handle": "alice"}, token=fan)).ok()
+    assert (await gql(client, "PostComments", {"id": str(pid)}, token=fan)).ok()["post"] is None
+    # Someone who cannot see it: NOT_FOUND, as for an unknown comment.
+    result = await gql(client, "DeleteComment", {"id": comment}, token=stranger)
     assert result.codes == ["NOT_FOUND"]
-    # Nor can the post's author see the comment of someone they blocked.
-    result = await gql(client, "DeleteComment", {"id": comment}, token=alice)
-    assert result.codes == ["NOT_FOUND"]
-    assert await _stored_count(pid) == (1, 1)
+    (await gql(client, "DeleteComment", {"id": comment}, token=fan)).ok()
+    assert await _stored_count(pid) == (0, 0)
 
 
 async def test_comment_count_stays_consistent_under_concurrent_adds_and_deletes(client) -> None:
@@ -221,3 +223,41 @@ async def test_bad_page_arguments_are_typed_errors(client) -> None:
         assert result.codes == ["BAD_USER_INPUT"], cursor
     nodes, info = await _page(client, pid, first=100)
     assert nodes == [] and not info["hasNextPage"] and info["endCursor"] is None
+
+
+async def _add(client, token: str, post_id: int, body: str, key: str | None) -> Any:
+    variables = {"postId": str(post_id), "body": body, "idempotencyKey": key}
+    return await gql(client, "AddComment", variables, token=token)
+
+
+async def test_a_retried_comment_with_its_idempotency_key_is_added_once(client) -> None:
+    alice = await sign_up(client, "alice")
+    bob = await sign_up(client, "bob")
+    pid = await post(client, alice, "post")
+    first = (await _add(client, bob, pid, "once", "key-1")).ok()["addComment"]
+    # A retry after a lost answer, and concurrent duplicates: the first comment each time.
+    retries = await asyncio.gather(*(_add(client, bob, pid, "once", "key-1") for _ in range(4)))
+    assert {r.ok()["addComment"]["id"] for r in retries} == {first["id"]}
+    raced = await asyncio.gather(*(_add(client, bob, pid, "raced", "key-2") for _ in range(4)))
+    assert len({r.ok()["addComment"]["id"] for r in raced}) == 1
+    assert await _stored_count(pid) == (2, 2)
+    assert await _comment_count(client, pid) == 2
+    # The key is the user's: another user's same key, or no key, adds a comment.
+    (await _add(client, alice, pid, "alice's", "key-1")).ok()
+    (await _add(client, bob, pid, "no key", None)).ok()
+    assert await _stored_count(pid) == (4, 4)
+
+
+async def test_comment_idempotency_key_refusals(client) -> None:
+    alice = await sign_up(client, "alice")
+    pid = await post(client, alice, "post")
+    other = await post(client, alice, "another post")
+    for bad in ("", "k" * 101):
+        assert (await _add(client, alice, pid, "c", bad)).codes == ["BAD_USER_INPUT"], bad
+    made = (await _add(client, alice, pid, "c", "k" * 100)).ok()["addComment"]
+    # A key names one comment: reused on another post it is refused, not a second comment.
+    assert (await _add(client, alice, other, "c", "k" * 100)).codes == ["BAD_USER_INPUT"]
+    (await gql(client, "DeleteComment", {"id": made["id"]}, token=alice)).ok()
+    # Its comment deleted, the key answers NOT_FOUND (as createPost's does), never a new one.
+    assert (await _add(client, alice, pid, "c", "k" * 100)).codes == ["NOT_FOUND"]
+    assert await _stored_count(pid) == (0, 0)

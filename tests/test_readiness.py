@@ -3,6 +3,7 @@ JSON body naming what is down. `/healthz` stays the liveness answer."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from app.config import PROJECT_ROOT, get_settings
 from app.fanout import lanes
 from app.state import create_state
 from app.web import create_app
+from tests.conftest import TEST_REDIS_DB
 from tests.helpers import eventually
 from tests.servers import free_port, stop_process
 
@@ -88,3 +90,38 @@ async def test_redis_on_a_closed_port_is_named(test_database: str) -> None:
     assert body["down"] == ["redis", "workers:default", "workers:big"]
     assert body["checks"]["redis"] != "ok"
     assert "Traceback" not in response.text
+
+
+async def test_a_flood_of_probes_costs_one_check_a_second(
+    client: httpx.AsyncClient, state
+) -> None:
+    """/healthz and /readyz answer anyone: 200 probes at once (and more within the second)
+    must not become 200 rounds of SQL and Redis. Counted on the real Redis with MONITOR
+    (this session's database only): each readiness or health check sends one PING, whatever
+    the number of callers. A marker command sent last ends the count: Redis reports commands
+    in the order it ran them, so every PING of the flood comes before it."""
+    marker = "probe-flood-done"
+    pings = 0
+    async with state.redis.monitor() as stream:
+        listening = asyncio.Event()
+
+        async def count() -> None:
+            nonlocal pings
+            listening.set()
+            async for command in stream.listen():
+                if command["db"] != TEST_REDIS_DB:
+                    continue
+                if command["command"].upper() == "PING":
+                    pings += 1
+                elif marker in command["command"]:
+                    return
+
+        counter = asyncio.create_task(count())
+        await listening.wait()
+        for path in ("/readyz", "/healthz"):
+            answers = await asyncio.gather(*(client.get(path) for _ in range(200)))
+            answers += [await client.get(path) for _ in range(20)]
+            assert {a.status_code for a in answers} <= {200, 503}
+        await state.redis.echo(marker)
+        await asyncio.wait_for(counter, 10)
+    assert 1 <= pings <= 4, pings  # before: 220 per endpoint

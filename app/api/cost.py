@@ -1,27 +1,34 @@
 """What one GraphQL request may cost: a query cost limit checked before execution, read rate
 limits, and text that PostgreSQL cannot store refused up front.
 
-Cost (docs/decisions/0012-query-cost.md): every root field counts 1, and every field that
-takes a `first` argument (a page) counts the product of its own `first` and the `first`s of
-the pages it is nested in. So `user { posts(first: 100) { edges { node { author {
-posts(first: 100) { ... } } } } } }` costs 1 + 100 + 100 x 100 = 10,101, and 20 aliases of
-it 202,020. `first` is the literal in the document, else the argument's default (20); a
-variable counts as the largest page (100), whatever its value, so the cost depends on the
-document's text alone: the rule runs with graphql-core's validation, is cached with it, and a
-trusted document is checked once at start-up.
+Cost (docs/decisions/0012-query-cost.md) charges what the database pays, in rows: every
+field that reads the database costs QUERY_COST for its SQL statement plus the rows it may
+return. Such a field is a root field, a page (a field with a `first` argument) or a field
+whose resolver takes `Info` (it reaches the request's DataLoaders: `Post.author`,
+`Post.viewerHasLiked`, `User.viewerFollows`, `Comment.author`). The loaders batch a field's
+loads for all its parents into one statement, so a field in the document is one statement
+whatever the number of parents; its rows are its parents' number times its page (`first`)
+or times 1. A page's `first` is the literal in the document, else the argument's default
+(20); a variable counts as the largest page (100), whatever its value, so the cost depends
+on the document's text alone: the rule runs with graphql-core's validation, is cached with
+it, and a trusted document is checked once at start-up.
+
+So `user { posts(first: 100) { edges { node { author { posts(first: 100) { ... } } } } } }`
+costs (50 + 1) + (50 + 100) + (50 + 100) + (50 + 100 x 100) = 10,401, and 20 aliases of it
+208,020. Each fragment's figure is computed once per document (per parent type), however
+often it is spread: the rule is linear in the document's size (issue 19).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from graphql import (
     FieldNode,
     FragmentSpreadNode,
     GraphQLError,
+    GraphQLField,
     GraphQLObjectType,
-    GraphQLSchema,
     InlineFragmentNode,
     IntValueNode,
     OperationDefinitionNode,
@@ -34,6 +41,7 @@ from graphql import (
     value_from_ast_untyped,
 )
 from strawberry.extensions import SchemaExtension
+from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.graphql import OperationType
 
 from app.api.context import Context
@@ -46,6 +54,13 @@ from app.ratelimit import read_budgets, read_meter
 JSON_SAFE_INT = 2**53 - 1
 
 PAGE_ARGUMENT = "first"
+# One SQL statement costs PostgreSQL about as much as 50 rows of a page: a one-row batched
+# read took 131-146 us, a row of 50 x 100-row batched pages 2.2-2.6 us (asyncpg, local
+# PostgreSQL 16; docs/decisions/0012-query-cost.md).
+QUERY_COST = 50
+
+# (statements, rows) a selection set costs when read for one parent object.
+Bill = tuple[int, int]
 
 
 def create_cost_rule(limit: int) -> type[ValidationRule]:
@@ -53,8 +68,12 @@ def create_cost_rule(limit: int) -> type[ValidationRule]:
     validation cache keys on rule classes)."""
 
     class QueryCostRule(ValidationRule):
+        def __init__(self, context: ValidationContext) -> None:
+            super().__init__(context)
+            self.counter = _Counter(context)
+
         def enter_operation_definition(self, node: OperationDefinitionNode, *_: Any) -> None:
-            cost = operation_cost(self.context, node)
+            cost = self.counter.operation_cost(node)
             if cost > limit:
                 QUERY_COST_REFUSED.inc()
                 self.report_error(
@@ -74,41 +93,85 @@ def create_cost_rule(limit: int) -> type[ValidationRule]:
 
 
 def operation_cost(context: ValidationContext, operation: OperationDefinitionNode) -> int:
-    schema = context.schema
-    root = schema.get_root_type(operation.operation)
-    if root is None:
-        return 0
-    counter = _Counter(context, schema)
-    # Every root field is a lookup of its own (aliases included), pages on top.
-    roots = sum(1 for _ in counter.fields(root, operation.selection_set, frozenset()))
-    return roots + counter.pages(root, operation.selection_set, 1, frozenset())
+    """What one operation of a validated document costs (QUERY_COST per statement, plus
+    rows)."""
+    return _Counter(context).operation_cost(operation)
+
+
+def reads_database(field: GraphQLField) -> bool:
+    """A field whose resolver takes `Info` reaches the request's context (its DataLoaders):
+    a statement per field of the document. Attribute fields and plain methods do not."""
+    definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    resolver = getattr(definition, "base_resolver", None)
+    return resolver is not None and resolver.info_parameter is not None
 
 
 class _Counter:
-    def __init__(self, context: ValidationContext, schema: GraphQLSchema) -> None:
-        self.context = context
-        self.schema = schema
+    """The bills of one document's selection sets; each fragment's computed once per parent
+    type (and root or not), however often it is spread."""
 
-    def fields(
-        self, parent: GraphQLObjectType, selections: SelectionSetNode, seen: frozenset[str]
-    ) -> Iterator[tuple[GraphQLObjectType, FieldNode]]:
-        """The fields a selection set asks of `parent`, through fragments (cycles cut: the
-        NoFragmentCycles rule reports them)."""
+    def __init__(self, context: ValidationContext) -> None:
+        self.context = context
+        self.schema = context.schema
+        self.fragments: dict[tuple[str, str, bool], Bill] = {}
+        self.running: set[tuple[str, str, bool]] = set()
+
+    def operation_cost(self, operation: OperationDefinitionNode) -> int:
+        root = self.schema.get_root_type(operation.operation)
+        if root is None:
+            return 0
+        statements, rows = self.bill(root, operation.selection_set, root=True)
+        return statements * QUERY_COST + rows
+
+    def bill(self, parent: GraphQLObjectType, selections: SelectionSetNode, root: bool) -> Bill:
+        """What `selections` cost read for one `parent`; at the root every field is a read."""
+        statements = rows = 0
         for selection in selections.selections:
             if isinstance(selection, FieldNode):
-                yield parent, selection
-            elif isinstance(selection, InlineFragmentNode):
-                yield from self.fields(
-                    self._condition(parent, selection), selection.selection_set, seen
+                definition = parent.fields.get(selection.name.value)
+                if definition is None:
+                    continue  # a meta field, or unknown (FieldsOnCorrectType reports it)
+                page = PAGE_ARGUMENT in definition.args
+                size = (
+                    _page_size(selection, definition.args[PAGE_ARGUMENT].default_value)
+                    if page
+                    else 1
                 )
-            elif isinstance(selection, FragmentSpreadNode):
-                name = selection.name.value
-                fragment = self.context.get_fragment(name)
-                if fragment is None or name in seen:
-                    continue
-                yield from self.fields(
-                    self._condition(parent, fragment), fragment.selection_set, seen | {name}
-                )
+                if root or page or reads_database(definition):
+                    statements += 1
+                    rows += size
+                child = get_named_type(definition.type)
+                if selection.selection_set is not None and isinstance(child, GraphQLObjectType):
+                    inner_statements, inner_rows = self.bill(child, selection.selection_set, False)
+                    statements += inner_statements
+                    rows += size * inner_rows
+                continue
+            if isinstance(selection, InlineFragmentNode):
+                inner = self.bill(self._condition(parent, selection), selection.selection_set, root)
+            else:
+                assert isinstance(selection, FragmentSpreadNode)
+                inner = self._fragment(parent, selection.name.value, root)
+            statements += inner[0]
+            rows += inner[1]
+        return statements, rows
+
+    def _fragment(self, parent: GraphQLObjectType, name: str, root: bool) -> Bill:
+        fragment = self.context.get_fragment(name)
+        if fragment is None:
+            return 0, 0  # KnownFragmentNames reports it
+        owner = self._condition(parent, fragment)
+        key = (name, owner.name, root)
+        found = self.fragments.get(key)
+        if found is not None:
+            return found
+        if key in self.running:
+            return 0, 0  # a cycle: NoFragmentCycles reports it
+        self.running.add(key)
+        try:
+            bill = self.fragments[key] = self.bill(owner, fragment.selection_set, root)
+        finally:
+            self.running.discard(key)
+        return bill
 
     def _condition(self, parent: GraphQLObjectType, node: Any) -> GraphQLObjectType:
         condition = getattr(node, "type_condition", None)
@@ -116,27 +179,6 @@ class _Counter:
             return parent
         found = self.schema.get_type(condition.name.value)
         return found if isinstance(found, GraphQLObjectType) else parent
-
-    def pages(
-        self,
-        parent: GraphQLObjectType,
-        selections: SelectionSetNode,
-        multiplier: int,
-        seen: frozenset[str],
-    ) -> int:
-        total = 0
-        for owner, node in self.fields(parent, selections, seen):
-            definition = owner.fields.get(node.name.value)
-            if definition is None or node.selection_set is None:
-                continue
-            inner = multiplier
-            if PAGE_ARGUMENT in definition.args:
-                inner = multiplier * _page_size(node, definition.args[PAGE_ARGUMENT].default_value)
-                total += inner
-            child = get_named_type(definition.type)
-            if isinstance(child, GraphQLObjectType):
-                total += self.pages(child, node.selection_set, inner, seen)
-        return total
 
 
 def _page_size(node: FieldNode, default: Any) -> int:

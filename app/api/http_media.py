@@ -94,6 +94,14 @@ def not_acceptable() -> Response:
     )
 
 
+def no_graphiql() -> Response:
+    """GET /graphql from a browser when GraphiQL is off (the production profile): 404 with a
+    GraphQL error body saying how to query instead."""
+    message = "GraphiQL is not served here: send queries by POST (or GET with ?query=)."
+    error = {"message": message, "extensions": {"code": BadInput.code}}
+    return Response(orjson.dumps({"errors": [error]}), status_code=404, media_type=JSON)
+
+
 def is_request_error(result: ExecutionResult) -> bool:
     """Nothing executed: no data, and no error belongs to a field (field errors have a path)."""
     return (

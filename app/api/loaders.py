@@ -15,13 +15,20 @@ from sqlalchemy import ARRAY, BigInteger, Select, cast, func, select, true, tupl
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 from strawberry.dataloader import DataLoader
 
-from app.db.models import Follow, Like, Post, User
+from app.db.models import Comment, Follow, Like, Post, User
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras, read_sessions
 from app.posts.visibility import visible_to
+from app.social.comments import comments_pages
+from app.social.follow_lists import Direction, follow_pages
+from app.social.graph import across_block
 from app.state import AppState
 
 Position = tuple[datetime, int]  # keyset (created_at, id), as app.posts.keyset decodes it
 AuthorPage = tuple[int, int, Position | None]
+CommentsKey = tuple[int, int, Position | None]  # (post id, page size, position)
+CommentsPage = tuple[list[Comment], bool]
+FollowKey = tuple[int, Direction, int, Position | None]  # (listed user id, ...)
+FollowPage = tuple[list[tuple[User, datetime]], bool]
 
 
 def _pages_query(
@@ -56,6 +63,12 @@ class Loaders:
         self.author_posts: DataLoader[AuthorPage, tuple[list[Post], bool]] = DataLoader(
             self._author_posts
         )
+        # `Post.comments` and `User.followers`/`following` alike: one query per distinct
+        # (size, position) (and direction) per level of the response, not one per parent.
+        self.post_comments: DataLoader[CommentsKey, CommentsPage] = DataLoader(self._post_comments)
+        self.follow_lists: DataLoader[FollowKey, FollowPage] = DataLoader(self._follow_lists)
+        # Per user: across a block from the viewer (their graph is hidden; decision 0018).
+        self.graph_hidden: DataLoader[int, bool] = DataLoader(self._graph_hidden)
 
     async def _users(self, ids: Sequence[int]) -> list[User | FeedAuthor | None]:
         async with read_sessions(self.state.sessions)() as session:
@@ -88,6 +101,39 @@ class Loaders:
                     rows = found.get(author_id, [])
                     pages[author_id, size, position] = (rows[:size], len(rows) > size)
         return [pages[k] for k in keys]
+
+    async def _post_comments(self, keys: Sequence[CommentsKey]) -> list[CommentsPage]:
+        groups: dict[tuple[int, Position | None], list[int]] = defaultdict(list)
+        for post_id, size, position in keys:
+            groups[size, position].append(post_id)
+        pages: dict[CommentsKey, CommentsPage] = {}
+        async with read_sessions(self.state.sessions)() as session:
+            for (size, position), post_ids in groups.items():
+                found = await comments_pages(session, self.viewer_id, post_ids, size, position)
+                for post_id, page in found.items():
+                    pages[post_id, size, position] = page
+        return [pages[k] for k in keys]
+
+    async def _follow_lists(self, keys: Sequence[FollowKey]) -> list[FollowPage]:
+        groups: dict[tuple[Direction, int, Position | None], list[int]] = defaultdict(list)
+        for user_id, direction, size, position in keys:
+            groups[direction, size, position].append(user_id)
+        pages: dict[FollowKey, FollowPage] = {}
+        async with read_sessions(self.state.sessions)() as session:
+            for (direction, size, position), user_ids in groups.items():
+                found = await follow_pages(
+                    session, self.viewer_id, user_ids, direction, size, position
+                )
+                for user_id, page in found.items():
+                    pages[user_id, direction, size, position] = page
+        return [pages[k] for k in keys]
+
+    async def _graph_hidden(self, user_ids: Sequence[int]) -> list[bool]:
+        if self.viewer_id is None:
+            return [False] * len(user_ids)
+        async with read_sessions(self.state.sessions)() as session:
+            hidden = await across_block(session, self.viewer_id, user_ids)
+        return [u in hidden for u in user_ids]
 
     async def _viewer_follows(self, user_ids: Sequence[int]) -> list[bool]:
         return await self._viewer_has(Follow.followee_id, Follow.follower_id, user_ids)

@@ -14,13 +14,14 @@ from app.api.context import Context
 from app.api.types import AuthPayload, Comment, Post, User, Visibility
 from app.auth import revocation
 from app.auth.account import change_password
+from app.auth.guesses import Guesses, GuessLimits
 from app.auth.tokens import issue_token
 from app.db import models
 from app.errors import NotFound, Unauthenticated
 from app.feed import impressions
 from app.posts import service as posts
 from app.posts.ids import parse_post_id
-from app.ratelimit import check_rates, login_budgets
+from app.ratelimit import check_rates, check_windows, login_budgets, signup_budgets
 from app.social import comments, engagement, graph
 from app.users import service as users
 
@@ -42,25 +43,30 @@ GraphChange = Callable[[AsyncSession, int, models.User], Awaitable[bool]]
 
 
 async def _change_graph(info: Info[Context, None], handle: str, change: GraphChange) -> User:
-    """Follow/unfollow/block/unblock: one transaction, the target returned with new counts."""
+    """Follow/unfollow/block/unblock: one transaction, the target returned with new counts
+    (none across a block: app.api.social.profile)."""
     viewer_id = await _writer(info)
     async with info.context.transaction() as session:
         target = await graph.require_user(session, handle)
         await change(session, viewer_id, target)
         await session.refresh(target)
-    return User(row=target)
+        hidden = bool(await graph.across_block(session, viewer_id, [target.id]))
+    return User(row=target, graph_hidden=hidden)
 
 
-LikeChange = Callable[[AsyncSession, int, int], Awaitable[models.Post]]
+LikeChange = Callable[[AsyncSession, int, int], Awaitable[models.Post | None]]
 
 
 async def _engage(
     info: Info[Context, None], raw_id: strawberry.ID, change: LikeChange, *, liked: bool
 ) -> Post:
-    """Like/unlike: one transaction; the answer's viewerHasLiked needs no query."""
+    """Like/unlike: one transaction; the answer's viewerHasLiked needs no query. An unlike
+    of a post hidden from the viewer now is committed, then answered NOT_FOUND."""
     viewer_id = await _writer(info)
     async with info.context.transaction() as session:
         post = await change(session, viewer_id, _post_id(raw_id))
+    if post is None:
+        raise NotFound("No such post.")
     info.context.loaders.viewer_liked_post.prime(post.id, liked)
     return Post(row=post)
 
@@ -71,30 +77,44 @@ class Mutation:
     async def sign_up(
         self, info: Info[Context, None], handle: str, password: str, display_name: str | None = None
     ) -> AuthPayload:
-        await info.context.limit_writes()
-        async with info.context.transaction() as session:
+        # Budgets per client address whatever token is sent: a new account's token must
+        # not bring a fresh budget for the next one (decision 0020).
+        ctx, settings = info.context, info.context.state.settings
+        ip = ctx.client_ip()
+        await check_windows(
+            ctx.state.redis,
+            signup_budgets(
+                ip,
+                settings.rate_limit_writes_per_minute,
+                settings.rate_limit_signups_per_ip_per_hour,
+                settings.rate_limit_signups_per_ip_per_day,
+            ),
+        )
+        async with ctx.transaction() as session:
             user = await users.sign_up(session, handle, password, display_name)
+        # The owner's address from the start: strangers' failed log-ins do not hold it.
+        await Guesses(ctx.state.redis, GuessLimits.of(settings)).remember(user.handle, ip)
         # A new account follows nobody: its (empty) timeline exists from the start. Without
         # Redis the account is still made; its first feed read rebuilds the timeline.
         with contextlib.suppress(RedisError, OSError):
-            await info.context.state.timelines.rebuild(user.id, [])
-        return AuthPayload(
-            token=issue_token(info.context.state.settings, user.id), user=User(row=user)
-        )
+            await ctx.state.timelines.rebuild(user.id, [])
+        return AuthPayload(token=issue_token(settings, user.id), user=User(row=user))
 
     @strawberry.mutation
     async def log_in(self, info: Info[Context, None], handle: str, password: str) -> AuthPayload:
-        # Budgets per target handle and per client IP, whatever token is sent: tokens of
-        # throwaway accounts must not buy more guesses at one victim's password.
+        # Budgets per client IP and per (handle, IP) with a per-handle ceiling, whatever
+        # token is sent: tokens of throwaway accounts buy no more guesses at one victim's
+        # password, and strangers' failures do not lock the owner out (decision 0020).
         ctx, settings = info.context, info.context.state.settings
-        budgets = login_budgets(
-            handle,
-            ctx.client_ip(),
-            settings.rate_limit_login_per_handle_per_minute,
-            settings.rate_limit_login_per_ip_per_minute,
+        ip = ctx.client_ip()
+        await check_rates(
+            ctx.state.redis, login_budgets(ip, settings.rate_limit_login_per_ip_per_minute)
         )
-        await check_rates(ctx.state.redis, budgets)
-        async with ctx.transaction() as session:
+        guesses = Guesses(ctx.state.redis, GuessLimits.of(settings))
+        async with (
+            guesses.attempt(handle, ip, wrong=Unauthenticated),
+            ctx.transaction() as session,
+        ):
             user = await users.log_in(session, handle, password)
         # Back after a while (or Redis lost the timeline): rebuild it now, bounded. Without
         # Redis the log-in still succeeds; the feed then reads from PostgreSQL (degraded).
@@ -189,13 +209,22 @@ class Mutation:
 
     @strawberry.mutation
     async def add_comment(
-        self, info: Info[Context, None], post_id: strawberry.ID, body: str
+        self,
+        info: Info[Context, None],
+        post_id: strawberry.ID,
+        body: str,
+        idempotency_key: str | None = None,
     ) -> Comment:
         viewer_id = await _writer(info)
         settings = info.context.state.settings
         async with info.context.transaction() as session:
             comment = await engagement.add_comment(
-                session, viewer_id, _post_id(post_id), body, settings.max_comment_chars
+                session,
+                viewer_id,
+                _post_id(post_id),
+                body,
+                settings.max_comment_chars,
+                idempotency_key,
             )
         return Comment(row=comment)
 
@@ -226,8 +255,12 @@ class Mutation:
         """Every token issued before this call stops working (the returned one is new)."""
         viewer_id = await _writer(info)
         state = info.context.state
+        # Wrong old passwords count as guesses at the account, as logIn's failures do.
+        guesses = Guesses(state.redis, GuessLimits.of(state.settings))
         async with info.context.transaction() as session:
-            user, version = await change_password(session, viewer_id, old_password, new_password)
+            user, version = await change_password(
+                session, viewer_id, old_password, new_password, guesses, info.context.client_ip()
+            )
         # Redis down: other processes see the new version when their cached copy lapses.
         with contextlib.suppress(RedisError, OSError):
             await revocation.publish_version(state.redis, viewer_id, version)

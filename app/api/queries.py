@@ -30,7 +30,9 @@ class Query:
         if row is None:
             return None
         info.context.loaders.user_by_id.prime(row.id, row)
-        return User(row=row)
+        from app.api.social import profile
+
+        return await profile(info.context, row)  # across a block: no graph
 
     @strawberry.field(description="A post, or null when it does not exist or is hidden from you.")
     async def post(self, info: Info[Context, None], id: strawberry.ID) -> Post | None:

@@ -5,13 +5,18 @@ from __future__ import annotations
 import logging
 
 import strawberry
-from graphql import ASTValidationRule, GraphQLError
+from graphql import ASTValidationRule, GraphQLError, NoSchemaIntrospectionCustomRule
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter
-from strawberry.extensions.max_aliases import create_validator as alias_rule
-from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 from strawberry.types import ExecutionContext
 
 from app.api.cost import NoNulInText, RequestLimits, create_cost_rule
+from app.api.document_limits import (
+    MAX_ALIASES,
+    MAX_TOKENS,
+    DocumentLimits,
+    create_alias_rule,
+    create_depth_rule,
+)
 from app.api.documents import operations
 from app.api.fast_exec import FastExecutor
 from app.api.mutations import Mutation
@@ -28,8 +33,6 @@ from app.errors import AppError, BadInput
 
 log = logging.getLogger("app.api")
 
-MAX_ALIASES = 20
-MAX_TOKENS = 2000
 DOCUMENT_CACHE_SIZE = 256  # parsed and validated documents kept (module-level LRUs)
 INTERNAL_MESSAGE = "Something went wrong on our side; the request was not completed."
 
@@ -71,11 +74,15 @@ def build_schema(
     # made anew per request (as QueryDepthLimiter(...) in a factory does) never hits, which
     # cost a full validation of every request, 30-50% of the API's CPU.
     limits: list[type[ASTValidationRule]] = [
-        depth_rule(settings.max_query_depth, None, None),
-        alias_rule(MAX_ALIASES),
+        # Linear in the document (app.api.document_limits), unlike Strawberry's: a fragment's
+        # depth and aliases are counted once, not at every spread (issue 19).
+        create_depth_rule(settings.max_query_depth),
+        create_alias_rule(MAX_ALIASES),
         create_cost_rule(settings.query_cost_limit),  # app.api.cost; docs/decisions/0012
         NoNulInText,
     ]
+    if settings.profile == "production":  # on every path: POST, GET, websocket (decision 0016)
+        limits.append(NoSchemaIntrospectionCustomRule)
     documents = DocumentRegistry(only_registered=settings.trusted_documents_only)
     schema = FeedSchema(
         query=Query,
@@ -91,6 +98,8 @@ def build_schema(
             # A registered document skips the two caches (app.api.trusted): first in line.
             lambda: RegisteredDocuments(documents),
             lambda: DocumentParserCache(maxsize=DOCUMENT_CACHE_SIZE),
+            # Caps and the operation name, before validation (app.api.document_limits).
+            DocumentLimits,
             lambda: DocumentValidationCache(maxsize=DOCUMENT_CACHE_SIZE),
         ],
     )

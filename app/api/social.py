@@ -15,11 +15,11 @@ from app.api.types import (
     UserConnection,
     UserEdge,
 )
+from app.db import models
 from app.errors import BadInput
 from app.feed.rows import read_sessions
 from app.posts import keyset
-from app.social.comments import comments_page
-from app.social.follow_lists import Direction, follow_page
+from app.social.follow_lists import Direction
 from app.users.search import search_users
 
 if TYPE_CHECKING:
@@ -43,8 +43,9 @@ async def post_comments(
 ) -> CommentConnection:
     size = check_first(first)
     position = _position(after)
-    async with read_sessions(ctx.state.sessions)() as session:
-        rows, has_next = await comments_page(session, ctx.viewer(), post_id, size, position)
+    ctx.viewer()  # a bad token fails here too
+    # Batched: the comments of every post in the response in one query (app.api.loaders).
+    rows, has_next = await ctx.loaders.post_comments.load((post_id, size, position))
     edges = [
         CommentEdge(cursor=keyset.encode(c.created_at, c.id), node=Comment(row=c)) for c in rows
     ]
@@ -60,16 +61,26 @@ async def follow_list(
 ) -> UserConnection:
     size = check_first(first)
     position = _position(after)
+    ctx.viewer()
     direction = Direction.FOLLOWERS if which == "followers" else Direction.FOLLOWING
-    async with read_sessions(ctx.state.sessions)() as session:
-        rows, has_next = await follow_page(
-            session, ctx.viewer(), user_id, direction, size, position
-        )
+    # Batched like post_comments; a user across a block from the viewer has empty lists.
+    rows, has_next = await ctx.loaders.follow_lists.load((user_id, direction, size, position))
     edges = []
     for user, followed_at in rows:
         ctx.loaders.user_by_id.prime(user.id, user)
         edges.append(UserEdge(cursor=keyset.encode(followed_at, user.id), node=User(row=user)))
     return UserConnection(edges=edges, page_info=page_info(edges, has_next, bool(position)))
+
+
+async def profile(ctx: Context, row: models.User) -> User:
+    """A user asked for by handle (or changed by a graph mutation) as the viewer may see
+    them: across a block, either way, without their graph (counts read 0; the lists are
+    empty already). Users reached any other way (authors of visible posts and comments,
+    list members, search results) are never across a block from the viewer."""
+    viewer_id = ctx.viewer()
+    if viewer_id is None or viewer_id == row.id:
+        return User(row=row)
+    return User(row=row, graph_hidden=await ctx.loaders.graph_hidden.load(row.id))
 
 
 async def find_users(ctx: Context, prefix: str, first: int | None) -> list[User]:

@@ -23,10 +23,12 @@ from app.api.context import Context
 from app.api.frames import SendText, SocketFrames, feed_update
 from app.api.loaders import Loaders
 from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
+from app.api.socket_limits import count_subscribe, subscription_caps, subscription_refusal
 from app.api.types import FeedUpdate
 from app.auth.tokens import header_claims
 from app.errors import AppError, BadInput
 from app.realtime.hub import Hub
+from app.realtime.leases import CapReached
 from app.realtime.settings import get_realtime_settings
 
 # Scope key under which app.web puts the connection's transport `abort` (uvicorn): a peer
@@ -157,7 +159,20 @@ class Subscription:
         if context.send_text is not None and get_realtime_settings().prepared_frames:
             raw = websocket.scope.get(RAW_FRAMES_KEY)
             frames = SocketFrames.open(info, context.operation_id, context.send_text, raw)
-        subscriber = await hub.subscribe(viewer_id, close, frames)
+        # Budgets first: a refusal costs one Redis round trip, never a SUBSCRIBE or SQL.
+        settings = get_realtime_settings()
+        address = context.client_ip()
+        await count_subscribe(context.state.redis, settings, viewer_id, address)
+        try:
+            hold = await hub.leases.acquire(subscription_caps(settings, viewer_id, address))
+        except CapReached as full:
+            raise subscription_refusal(full.cap) from None
+        context.on_detach(lambda: hub.release_soon(hold))
+        try:
+            subscriber = await hub.subscribe(viewer_id, close, frames)
+        except BaseException:
+            hub.release_soon(hold)
+            raise
         context.on_detach(lambda: hub.unsubscribe(subscriber))
         try:
             if frames is not None:
@@ -167,3 +182,4 @@ class Subscription:
                 yield feed_update(await subscriber.next())
         finally:
             hub.unsubscribe(subscriber)
+            hub.release_soon(hold)

@@ -21,6 +21,7 @@ app/web.py (`FeedGraphQL`), graphql-transport-ws in app/api/websocket.py (`handl
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.http import GraphQLRequestData
 from strawberry.schema.schema import validate_document
 
+from app.api.document_limits import measure, operation_name_error, shape_error
 from app.api.documents import DOCUMENT_ID_PREFIX, sha256_hex
 from app.errors import BadInput, PersistedQueryNotFound
 
@@ -105,7 +107,9 @@ class DocumentRegistry:
             document = parse(text, max_tokens=max_tokens)
             if not _runnable(schema, document):
                 continue
-            errors = validate_document(schema, document, self.rules)
+            shape = measure(document)
+            refused = shape_error(shape) or operation_name_error(shape, None)
+            errors = [refused] if refused else validate_document(schema, document, self.rules)
             if errors:
                 invalid[name] = [e.message for e in errors]
                 continue
@@ -213,13 +217,20 @@ class RegisteredDocuments(SchemaExtension):
 
 
 class DocumentParserCache(ParserCache):
-    """Strawberry's ParserCache, except for a document an earlier extension resolved."""
+    """Strawberry's ParserCache, except for a document an earlier extension resolved, and
+    for a text that does not parse: that one is left to Strawberry's own parse step, which
+    reports the syntax error (or the token limit) as a request error on every transport.
+    Raised from here, it escaped the websocket's operation as a bare `complete`."""
 
     def on_parse(self) -> Iterator[None]:
-        if self.execution_context.graphql_document is not None:
-            yield
-        else:
-            yield from super().on_parse()
+        context = self.execution_context
+        if context.graphql_document is None and context.query:
+            # On a syntax error Strawberry parses it again (up to the error) inside its checks.
+            with contextlib.suppress(GraphQLError):
+                context.graphql_document = self.cached_parse_document(
+                    context.query, **context.parse_options
+                )
+        yield
 
 
 class DocumentValidationCache(ValidationCache):

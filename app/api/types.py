@@ -125,13 +125,15 @@ class User:
         resolver=_user_following, init=False, description="Whom this user follows, newest first."
     )
 
-    def __init__(self, row: models.User | FeedAuthor) -> None:
+    def __init__(self, row: models.User | FeedAuthor, graph_hidden: bool = False) -> None:
+        """`graph_hidden`: the user is across a block from the viewer, who sees none of their
+        graph (app.api.social.profile; decision 0018)."""
         self.row = row
         self.id = strawberry.ID(str(row.id))
         self.handle = row.handle
         self.display_name = row.display_name
-        self.follower_count = row.follower_count
-        self.following_count = row.following_count
+        self.follower_count = 0 if graph_hidden else row.follower_count
+        self.following_count = 0 if graph_hidden else row.following_count
         self.fanout_mode = FanoutMode.PULL if row.fanout_mode == FANOUT_PULL else FanoutMode.PUSH
 
 

@@ -9,6 +9,11 @@ long-lived socket needs that a request does not.
   within TOKEN_RECHECK_SECONDS after it was logged out or outdated (app.auth.revocation).
 - A message size limit equal to the HTTP body limit (close 1009).
 - Close reasons that say what to send (4403 carries the reason the token was refused).
+- Limits (app.api.socket_limits, decision 0017): sockets per address and per account (4429),
+  operations at once per socket, and each operation takes an admission slot (app.admission)
+  until its first result, as an HTTP request does.
+- Every refusal of an operation is an `error` message with `extensions.code`, syntax errors
+  included (Strawberry closed the socket, or logged a traceback and sent a bare `complete`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-from starlette.websockets import WebSocketDisconnect, WebSocketState
+from graphql import GraphQLError
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry.asgi import ASGIWebSocketAdapter
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http.exceptions import (
@@ -39,14 +46,29 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     Message,
     SubscribeMessage,
 )
+from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.unset import UnsetType
 from strawberry.utils.aio import aclosing
 
+from app.admission import MESSAGE as OVERLOADED_MESSAGE
+from app.admission import RETRY_AFTER_SECONDS, SLOTS_SCOPE_KEY, Slots
+from app.api.socket_limits import (
+    CLOSE_TOO_MANY,
+    address_socket_caps,
+    operations_refusal,
+    socket_refusal,
+    user_socket_caps,
+)
 from app.api.subscriptions import OperationContext, SocketContext
 from app.api.trusted import DocumentRefused
 from app.auth import revocation
+from app.errors import BadInput, Overloaded
+from app.realtime.leases import CapReached, Hold
+from app.realtime.settings import get_realtime_settings
 
 if TYPE_CHECKING:
+    from strawberry.schema.schema import StreamResult
+
     from app.api.schema import FeedSchema
 
 CLOSE_TOO_BIG = 1009  # RFC 6455: a message too big to process
@@ -54,8 +76,25 @@ CLOSE_FORBIDDEN = 4403
 MAX_REASON_BYTES = 123  # RFC 6455: a close reason fits in a control frame
 
 
+SUBPROTOCOL_MESSAGE = (
+    "This endpoint speaks the graphql-transport-ws subprotocol only: send "
+    "`Sec-WebSocket-Protocol: graphql-transport-ws` (the graphql-ws npm client does)."
+)
+
+
 class MessageTooBig(Exception):
     pass
+
+
+async def refuse_subprotocol(websocket: WebSocket) -> None:
+    """A handshake that does not offer graphql-transport-ws (the legacy `graphql-ws`, or
+    none) is refused before the socket opens: HTTP 400 with a GraphQL error body where the
+    server can send one (uvicorn can), else 403. Nothing is accepted and then closed."""
+    error = {"message": SUBPROTOCOL_MESSAGE, "extensions": {"code": BadInput.code}}
+    try:
+        await websocket.send_denial_response(JSONResponse({"errors": [error]}, status_code=400))
+    except RuntimeError:  # no denial-response extension: the server answers 403
+        await websocket.close(code=1002)
 
 
 def close_reason(text: str) -> str:
@@ -115,10 +154,34 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         self._expiry: asyncio.TimerHandle | None = None
         self._recheck: asyncio.Task[None] | None = None
         self._op_contexts: dict[str, OperationContext] = {}
+        self._holds: list[Hold] = []  # this socket's leases (per address, per account)
+        self._slot_held: set[str] = set()  # operations holding an admission slot
+        self.max_operations = get_realtime_settings().operations_per_socket
+        self.max_subscriptions_per_connection = None  # Strawberry's untyped check: ours instead
+
+    @property
+    def _slots(self) -> Slots | None:
+        slots = self.websocket.ws.scope.get(SLOTS_SCOPE_KEY)
+        return slots if isinstance(slots, Slots) else None
+
+    async def _hold(self, caps: list[Any]) -> bool:
+        """Take this socket's place under `caps`; else close it (4429) and say so."""
+        hub = self.context.hub
+        if hub is None:
+            return True
+        try:
+            self._holds.append(await hub.leases.acquire(caps))
+        except CapReached as full:
+            with contextlib.suppress(Exception):
+                await self.websocket.close(CLOSE_TOO_MANY, close_reason(socket_refusal(full.cap)))
+            return False
+        return True
 
     async def handle(self) -> None:
+        settings = get_realtime_settings()
         try:
-            await super().handle()
+            if await self._hold(address_socket_caps(settings, self.context.client_ip())):
+                await super().handle()
         except MessageTooBig:
             limit = self.websocket.max_bytes
             with contextlib.suppress(Exception):
@@ -128,6 +191,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
                 self._expiry.cancel()
             if self._recheck is not None:
                 self._recheck.cancel()
+            hub = self.context.hub
+            for hold in self._holds:
+                if hub is not None:
+                    hub.release_soon(hold)
 
     async def handle_message(self, message: Any) -> None:
         if not isinstance(message, dict):
@@ -167,6 +234,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             detail = exc.payload.get("message") if isinstance(exc.payload, dict) else None
             reason = f"Forbidden: {detail}" if detail else "Forbidden"
             await self.websocket.close(code=CLOSE_FORBIDDEN, reason=close_reason(reason))
+            return
+        if self.context.viewer_id is not None and not await self._hold(
+            user_socket_caps(get_realtime_settings(), self.context.viewer_id)
+        ):
             return
         if isinstance(ack, UnsetType):
             await self.send_message({"type": "connection_ack"})
@@ -241,13 +312,30 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
                 )
                 return
             payload["query"] = query
+            if len(self.operations) >= self.max_operations:
+                refused = GraphQLError(
+                    str(operations_refusal(self.max_operations)),
+                    original_error=operations_refusal(self.max_operations),
+                )
+                await self._send_error(message["id"], [refused])
+                return
         await super().handle_subscribe(message)
+
+    async def _send_error(self, operation_id: str, errors: list[GraphQLError]) -> None:
+        """An `error` message for an operation that never ran: codes as over HTTP."""
+        self.schema.process_errors(errors)
+        payload = [error.formatted for error in errors]
+        await self.send_message(
+            cast(Message, {"id": operation_id, "type": "error", "payload": payload})
+        )
 
     async def run_operation(self, operation: Operation[SocketContext, None]) -> None:
         """Strawberry's, with a context (and DataLoaders) of the operation's own."""
         op_context = self.context.for_operation(operation.id, self.websocket.send_text)
         self._op_contexts[operation.id] = op_context
         try:
+            if not await self._admit(operation):
+                return
             result_source = await self.schema.stream(
                 operation.query,
                 variable_values=operation.variables,
@@ -264,6 +352,12 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             return
         except WebSocketDisconnected:
             return  # the peer is gone: nothing left to tell it
+        except GraphQLError as error:
+            # A parse error raised by the parser cache's extension, outside Strawberry's own
+            # handling: BAD_USER_INPUT over HTTP, an `error` message here.
+            self.schema.process_errors([error])
+            with contextlib.suppress(WebSocketDisconnected):
+                await operation.send_initial_errors([error])
         except Exception as error:
             await self.handle_task_exception(error)
             with contextlib.suppress(Exception):
@@ -271,9 +365,69 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             self.operations.pop(operation.id, None)
             raise
         finally:
+            self._release_slot(operation.id)
             op_context.detach()
             if self._op_contexts.get(operation.id) is op_context:
                 del self._op_contexts[operation.id]
+
+    async def _admit(self, operation: Operation[SocketContext, None]) -> bool:
+        """An admission slot (app.admission) until the operation's first result: a query or
+        mutation over a socket waits and is refused like one over HTTP, and a subscription
+        pays its setup (SQL, Redis) inside the same bound. False: refused and told so."""
+        slots = self._slots
+        if slots is None:
+            return True
+        refused = await slots.acquire()
+        if refused is not None:
+            error = GraphQLError(
+                OVERLOADED_MESSAGE,
+                original_error=Overloaded(OVERLOADED_MESSAGE, retry_after=RETRY_AFTER_SECONDS),
+            )
+            self.schema.process_errors([error])
+            await operation.send_initial_errors([error])
+            return False
+        self._slot_held.add(operation.id)
+        return True
+
+    def _release_slot(self, operation_id: str) -> None:
+        if operation_id in self._slot_held:
+            self._slot_held.discard(operation_id)
+            slots = self._slots
+            if slots is not None:
+                slots.release()
+
+    async def _send_result_stream(
+        self, operation: Operation[SocketContext, None], result_source: StreamResult
+    ) -> None:
+        """Strawberry's, plus: the admission slot is given back after the first result, and a
+        request error (bad variables; a subscription refused by a budget or a cap before its
+        first event) gets an `error` message, as the protocol asks, not a `next`."""
+        first = True
+        async for result in result_source:
+            if first and isinstance(result, PreExecutionError):
+                self._release_slot(operation.id)
+                await self._handle_pre_execution_error(operation, result)
+                return
+            if not isinstance(result, ExecutionResult):
+                self._release_slot(operation.id)
+                await self._reject_incremental_delivery(operation)
+                return
+            if first and _refused_before_running(result):
+                self._release_slot(operation.id)
+                await operation.send_initial_errors(list(result.errors or ()))
+                return
+            await operation.send_next(result)
+            if first:
+                first = False
+                self._release_slot(operation.id)
+
+    async def _handle_pre_execution_error(
+        self, operation: Operation[SocketContext, None], result: PreExecutionError
+    ) -> None:
+        """Errors before execution are `error` messages: Strawberry closed the socket (4400)
+        for a syntax error or an unknown operation name, which HTTP answers as a request
+        error and the protocol as an `error` message."""
+        await operation.send_initial_errors(list(result.errors or ()))
 
     async def cleanup_operation(self, operation_id: str) -> None:
         # Stop live frames now: the task's cancellation only lands on the next loop turn.
@@ -281,3 +435,11 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         if op_context is not None and operation_id in self.operations:
             op_context.detach()
         await super().cleanup_operation(operation_id)
+
+
+def _refused_before_running(result: ExecutionResult) -> bool:
+    """A request error, nothing ran: no data, and no error belongs to a field (no `path`):
+    variables that do not coerce, a subscription refused by a budget or a cap before its
+    source stream started. Field errors keep their `next` (with `data`), as over HTTP."""
+    errors = result.errors or []
+    return result.data is None and bool(errors) and all(e.path is None for e in errors)

@@ -188,3 +188,19 @@ class IdempotencyKey(Base):
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     post_id: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class CommentIdempotencyKey(Base):
+    """addComment's keys, apart from createPost's: a key names one comment of its user (on
+    the post recorded with it), kept after the comment is deleted so a late retry is refused
+    rather than made again (app.social.engagement.add_comment)."""
+
+    __tablename__ = "comment_idempotency_keys"
+
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    comment_id: Mapped[int] = mapped_column(BigInteger)
+    post_id: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

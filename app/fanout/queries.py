@@ -1,11 +1,17 @@
-"""The SQL only the write path needs: active followers by keyset."""
+"""The SQL only the write path needs: (active) followers by keyset, and which posts still
+reach followers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.types import BigInteger
+
+from app.posts.visibility import reaches_followers_sql
 
 # One row holding an array: asyncpg decodes bigint[] in C, where 50,000 rows through the ORM's
 # result machinery cost 2-3x the query itself (profiled in the splitter).
@@ -18,6 +24,20 @@ _ACTIVE_FOLLOWERS = text(
     )
     """
 )
+
+_FOLLOWERS = text(
+    """
+    SELECT ARRAY(
+        SELECT follower_id FROM follows
+        WHERE followee_id = :author AND follower_id > :after
+        ORDER BY follower_id LIMIT :n
+    )
+    """
+)
+
+_REACHING = text(
+    f"SELECT id FROM posts p WHERE id = ANY(:ids) AND {reaches_followers_sql('p')}"
+).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
 
 
 def active_since(active_days: int) -> datetime:
@@ -32,3 +52,18 @@ async def active_followers(
         _ACTIVE_FOLLOWERS, {"author": author_id, "after": after, "since": since, "n": limit}
     )
     return list(ids or ())
+
+
+async def followers(session: AsyncSession, author_id: int, after: int, limit: int) -> list[int]:
+    """Every follower id above `after` (active or not), in id order: one range scan."""
+    ids = await session.scalar(_FOLLOWERS, {"author": author_id, "after": after, "n": limit})
+    return list(ids or ())
+
+
+async def reaching_posts(session: AsyncSession, post_ids: Sequence[int]) -> set[int]:
+    """Those of `post_ids` that may still reach followers (alive, not PRIVATE): one PK
+    lookup."""
+    if not post_ids:
+        return set()
+    rows = await session.execute(_REACHING, {"ids": [int(p) for p in post_ids]})
+    return {r[0] for r in rows}

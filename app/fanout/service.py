@@ -19,7 +19,7 @@ from app.db.models import FANOUT_PULL, Follow, Post, User, Visibility
 from app.fanout import lanes
 from app.fanout.lanes import Enqueue
 from app.fanout.modes import ModeDecision, resolve_mode
-from app.fanout.queries import active_followers, active_since
+from app.fanout.queries import active_followers, active_since, followers, reaching_posts
 from app.observability.metrics import POST_TO_TIMELINE, TIMELINE_INSERTS
 from app.posts.ids import created_ms
 from app.posts.queries import author_posts, followee_posts
@@ -48,6 +48,12 @@ class FanoutNotifier(Protocol):
         self, author_id: int, post_id: int, created_ms: int, visibility: str
     ) -> None:
         """A pull-mode author posted: one message per author, not per follower."""
+
+    async def withdrawn(
+        self, post_ids: Sequence[int], user_ids: Sequence[int], *, final: bool
+    ) -> None:
+        """These posts no longer reach these users (deleted when `final`, else made PRIVATE):
+        take them out of the users' live counts. Raises on failure, so the job is retried."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +203,14 @@ class FanoutService:
             POST_TO_TIMELINE.observe(max(0.0, time.time() - score / 1000))
         TIMELINE_INSERTS.inc(written)
         if self.notifier is not None:
-            await self.notifier.delivered(author_id, entries, user_ids)
+            # Checked after the timeline writes, right before counting: a post deleted or
+            # made PRIVATE while this batch waited (queue lag) is not announced. Readers
+            # filter the timeline entry; a count would stay until the next first page.
+            async with self.sessions() as session:
+                alive = await reaching_posts(session, [int(e[0]) for e in entries])
+            counted = [e for e in entries if int(e[0]) in alive]
+            if counted:
+                await self.notifier.delivered(author_id, counted, user_ids)
         return written
 
     async def backfill_follow(self, follower_id: int, followee_id: int) -> int:
@@ -248,15 +261,44 @@ class FanoutService:
     async def post_changed(self, post_id: int) -> None:
         """Timelines hold ids and readers read bodies with the rows, so an edit changes
         nothing here; a delete leaves the author index (readers re-check every id anyway:
-        this only saves them work)."""
+        this only saves them work). A post that no longer reaches followers (deleted, or
+        PRIVATE now) leaves their live counts. The row is read now, not from the event, so
+        a narrowing undone before this ran (PRIVATE, then FOLLOWERS again) lowers nothing;
+        every step is idempotent, so a retried or replayed job changes nothing more."""
         async with self.sessions() as session:
             row = (
                 await session.execute(
-                    select(Post.author_id, Post.deleted_at).where(Post.id == post_id)
+                    select(Post.author_id, Post.deleted_at, Post.visibility).where(
+                        Post.id == post_id
+                    )
                 )
             ).one_or_none()
-        if row is not None and row.deleted_at is not None:
+        if row is None:
+            return
+        deleted = row.deleted_at is not None
+        if deleted:
             await self.store.remove_author_post(row.author_id, post_id)
+        if deleted or row.visibility == Visibility.PRIVATE:
+            await self.withdraw_from_counts(row.author_id, post_id, final=deleted)
+
+    async def withdraw_from_counts(self, author_id: int, post_id: int, *, final: bool) -> int:
+        """Take the post out of the live counts of every follower of its author, a page of
+        `fanout_batch_size` followers at a time. Every follower, active or not: a pull-mode
+        post is counted for any follower with a socket. Counts hold the post only for
+        followers (an unfollow or block removed it), and removing it where it is absent
+        changes nothing. Returns the followers visited."""
+        if self.notifier is None:
+            return 0
+        size, after, visited = self.settings.fanout_batch_size, 0, 0
+        while True:
+            async with self.sessions() as session:
+                page = await followers(session, author_id, after, size)
+            if page:
+                await self.notifier.withdrawn([post_id], page, final=final)
+                visited += len(page)
+            if len(page) < size:
+                return visited
+            after = page[-1]
 
 
 async def _follows(session: AsyncSession, follower_id: int, followee_id: int) -> bool:

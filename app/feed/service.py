@@ -40,14 +40,14 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.errors import CursorExpired
+from app.errors import CursorExpired, Unavailable
 from app.feed import rows as sql
 from app.feed.cursor import Cursor, Keyset, SessionPosition
 from app.feed.hot_cache import CoalescingCache
@@ -63,6 +63,7 @@ from app.feed.rows import (
     read_sessions,
 )
 from app.feed.sessions import FeedSession, FeedSessionStore, OpenSessions, candidates_signature
+from app.feed.verified import VerifiedPages, VerifiedWindow
 from app.observability.metrics import (
     FEED_CACHE,
     FEED_CANDIDATES,
@@ -267,6 +268,8 @@ class FeedService:
         self.loop_lag = LoopLag()
         # Each viewer's last RANKED session and what it was ranked from (see module doc).
         self.open_sessions = OpenSessions(settings.feed_session_reuse_seconds)
+        # What each viewer's last session page's filter allowed, for a PostgreSQL outage.
+        self.verified = VerifiedPages(settings.feed_authz_ttl_seconds)
         # Served and reported posts, written in batches off the request path; RANKED puts
         # the ones a viewer has seen behind the unseen (app.feed.impressions).
         self.impressions = ImpressionLog(
@@ -447,9 +450,41 @@ class FeedService:
             FEED_CURSOR_EXPIRED.inc()
             raise CursorExpired("This feed session has expired; load the feed again from the top.")
         stages.done("session")
-        return await self._from_session(
-            viewer_id, frozen, cursor.position, first, stages, extras, True
-        )
+        try:
+            return await self._from_session(
+                viewer_id, frozen, cursor.position, first, stages, extras, True
+            )
+        except Unavailable:
+            page = self._verified_page(viewer_id, frozen, cursor.position, first, extras)
+            if page is None:
+                raise
+            FEED_DEGRADED.labels("postgres_down").inc()
+            return page
+
+    def _verified_page(
+        self,
+        viewer_id: int,
+        frozen: FeedSession,
+        position: int,
+        first: int,
+        extras: PageExtras,
+    ) -> FeedPage | None:
+        """PostgreSQL is out of reach: the page from `position` as the viewer's verified window
+        of this session allowed it, if that check is within FEED_AUTHZ_TTL_SECONDS (degraded);
+        None when no fresh check holds the position (app.feed.verified)."""
+        window = self.verified.fresh(viewer_id, frozen.session_id, position)
+        if window is None:
+            return None
+        found = window.rows_from(position)[:first]
+        if not found and window.end < len(frozen.ids):
+            return None  # the rest of the window is hidden; what follows was not checked
+        taken = [(row, SessionPosition(frozen.session_id, p + 1)) for p, row in found]
+        after = found[-1][0] + 1 if found else window.end
+        has_next = after < len(frozen.ids) or frozen.tail is not None
+        extras.authors.update(window.authors)
+        extras.liked.update(window.liked)
+        extras.covered.update(row.post_id for row, _ in taken)
+        return FeedPage(taken, has_next, frozen.session_id, True)
 
     async def _from_session(
         self,
@@ -466,19 +501,27 @@ class FeedService:
         taken: list[tuple[FeedRow, Cursor]] = []
         ids = frozen.ids
         # Every id is re-checked now: deletes, blocks and unfollows apply at once, and the
-        # gaps they leave are filled from the following positions.
+        # gaps they leave are filled from the following positions. The check reads one page
+        # ahead, kept as the viewer's verified window for a PostgreSQL outage (decision 0019).
+        ahead = first if self.verified.ttl > 0 else 0
+        checked: list[tuple[int, FeedRow]] = []
+        start, at = position, time.monotonic()
         while len(taken) < first and position < len(ids):
-            chunk = ids[position : position + first - len(taken) + 5]
+            chunk = ids[position : position + first - len(taken) + 5 + ahead]
             visible = await self._filter(viewer_id, chunk, extras)
-            for offset, post_id in enumerate(chunk):
+            for offset, post_id in enumerate(chunk, position):
                 row = visible.get(post_id)
                 if row is not None:
-                    taken.append((row, SessionPosition(frozen.session_id, position + offset + 1)))
-                    if len(taken) == first:
-                        position += offset + 1
-                        break
-            else:
-                position += len(chunk)
+                    checked.append((offset, row))
+                    if len(taken) < first:
+                        taken.append((row, SessionPosition(frozen.session_id, offset + 1)))
+            position += len(chunk)
+        if ahead and position > start:
+            window = VerifiedWindow(frozen.session_id, start, position, checked, at=at)
+            window.authors, window.liked = extras.authors, extras.liked
+            self.verified.remember(viewer_id, window)
+        if len(taken) == first:
+            position = cast(SessionPosition, taken[-1][1]).position
         stages.done("filter")
         if position < len(ids):
             return FeedPage(taken, True, frozen.session_id, False)

@@ -37,10 +37,10 @@ _OLDEST_AGE = text(
 )
 
 
-_PUBLISHED_POSTS = text(
+_PUBLISHED_EVENTS = text(
     """
-    SELECT id, (payload->>'post_id')::bigint AS post_id FROM outbox
-    WHERE event_type = :event_type AND published_at IS NOT NULL AND id > :after
+    SELECT id, event_type, payload FROM outbox
+    WHERE published_at IS NOT NULL AND id > :after
       AND published_at < now() - make_interval(secs => :grace)
       AND published_at > now() - make_interval(secs => :window)
     ORDER BY id LIMIT :n
@@ -48,20 +48,27 @@ _PUBLISHED_POSTS = text(
 )
 
 
-async def published_posts(
+@dataclass(frozen=True)
+class Published:
+    event_id: int
+    event_type: str
+    payload: dict[str, Any]
+
+
+async def published_events(
     engine: AsyncEngine, grace_seconds: float, window_seconds: float, after: int, limit: int
-) -> list[tuple[int, int]]:
-    """(event id, post id) of PostCreated events relayed between `window` and `grace` seconds
-    ago, above event id `after`: the fan-outs the reconciler checks (jobs.reconcile)."""
+) -> list[Published]:
+    """Events relayed between `window` and `grace` seconds ago, above event id `after`, in
+    id order: what the reconciler checks (jobs.reconcile)."""
     params = {
-        "event_type": events.POST_CREATED,
         "grace": grace_seconds,
         "window": window_seconds,
         "after": after,
         "n": limit,
     }
     async with engine.connect() as conn:
-        return [(r.id, r.post_id) for r in await conn.execute(_PUBLISHED_POSTS, params)]
+        rows = await conn.execute(_PUBLISHED_EVENTS, params)
+        return [Published(r.id, r.event_type, r.payload) for r in rows]
 
 
 async def oldest_unpublished_seconds(engine: AsyncEngine) -> float:

@@ -2,7 +2,8 @@
 
 The rule, read against the current rows (never a cache):
 - a deleted post is seen by nobody; the author sees every other post of theirs;
-- a block, either way, lets nothing flow between two users;
+- a block, either way, lets nothing flow between two users: neither sees the other's posts,
+  comments, or graph (follower and following lists and counts: decision 0018);
 - PUBLIC posts are seen by anyone (anonymous readers see only these), FOLLOWERS posts by the
   author's followers, PRIVATE posts by the author alone;
 - a home feed, a timeline, a live count or a pull shows another user's post only to a
@@ -17,7 +18,9 @@ expressions (a table alias such as "p", a parameter such as "$2" or ":viewer").
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, BindParameter, TextClause, bindparam, text
+from collections.abc import Sequence
+
+from sqlalchemy import ARRAY, BigInteger, BindParameter, TextClause, bindparam, text
 
 from app.db.models import Visibility
 
@@ -90,6 +93,19 @@ def blocked_between(a: int, b: int) -> TextClause:
     """`blocked_sql` as a boolean SELECT for two known users."""
     return text(f"SELECT {blocked_sql(':blocked_a', ':blocked_b')}").bindparams(
         _user_id("blocked_a", a), _user_id("blocked_b", b)
+    )
+
+
+def blocked_among(viewer_id: int, user_ids: Sequence[int]) -> TextClause:
+    """`blocked_sql` as a SELECT of the users among `user_ids` across a block from the
+    viewer (either way)."""
+    query = (
+        "SELECT u.id FROM unnest(CAST(:among AS bigint[])) AS u(id)"
+        f" WHERE {blocked_sql(':among_viewer', 'u.id')}"
+    )
+    return text(query).bindparams(
+        _user_id("among_viewer", viewer_id),
+        bindparam("among", list(user_ids), type_=ARRAY(BigInteger)),
     )
 
 

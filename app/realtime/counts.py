@@ -11,6 +11,13 @@ timeline cleanup may not have run. `stop_counting` (run by the graph mutation ri
 commit) marks the pair in `fuc:{<user>}` and removes that author's counted posts, and every
 count script rejects the author's posts older than the mark. A later (re)follow only lowers
 the mark to the follow time: posts made since count again, older ones never resurface.
+
+Why a delete leaves the counts on its own too: a deleted (or newly PRIVATE) post must not stay
+"new" until the next first page. `forget_posts` (run by the post-change job) removes it from
+every follower's count (ZREM: only where it was counted, never twice) and announces the lower
+count; for a delete it also leaves a tombstone `p<post_id>` in the stop-marks key of each
+online follower, so a fan-out batch or pull-mode delivery already past its own SQL check
+cannot count the post again after it was removed.
 """
 
 from __future__ import annotations
@@ -41,8 +48,8 @@ STOPPED = 2**53 - 1
 # Add posts to many users' counts. KEYS: per user its count key, then its stop-marks key.
 # ARGV: ttl, max, now_ms, mode, channel prefix, n, na, then n triples score, member, author
 # index (1..na; 0 = author unknown), then na author ids, then one user id per key pair.
-# A post whose author has a stop mark >= its score is not counted for that user: one ZSCORE
-# per user (ZMSCORE with several authors), only when authors are given.
+# A post whose author has a stop mark >= its score, or that has a tombstone `p<post_id>` (a
+# delete), is not counted for that user: one ZMSCORE per user over the authors and posts.
 # mode 'p': publish "count:latest:now" to <prefix><id> when the count grew; returns publishes.
 # mode 'r': publish nothing; returns a flat list count1, latest1, count2, latest2, ...
 ADD = LuaScript(
@@ -57,29 +64,25 @@ for j = 1, n do
   zargs[#zargs + 1] = ARGV[b]
   zargs[#zargs + 1] = ARGV[b + 1]
 end
-local authors = {}
-for a = 1, na do authors[a] = ARGV[7 + 3 * n + a] end
+local names = {}
+for a = 1, na do names[a] = ARGV[7 + 3 * n + a] end
+for j = 1, n do names[na + j] = 'p' .. members[j] end
 local base = 7 + 3 * n + na
 local out, published = {}, 0
 for i = 1, #KEYS / 2 do
   local key = KEYS[2 * i - 1]
   local z = zargs
-  if na > 0 then
-    local marks
-    if na == 1 then
-      marks = {redis.call('ZSCORE', KEYS[2 * i], authors[1])}
-    else
-      marks = redis.call('ZMSCORE', KEYS[2 * i], unpack(authors))
-    end
+  if n > 0 then
+    local marks = redis.call('ZMSCORE', KEYS[2 * i], unpack(names))
     local marked = false
-    for a = 1, na do
-      if marks[a] then marked = true end
+    for k = 1, na + n do
+      if marks[k] then marked = true end
     end
     if marked then
       z = {}
       for j = 1, n do
         local mark = owner[j] > 0 and marks[owner[j]]
-        if not mark or scores[j] > tonumber(mark) then
+        if not marks[na + j] and (not mark or scores[j] > tonumber(mark)) then
           z[#z + 1] = scores[j]
           z[#z + 1] = members[j]
         end
@@ -133,12 +136,12 @@ return {}
 )
 
 
-def _publish_count(channel: str, now: str) -> str:
-    """Lua that publishes the count in KEYS[1] and its newest post's ms to `channel`, as
-    `decode_count` reads it (`channel` and `now` are Lua expressions)."""
+def _publish_count(channel: str, now: str, key: str = "KEYS[1]") -> str:
+    """Lua that publishes the count in `key` and its newest post's ms to `channel`, as
+    `decode_count` reads it (`channel`, `now` and `key` are Lua expressions)."""
     return f"""
-  local card = redis.call('ZCARD', KEYS[1])
-  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  local card = redis.call('ZCARD', {key})
+  local top = redis.call('ZRANGE', {key}, -1, -1, 'WITHSCORES')
   redis.call('PUBLISH', {channel}, card .. ':' .. (top[2] or '0') .. ':' .. {now})
 """
 
@@ -151,6 +154,38 @@ DROP = LuaScript(
 local removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 3))
 if removed > 0 then{_publish_count("ARGV[2]", "ARGV[1]")}end
 return removed
+""",
+)
+
+# Forget posts that no longer reach followers, for many users. KEYS: per user its count key,
+# then its stop-marks key. ARGV: now_ms, channel prefix, ttl, prune_before ms, n, n post ids,
+# then per user its id and '1' to leave tombstones `p<post_id>` (score now) in its stop marks,
+# else '0'. Each user whose count shrank gets the new count and the newest remaining post's
+# ms. Returns how many users' counts shrank.
+FORGET = LuaScript(
+    "forget",
+    f"""
+local now, prefix, ttl, prune = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local n = tonumber(ARGV[5])
+local posts, tombs = {{}}, {{}}
+for j = 1, n do
+  posts[j] = ARGV[5 + j]
+  tombs[2 * j - 1] = now
+  tombs[2 * j] = 'p' .. ARGV[5 + j]
+end
+local base = 5 + n
+local lowered = 0
+for i = 1, #KEYS / 2 do
+  local key, channel = KEYS[2 * i - 1], prefix .. ARGV[base + 2 * i - 1]
+  if ARGV[base + 2 * i] == '1' then
+    redis.call('ZADD', KEYS[2 * i], unpack(tombs))
+    redis.call('ZREMRANGEBYSCORE', KEYS[2 * i], '-inf', '(' .. prune)
+    redis.call('EXPIRE', KEYS[2 * i], ttl)
+  end
+  if redis.call('ZREM', key, unpack(posts)) > 0 then
+    lowered = lowered + 1{_publish_count("channel", "now", "key")}  end
+end
+return lowered
 """,
 )
 
@@ -209,14 +244,18 @@ def _user_keys(user_ids: Sequence[int]) -> list[str]:
     return [k for u in user_ids for k in (keys.count_key(u), stops_key(u))]
 
 
+def _chunks(redis: AnyRedis, user_ids: Sequence[int]) -> list[Sequence[int]]:
+    """SCRIPT_KEYS users per script call on a standalone server, one on a cluster (a
+    script's keys must share a slot)."""
+    size = 1 if isinstance(redis, RedisCluster) else SCRIPT_KEYS
+    return [user_ids[i : i + size] for i in range(0, len(user_ids), size)]
+
+
 async def _eval_users(
     redis: AnyRedis, script: LuaScript, user_ids: Sequence[int], head: Sequence[Any]
 ) -> list[Any]:
-    """ADD over many users: chunks of SCRIPT_KEYS users on a standalone server, one user per
-    call on a cluster (a script's keys must share a slot), all calls pipelined."""
-    size = 1 if isinstance(redis, RedisCluster) else SCRIPT_KEYS
-    chunks = [user_ids[i : i + size] for i in range(0, len(user_ids), size)]
-    calls = [(_user_keys(ids), [*head, *ids]) for ids in chunks]
+    """ADD over many users, in `_chunks`, all calls pipelined."""
+    calls = [(_user_keys(ids), [*head, *ids]) for ids in _chunks(redis, user_ids)]
     return await run_script_many(redis, script, calls)
 
 
@@ -408,6 +447,42 @@ async def stop_counting(
             removed += gone
             PUBLISHED.labels("reset").inc()
     return removed
+
+
+async def forget_posts(
+    redis: AnyRedis,
+    user_ids: Sequence[int],
+    post_ids: Sequence[int],
+    settings: RealtimeSettings | None = None,
+    *,
+    final: bool,
+) -> int:
+    """These posts stopped reaching these users (deleted, or made PRIVATE): remove them
+    from the users' counts and announce each count that shrank, with the newest remaining
+    post's time (or none). Where a post was not counted nothing changes, so a retried or
+    replayed job lowers nothing twice. Returns the number of users whose count shrank.
+
+    `final` (a delete, which is never undone): online users also get a tombstone per post, so
+    a raise already under way (a fan-out batch or a pull-mode delivery that read the post
+    alive just before the delete) counts nothing once this ran. Offline users need none:
+    counts are raised only for online users, and every raise checks the post in SQL first.
+    A narrowing leaves no tombstone, as widening again must let the post count."""
+    if not user_ids or not post_ids:
+        return 0
+    settings = settings or get_realtime_settings()
+    ids = list(user_ids)
+    online = set(await online_users(redis, ids, settings)) if final else set()
+    prefix = keys.Channels.for_redis(redis, settings.namespace).user_prefix
+    ttl = settings.count_ttl_seconds
+    now = now_ms()
+    head = [now, prefix, ttl, now - ttl * 1000, len(post_ids), *(int(p) for p in post_ids)]
+    calls = [
+        (_user_keys(chunk), [*head, *(x for u in chunk for x in (u, int(u in online)))])
+        for chunk in _chunks(redis, ids)
+    ]
+    lowered = sum(int(r) for r in await run_script_many(redis, FORGET, calls))
+    PUBLISHED.labels("reset").inc(lowered)
+    return lowered
 
 
 async def resume_counting(

@@ -29,6 +29,7 @@ from app.config import get_settings
 from app.db.models import Visibility
 from app.realtime import counts, keys, queries
 from app.realtime.counts import FeedCount
+from app.realtime.leases import Hold, Leases
 from app.realtime.metrics import COALESCED, DELIVERED, DROPPED, LATENCY, RECEIVED, SUBSCRIBERS
 from app.realtime.settings import RealtimeSettings, get_realtime_settings
 from app.redis_scripts import AnyRedis
@@ -226,6 +227,8 @@ class Hub:
         self._user_prefix = self.channels.user_prefix.encode()
         self._author_prefix = self.channels.author_prefix.encode()
         self._subs: dict[int, set[Subscriber]] = {}
+        # Sockets and subscriptions held per account and address, across processes.
+        self.leases = Leases(redis, self.settings.lease_seconds)
         self._follows: dict[int, set[int]] = {}  # local user -> pull-mode authors followed
         self._followers: dict[int, set[int]] = {}  # pull-mode author -> local users
         self._joined: set[str] = set()  # channels SUBSCRIBE was sent for
@@ -260,6 +263,7 @@ class Hub:
             asyncio.create_task(self._read_loop(), name="realtime-read"),
             asyncio.create_task(self._sweep_loop(), name="realtime-sweep"),
             asyncio.create_task(self._refresh_loop(), name="realtime-refresh"),
+            asyncio.create_task(self._lease_loop(), name="realtime-leases"),
         ]
 
     async def stop(self) -> None:
@@ -390,6 +394,11 @@ class Hub:
                     del self._followers[author]
                     channels.append(self.channels.author(author))
         self._spawn(self._leave(channels))
+
+    def release_soon(self, hold: Hold) -> None:
+        """Give a socket's or subscription's lease back without waiting (idempotent)."""
+        if not hold.released:
+            self._spawn(hold.release())
 
     def drop(self, sub: Subscriber, code: int, message: str, *, reason: str) -> None:
         """Stop serving a subscriber and close its socket in the background."""
@@ -596,6 +605,15 @@ class Hub:
                     await self._learn_follows(users[i : i + 1000])
                 except Exception:
                     log.warning("realtime follow refresh failed", exc_info=True)
+
+    async def _lease_loop(self) -> None:
+        """Keep this process's sockets and subscriptions counted (app.realtime.leases)."""
+        while True:
+            await asyncio.sleep(self.settings.lease_seconds / 3)
+            try:
+                await self.leases.renew()
+            except Exception:
+                log.warning("realtime lease renewal failed", exc_info=True)
 
     async def _sweep_loop(self) -> None:
         """Drop subscribers whose socket has not taken an update for `stall_seconds`. Only

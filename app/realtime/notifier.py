@@ -50,6 +50,15 @@ class RedisNotifier:
         except SOFT_ERRORS:
             log.warning("live notification for %d users failed", len(user_ids), exc_info=True)
 
+    async def withdrawn(
+        self, post_ids: Sequence[int], user_ids: Sequence[int], *, final: bool
+    ) -> None:
+        """Deleted (`final`) or now PRIVATE posts leave these users' counts; each user whose
+        count shrank is told the new one. Not best effort, unlike the raises: an error fails
+        the post-change job, whose retry lowers what is left (removing is idempotent), where
+        a swallowed one would leave the post counted until the next first page."""
+        await counts.forget_posts(self.redis, user_ids, post_ids, self.settings, final=final)
+
     async def author_posted(
         self, author_id: int, post_id: int, created_ms: int, visibility: str
     ) -> None:

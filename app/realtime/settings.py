@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -39,6 +39,24 @@ class RealtimeSettings(BaseSettings):
     prepared_frames: bool = True
     # A socket that has not sent connection_init by then is closed (4408).
     connection_init_timeout_seconds: float = 10.0
+    # Caps (decision 0017; 0 = off). Open sockets per account (from connection_ack) and per
+    # client address (from the upgrade), across every API process: past them a socket is
+    # closed with 4429.
+    sockets_per_user: int = Field(default=8, ge=0)
+    sockets_per_ip: int = Field(default=64, ge=0)
+    # Live subscriptions (`feedUpdates`) running at once per account and per address; past
+    # them a `subscribe` is answered with an `error` message (RATE_LIMITED, the limit).
+    subscriptions_per_user: int = Field(default=16, ge=0)
+    subscriptions_per_ip: int = Field(default=128, ge=0)
+    # Subscriptions started per minute per account and per address (each costs a Redis
+    # SUBSCRIBE, a count rebuild and SQL): past them, RATE_LIMITED with retryAfter.
+    subscribes_per_minute: int = Field(default=60, ge=0)
+    subscribes_per_ip_per_minute: int = Field(default=300, ge=0)
+    # Operations running at once on one socket (queries, mutations, subscriptions).
+    operations_per_socket: int = Field(default=10, ge=1)
+    # A held socket or subscription counts this long after its process was last heard of
+    # (renewed every third of it): a crashed process's sockets stop counting by then.
+    lease_seconds: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> RealtimeSettings:

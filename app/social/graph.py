@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.db.models import Block, Follow, User
 from app.errors import BadInput, Forbidden, NotFound
 from app.outbox import events
-from app.posts.visibility import blocked_between
+from app.posts.visibility import blocked_among, blocked_between
 from app.realtime import counts
 from app.realtime import queries as live_queries
 from app.redis_scripts import AnyRedis
@@ -55,6 +55,12 @@ async def _adjust_counts(session: AsyncSession, follower: int, followee: int, de
 
 async def is_blocked_either_way(session: AsyncSession, a: int, b: int) -> bool:
     return bool(await session.scalar(blocked_between(a, b)))
+
+
+async def across_block(session: AsyncSession, viewer_id: int, user_ids: Sequence[int]) -> set[int]:
+    """The users among `user_ids` on the other side of a block from the viewer: the viewer
+    sees none of their graph (counts and lists), nor they the viewer's."""
+    return set(await session.scalars(blocked_among(viewer_id, user_ids)))
 
 
 async def _remove_follow(session: AsyncSession, follower: int, followee: int) -> bool:

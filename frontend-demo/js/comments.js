@@ -5,7 +5,7 @@
 // is not lost when a like re-renders the card). The card's count follows the server: each
 // page brings `commentCount`, and an add or delete moves it by one in between.
 
-import { avatar, clear, fullDate, h, timeAgo } from './dom.js';
+import { avatar, clear, fullDate, h, timeAgo, uuid } from './dom.js';
 
 export const COMMENTS_PAGE = 10;
 const MAX_COMMENT = 500;
@@ -23,6 +23,9 @@ export function commentThread(post, app, { setCount, gone }) {
   let started = false;
   let loading = false;
   let sending = false;
+  // Kept until a comment succeeds, as the compose box's: a retry after a lost answer
+  // returns the first comment instead of adding a second one.
+  let idempotencyKey = null;
   let failed = null;
   let count = post.commentCount;
   const deleting = new Set();
@@ -91,7 +94,9 @@ export function commentThread(post, app, { setCount, gone }) {
     sending = true;
     render();
     try {
-      const data = await app.call('AddComment', { postId: post.id, body: text });
+      idempotencyKey ||= uuid();
+      const data = await app.call('AddComment', { postId: post.id, body: text, idempotencyKey });
+      idempotencyKey = null;
       const comment = data.addComment;
       if (!ids.has(comment.id)) {
         ids.add(comment.id);

@@ -12,6 +12,7 @@ from app.realtime.counts import (
     FeedCount,
     add_and_publish,
     add_for_users,
+    forget_posts,
     reset_new_post_count,
     resume_counting,
     stop_counting,
@@ -210,6 +211,42 @@ async def test_stopping_a_pair_of_a_saturated_count(state) -> None:
     assert (await add_for_users(state.redis, [3], [], small))[3] == FeedCount(5, 30_006)
 
 
+async def test_forgetting_a_deleted_post_lowers_once_and_keeps_it_out(state) -> None:
+    """A delete leaves the counts that hold the post (the newest remaining post's time is
+    announced), lowers nothing twice, and a raise that was already under way (a fan-out batch
+    or a pull-mode delivery past its SQL check) does not count the post again."""
+    await counts.mark_online(state.redis, [7, 8], SETTINGS)
+    pubsub = await _listen(state, 7)
+    await add_and_publish(state.redis, [7, 8], [(1001, 5_000), (1002, 6_000)], SETTINGS)
+    await add_and_publish(state.redis, [8], [(1003, 7_000)], SETTINGS)
+    assert _shown(await _messages(pubsub)) == [(2, 6_000)]
+
+    # User 9 never counted it (offline): nothing to lower, no tombstone written.
+    assert await forget_posts(state.redis, [7, 8, 9], [1002], SETTINGS, final=True) == 2
+    assert _shown(await _messages(pubsub)) == [(1, 5_000)]
+    assert await forget_posts(state.redis, [7, 8, 9], [1002], SETTINGS, final=True) == 0
+    assert await _messages(pubsub) == []
+    assert not await state.redis.exists(counts.stops_key(9))
+
+    assert await add_and_publish(state.redis, [7], [(1002, 6_000)], SETTINGS, author_id=1) == 0
+    late = await add_for_users(state.redis, [7, 8], [(1002, 6_000)], SETTINGS, author_id=1)
+    assert late == {7: FeedCount(1, 5_000), 8: FeedCount(2, 7_000)}
+    assert await _messages(pubsub) == []
+    # Other posts still count.
+    assert await add_and_publish(state.redis, [7], [(1004, 8_000)], SETTINGS, author_id=1) == 1
+    assert _shown(await _messages(pubsub)) == [(2, 8_000)]
+    await pubsub.aclose()
+
+
+async def test_forgetting_a_post_made_private_lets_it_count_again(state) -> None:
+    """A narrowing leaves no tombstone: made visible to followers again, the post counts."""
+    await counts.mark_online(state.redis, [7], SETTINGS)
+    await add_and_publish(state.redis, [7], [(1001, 5_000)], SETTINGS)
+    assert await forget_posts(state.redis, [7], [1001], SETTINGS, final=False) == 1
+    assert (await add_for_users(state.redis, [7], [], SETTINGS))[7] == FeedCount(0, None)
+    assert await add_and_publish(state.redis, [7], [(1001, 5_000)], SETTINGS, author_id=1) == 1
+
+
 @pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server to build a cluster")
 async def test_stopping_a_pair_on_a_cluster() -> None:
     """A user's count and stop marks share a slot: the scripts run on Redis Cluster too
@@ -236,5 +273,11 @@ async def test_stopping_a_pair_on_a_cluster() -> None:
             )
             now = await add_for_users(cluster, [1, 21], [], SETTINGS)
             assert now == {1: FeedCount(2, t + 4), 21: FeedCount(3, t + 2)}
+            # A delete: one user per call as well, tombstones in each user's own slot. Only
+            # users 21..40 counted 1003 (the others stopped counting author 2 before it).
+            assert await forget_posts(cluster, users, [1003], SETTINGS, final=True) == 20
+            assert await add_and_publish(cluster, users, [(1003, t + 2)], SETTINGS) == 0
+            now = await add_for_users(cluster, [1, 21], [], SETTINGS)
+            assert now == {1: FeedCount(2, t + 4), 21: FeedCount(2, t + 1)}
         finally:
             await cluster.aclose()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from app.api.documents import operations
 from tests.helpers import follow, gql, make_user, post
@@ -324,3 +324,82 @@ async def test_prepared_frames_are_byte_identical_to_strawberrys(
     finally:
         for s in servers:
             s.stop()
+
+
+# -- conformance: what HTTP refuses, the socket refuses alike (issue 19) --------------------
+
+BAD_DOCUMENTS = [
+    ("syntax error", {"query": "{ viewer {"}),
+    ("unknown field", {"query": "{ nope }"}),
+    ("variable of the wrong type", {"query": POST_QUERY, "variables": {"id": {"x": 1}}}),
+    ("missing variable", {"query": POST_QUERY}),
+    ("NUL in a literal", {"query": '{ user(handle: "a\\u0000") { id } }'}),
+    (
+        "over the query cost",
+        {
+            "query": "{ viewer { posts(first: 100) { edges { node { author "
+            "{ posts(first: 100) { edges { node { id } } } } } } } } }"
+        },
+    ),
+]
+
+
+def _errors(errors: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(e["message"], e["extensions"]["code"]) for e in errors]
+
+
+@pytest.mark.parametrize(("case", "payload"), BAD_DOCUMENTS, ids=[c for c, _ in BAD_DOCUMENTS])
+async def test_a_bad_document_is_an_error_message_as_over_http(
+    server: ApiServer, user, case: str, payload: dict[str, Any]
+) -> None:
+    """graphql-transport-ws wants an `error` message for errors before execution; its errors
+    are HTTP's (message and code), and the socket stays open. A syntax error used to end
+    with a bare `complete` (and a traceback in the log)."""
+    async with server.http() as http:
+        answer = (await http.post("/graphql", json=payload)).json()
+    assert "data" not in answer or answer["data"] is None, answer
+    ws = await authed(server, user)
+    await send(ws, {"id": "bad", "type": "subscribe", "payload": payload})
+    message = await receive(ws)
+    assert message["type"] == "error" and message["id"] == "bad", message
+    assert _errors(message["payload"]) == _errors(answer["errors"]), (case, message, answer)
+    payload = await run_query(ws, "after", "{ viewer { handle } }", {})
+    assert payload == {"data": {"viewer": {"handle": "sock"}}}
+    assert "Traceback" not in server.logs()
+    await ws.close()
+
+
+async def test_the_operation_past_the_concurrent_limit_is_a_typed_error(
+    server: ApiServer, user
+) -> None:
+    """At most 10 operations at once per socket: the 11th gets an `error` saying the limit
+    and what to do; once one completes another may start (the limit is on concurrency)."""
+    ws = await authed(server, user)
+    for n in range(10):
+        await send(ws, {"id": f"{n}", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+        assert (await receive(ws))["type"] == "next"
+    await send(ws, {"id": "10", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+    message = await receive(ws)
+    assert message["type"] == "error" and message["id"] == "10", message
+    [error] = message["payload"]
+    assert error["extensions"] == {"code": "RATE_LIMITED", "limit": 10}, error
+    assert "at most 10 running at once" in error["message"] and "complete" in error["message"]
+    await send(ws, {"id": "0", "type": "complete"})
+    await send(ws, {"id": "10", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+    assert (await receive(ws))["type"] == "next"
+    await ws.close()
+
+
+@pytest.mark.parametrize("offered", [["graphql-ws"], []], ids=["legacy graphql-ws", "none"])
+async def test_a_handshake_without_graphql_transport_ws_is_refused(
+    server: ApiServer, offered: list[str]
+) -> None:
+    """Refused at the upgrade with a 400 that says what to send (it used to be accepted,
+    then closed with 4406, a code the documentation did not list)."""
+    with pytest.raises(InvalidStatus) as refused:
+        await connect(server.ws_url, subprotocols=offered or None)  # type: ignore[arg-type]
+    response = refused.value.response
+    assert response.status_code == 400
+    [error] = json.loads(response.body or b"{}")["errors"]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "graphql-transport-ws" in error["message"]

@@ -205,6 +205,11 @@ async def test_relay_down_then_catching_up(
         return (await sql(unpublished))[0][0] == 0
 
     await eventually(relayed, within=30, what="the relay caught up")
+    # Its jobs wait in the queue up to JOB_EXPIRES_SECONDS (a week), not ARQ's default day.
+    queued = [j.decode() for j in await state.redis.zrange(lanes.DEFAULT, 0, -1)]
+    assert len(queued) == 3
+    for job_id in queued:
+        assert await state.redis.pttl(job_key_prefix + job_id) > 6 * 24 * 3600 * 1000
     await pipeline.settle()
     for post_id in post_ids:
         assert await _holders(state, fans, post_id) == len(fans)

@@ -141,10 +141,12 @@ async def test_reads_have_per_user_and_per_ip_budgets(state: AppState) -> None:
         assert (await gql(client, "Viewer")).codes == ["RATE_LIMITED"]
 
 
-async def test_login_budget_per_handle_holds_whatever_token_is_sent(state: AppState) -> None:
+async def test_login_guesses_per_handle_and_ip_hold_whatever_token_is_sent(
+    state: AppState,
+) -> None:
     async with app_client(
         state,
-        rate_limit_login_per_handle_per_minute=3,
+        rate_limit_login_failures_per_handle_and_ip=3,
         rate_limit_login_per_ip_per_minute=100,
     ) as client:
         await sign_up(client, "victim")
@@ -161,9 +163,7 @@ async def test_login_budget_per_handle_holds_whatever_token_is_sent(state: AppSt
 
 
 async def test_login_budget_per_ip(state: AppState) -> None:
-    async with app_client(
-        state, rate_limit_login_per_handle_per_minute=100, rate_limit_login_per_ip_per_minute=3
-    ) as client:
+    async with app_client(state, rate_limit_login_per_ip_per_minute=3) as client:
         token = await sign_up(client, "someone")
         for i in range(3):
             wrong = {"handle": f"nobody{i}", "password": "guess-123"}
@@ -179,7 +179,6 @@ async def test_concurrent_password_hashes_are_bounded() -> None:
         "PASSWORD_HASH_CONCURRENCY": "1",
         "PASSWORD_HASH_WAIT_MS": "0",
         "RATE_LIMIT_LOGIN_PER_IP_PER_MINUTE": "1000",
-        "RATE_LIMIT_LOGIN_PER_HANDLE_PER_MINUTE": "1000",
     }
     async with ApiServer(env=env) as api, httpx.AsyncClient(base_url=api.url, timeout=30) as c:
         await sign_up(c, "busy")
@@ -300,6 +299,22 @@ async def test_local_fallback_limiter_still_limits(state: AppState) -> None:
         await sign_up(client, "second")
         refused = await gql(client, "SignUp", {"handle": "third", "password": PASSWORD})
         assert refused.codes == ["RATE_LIMITED"]
+
+
+async def test_local_fallback_counts_password_guesses(state: AppState) -> None:
+    from app.auth.guesses import forget_local
+
+    forget_local()
+    settings = {"rate_limit_login_failures_per_handle_and_ip": 2}
+    async with app_on_redis(state, closed_port(), **settings) as client:
+        await sign_up(client, "victim")
+        wrong = {"handle": "victim", "password": "guess-123"}
+        for _ in range(2):
+            assert (await gql(client, "LogIn", wrong)).codes == ["UNAUTHENTICATED"]
+        right = {"handle": "victim", "password": PASSWORD}
+        refused = await gql(client, "LogIn", right)
+        assert refused.codes == ["RATE_LIMITED"]
+        assert 60 < refused.errors[0]["extensions"]["retryAfter"] <= 900
 
 
 # -- the secret key --------------------------------------------------------------------------

@@ -1,0 +1,158 @@
+"""Caps on what one account or one client address holds open at once (websockets, live
+subscriptions), counted across every API process.
+
+Why leases and not counters: a counter that a process increments and decrements is wrong
+forever once that process dies holding sockets. Here every open thing is a member of a zset
+whose score is the time its lease runs out; each process renews its own members every third
+of `lease_seconds`, and a count first drops the members whose lease ran out. A crashed
+process's sockets stop counting after at most `lease_seconds`.
+
+Keys (`ws:` family, docs/redis-keys.md): `ws:{<user_id>}:<kind>` for an account (its hash
+tag, so the family lives on the user's slot) and `ws:ip:<address>:<kind>` for an address.
+
+While Redis cannot be reached, a cap is checked against this process's own holds: it then
+holds per process, which is looser by the number of API processes, instead of refusing
+every socket (the same trade as the rate limits' fallback, app.ratelimit).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from redis.exceptions import RedisError
+
+from app.redis_scripts import AnyRedis, LuaScript, run_script_many
+
+log = logging.getLogger("app.realtime")
+
+SOCKETS = "s"
+SUBSCRIPTIONS = "f"
+RENEW_BATCH = 500  # keys renewed per pipeline
+
+_ACQUIRE = LuaScript(
+    "lease_acquire",
+    """
+local now, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local held = redis.call('ZCARD', KEYS[1])
+if held >= cap then return held end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return -1
+""",
+)
+
+
+def user_key(user_id: int, kind: str) -> str:
+    return f"ws:{{{int(user_id)}}}:{kind}"
+
+
+def address_key(address: str, kind: str) -> str:
+    return f"ws:ip:{address}:{kind}"
+
+
+@dataclass(frozen=True)
+class Cap:
+    """One limit to check: the key counted, how many it may hold, and who it is for."""
+
+    key: str
+    limit: int
+    who: str  # "account" or "address": for the refusal's message
+
+
+class CapReached(Exception):
+    def __init__(self, cap: Cap) -> None:
+        super().__init__(cap.key)
+        self.cap = cap
+
+
+@dataclass
+class Hold:
+    """What `acquire` took: release it exactly once (idempotent)."""
+
+    leases: Leases
+    keys: tuple[str, ...]
+    member: str
+    released: bool = False
+
+    async def release(self) -> None:
+        if not self.released:
+            self.released = True
+            await self.leases.release(self)
+
+
+class Leases:
+    """The process's holds, with their renewal and their release."""
+
+    def __init__(self, redis: AnyRedis, lease_seconds: float) -> None:
+        self.redis = redis
+        self.lease_ms = int(lease_seconds * 1000)
+        self._process = secrets.token_hex(6)
+        self._ids = itertools.count(1)
+        self._held: dict[str, set[str]] = {}  # key -> members this process holds
+
+    def held(self, key: str) -> int:
+        """Members of `key` held by this process."""
+        return len(self._held.get(key, ()))
+
+    async def acquire(self, caps: Iterable[Cap]) -> Hold:
+        """One member under every cap, or CapReached naming the first one that is full
+        (nothing is taken then). Caps with a limit of 0 are off."""
+        caps = [c for c in caps if c.limit > 0]
+        member = f"{self._process}:{next(self._ids)}"
+        hold = Hold(self, tuple(c.key for c in caps), member)
+        if not caps:
+            return hold
+        for cap in caps:  # this process alone may fill a cap (and must, while Redis is away)
+            if self.held(cap.key) >= cap.limit:
+                raise CapReached(cap)
+        now = int(time.time() * 1000)
+        calls = [
+            ([c.key], [now, c.limit, now + self.lease_ms, member, self.lease_ms + 1000])
+            for c in caps
+        ]
+        try:
+            replies = await run_script_many(self.redis, _ACQUIRE, calls)
+        except (RedisError, OSError):
+            log.warning("leases: Redis unavailable, caps held per process", exc_info=True)
+            replies = [-1] * len(caps)
+        full = [c for c, r in zip(caps, replies, strict=True) if int(r) >= 0]
+        for key in hold.keys:
+            self._held.setdefault(key, set()).add(member)
+        if full:
+            await hold.release()
+            raise CapReached(full[0])
+        return hold
+
+    async def release(self, hold: Hold) -> None:
+        for key in hold.keys:
+            members = self._held.get(key)
+            if members is not None:
+                members.discard(hold.member)
+                if not members:
+                    del self._held[key]
+        if not hold.keys:
+            return
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key in hold.keys:
+                    pipe.zrem(key, hold.member)
+                await pipe.execute()
+        except (RedisError, OSError):
+            pass  # the lease runs out by itself
+
+    async def renew(self) -> None:
+        """Push the lease of everything this process holds `lease_seconds` ahead."""
+        until = int(time.time() * 1000) + self.lease_ms
+        items = [(key, sorted(members)) for key, members in self._held.items() if members]
+        for i in range(0, len(items), RENEW_BATCH):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key, members in items[i : i + RENEW_BATCH]:
+                    pipe.zadd(key, dict.fromkeys(members, until))
+                    pipe.pexpire(key, self.lease_ms + 1000)
+                await pipe.execute()

@@ -1,0 +1,102 @@
+"""Completion of the outbox events' own jobs (follow backfills, unfollow/block cleanups, post
+changes), so the reconciler can tell a job that ran from one that vanished.
+
+A post's fan-out is a tree of jobs and has its own marks (jobs.tracking); every other event
+job is one job (a block: two), tracked by the id the relay gave it (`evt:<event>[:a|:b]`, its
+*root*). `ej:<root>` holds `done` (ms, written when the job or one of its re-runs succeeded),
+`attempts` (the reconciler's re-runs, `<root>:r<n>`) and `gave_up` (ms). A missing mark means
+"not done": a Redis that lost its data makes the reconciler re-run the window's event jobs,
+which are idempotent, rather than forget them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from arq.constants import in_progress_key_prefix, job_key_prefix
+from redis.asyncio import Redis
+
+from app.config import get_settings
+
+DONE = "done"
+ATTEMPTS = "attempts"
+GAVE_UP = "gave_up"
+_RERUN = re.compile(r"^(?P<root>.+):r(?P<attempt>\d+)$")
+
+Task = Callable[..., Awaitable[Any]]
+
+
+def state_key(root: str) -> str:
+    """hash: `done` (ms), `attempts` (reconciler re-runs), `gave_up` (ms)."""
+    return f"ej:{root}"
+
+
+def rerun_id(root: str, attempt: int) -> str:
+    return f"{root}:r{attempt}"
+
+
+def root_of(job_id: str) -> str:
+    """The relay's job id a job stands for: its own, or the one it re-runs."""
+    match = _RERUN.match(job_id)
+    return match.group("root") if match else job_id
+
+
+def _ttl() -> int:
+    """Kept past the reconciler's window, then forgotten."""
+    return get_settings().reconcile_window_seconds + 3600
+
+
+async def mark(redis: Redis, root: str, field: str) -> None:
+    key = state_key(root)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hset(key, field, str(int(time.time() * 1000)))
+        pipe.expire(key, _ttl())
+        await pipe.execute()
+
+
+def settling(task: Task) -> Task:
+    """`task` that marks its root done when it succeeds (an event job's last step)."""
+
+    @functools.wraps(task)
+    async def run(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        result = await task(ctx, *args, **kwargs)
+        await mark(ctx["redis"], root_of(str(ctx["job_id"])), DONE)
+        return result
+
+    return run
+
+
+async def finished(redis: Redis, roots: Sequence[str]) -> list[bool]:
+    """Per root: done, or the reconciler gave up on it (a dead letter)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for root in roots:
+            pipe.hmget(state_key(root), [DONE, GAVE_UP])
+        replies = await pipe.execute()
+    return [any(v is not None for v in reply) for reply in replies]
+
+
+async def attempts(redis: Redis, root: str) -> int:
+    value = await redis.hget(state_key(root), ATTEMPTS)  # type: ignore[misc]
+    return int(value or 0)
+
+
+async def alive(redis: Redis, root: str) -> bool:
+    """Is the job, or a re-run of it, queued, waiting for a retry or running? ARQ keeps a
+    job's key until it finishes (an expired key means ARQ will drop it unrun)."""
+    ids = [root, *(rerun_id(root, n) for n in range(1, await attempts(redis, root) + 1))]
+    keys = [job_key_prefix + i for i in ids] + [in_progress_key_prefix + i for i in ids]
+    return int(await redis.exists(*keys)) > 0
+
+
+async def next_attempt(redis: Redis, root: str) -> int:
+    """Count one more re-run by the reconciler; the attempt's number (1, 2, ...)."""
+    key = state_key(root)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hincrby(key, ATTEMPTS, 1)
+        pipe.expire(key, _ttl())
+        replies = await pipe.execute()
+    return int(replies[0])
