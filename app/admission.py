@@ -160,8 +160,8 @@ class BodyRefused(Exception):
         self.message = message
 
 
-async def read_body(receive: Receive, scope: Scope, max_bytes: int, timeout: float) -> bytes | None:
-    """The whole body, at most `max_bytes` and within `timeout` seconds; None when the client
+async def read_body(receive: Receive, scope: Scope, max_bytes: int, within: float) -> bytes | None:
+    """The whole body, at most `max_bytes` and within `within` seconds; None when the client
     left first. Raises BodyRefused past either bound (at once when Content-Length says so)."""
     for name, value in scope["headers"]:
         if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
@@ -169,7 +169,7 @@ async def read_body(receive: Receive, scope: Scope, max_bytes: int, timeout: flo
     chunks: list[bytes] = []
     received = 0
     try:
-        async with asyncio.timeout(timeout if timeout > 0 else None):
+        async with asyncio.timeout(within if within > 0 else None):
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
@@ -177,17 +177,17 @@ async def read_body(receive: Receive, scope: Scope, max_bytes: int, timeout: flo
                 chunk = message.get("body", b"")
                 received += len(chunk)
                 if received > max_bytes:
-                    message = f"Request body over {max_bytes} bytes."
-                    raise BodyRefused(413, "body_too_large", message)
+                    too_large = f"Request body over {max_bytes} bytes."
+                    raise BodyRefused(413, "body_too_large", too_large)
                 chunks.append(chunk)
                 if not message.get("more_body", False):
                     return b"".join(chunks)
     except TimeoutError:
-        message = (
-            f"The request body did not arrive within {timeout:g} s of its headers: "
+        too_slow = (
+            f"The request body did not arrive within {within:g} s of its headers: "
             "send the whole body at once."
         )
-        raise BodyRefused(408, "body_timeout", message) from None
+        raise BodyRefused(408, "body_timeout", too_slow) from None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -239,8 +239,8 @@ class Admission:
         if scope["method"] == "POST":
             try:
                 body = await read_body(receive, scope, self.max_bytes, self.body_timeout)
-            except BodyRefused as refused:
-                await self._refuse(send, refused.status, refused.reason, refused.message)
+            except BodyRefused as why:
+                await self._refuse(send, why.status, why.reason, why.message)
                 return
             if body is None:
                 return  # the client left before sending its body: nobody to answer

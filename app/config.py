@@ -184,7 +184,7 @@ class Settings(BaseSettings):
     # Test-only: workers read injected faults from Redis (jobs/faults.py). Never in production.
     job_fault_hook: bool = False
     # ARQ's `expires`: a job still queued this long after it was due is dropped by ARQ unrun
-    # (its default, a day, is shorter than an outage may be; docs/decisions/0021-*.md).
+    # (its default, a day, is shorter than an outage may be; decision 0021).
     job_expires_seconds: int = Field(default=7 * 24 * 3600, ge=3600)
     # Reconciler (jobs/reconcile.py, every minute): events published this long ago and within
     # the window whose jobs never completed (fan-outs, backfills, cleanups, post changes) are
@@ -216,6 +216,11 @@ class Settings(BaseSettings):
                 "generate one with `python -c 'import secrets; print(secrets.token_urlsafe(48))'`,"
                 " or leave SECRET_KEY unset in development to use .run/secret_key"
             )
+        if self.profile == "production":
+            if "secret_key" not in self.model_fields_set:  # not the dev key of .run/
+                raise ValueError("PROFILE=production needs SECRET_KEY set")
+            if self.job_fault_hook:
+                raise ValueError("JOB_FAULT_HOOK is test-only: not with PROFILE=production")
         return self
 
     @property

@@ -16,8 +16,11 @@ a file descriptor and a buffer, so a few thousand of them stop the process accep
 - a head over HEAD_BYTES is answered 431 and closed;
 - an address with MAX_CONNECTIONS_PER_CLIENT connections open gets, on one more, a 429
   `RATE_LIMITED` answer to its request (JSON error body, `Retry-After`) and the connection
-  closed. The address is the peer's: behind a reverse proxy every client shares the proxy's,
-  so the cap belongs at the proxy there (or set it to 0 here).
+  closed. The address is the peer's, the only one known before a request is read. Peers
+  uvicorn trusts as proxies (`--forwarded-allow-ips`, default 127.0.0.1 and ::1: the same
+  list that decides whose X-Forwarded-For becomes the client address of the rate limits)
+  are not capped: behind a reverse proxy every client shares the proxy's address, and the
+  per-client cap belongs at the proxy.
 
 The body's own deadline is the app's (app.admission): the body of a GraphQL request is read
 before it takes an admission slot. Websockets leave the count when they upgrade (their caps
@@ -28,10 +31,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter as Tally
+from functools import lru_cache
 from typing import Any
 
 import orjson
 from prometheus_client import Counter
+from uvicorn.middleware.proxy_headers import _TrustedHosts
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.config import get_settings
@@ -47,6 +52,11 @@ REFUSED = Counter(
 )
 
 _open: Tally[str] = Tally()  # this process's open HTTP connections per client address
+
+
+@lru_cache(maxsize=4)
+def _trusted_proxies(allowed: str | tuple[str, ...]) -> _TrustedHosts:
+    return _TrustedHosts(list(allowed) if isinstance(allowed, tuple) else allowed)
 
 
 def _too_many_connections_body(cap: int) -> bytes:
@@ -102,7 +112,7 @@ class GuardedHttpTools(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         address = self.client[0] if self.client else None
-        if address is not None and self.per_client > 0:
+        if address is not None and self.per_client > 0 and not self._trusted(address):
             if _open[address] >= self.per_client:
                 REFUSED.labels("per_client_cap").inc()
                 self.app = _too_many_connections(self.per_client)  # this connection only
@@ -110,6 +120,13 @@ class GuardedHttpTools(HttpToolsProtocol):
                 _open[address] += 1
                 self._counted = address
         self._arm()
+
+    def _trusted(self, address: str) -> bool:
+        """A proxy uvicorn takes X-Forwarded-For from (its connections carry many clients)."""
+        config = self.config
+        allowed = config.forwarded_allow_ips
+        key = tuple(allowed) if isinstance(allowed, list) else allowed
+        return config.proxy_headers and address in _trusted_proxies(key)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

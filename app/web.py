@@ -404,7 +404,8 @@ def create_app(state: AppState | None = None) -> Starlette:
     async def ready() -> tuple[dict[str, object], int]:
         checks = await readiness(current_state())
         down = [name for name, state in checks.items() if state != "ok"]
-        body = {"status": "unavailable" if down else "ready", "down": down, "checks": checks}
+        status = "unavailable" if down else "ready"
+        body: dict[str, object] = {"status": status, "down": down, "checks": checks}
         return body, 503 if down else 200
 
     recent_health = Recent(health, PROBE_CACHE_SECONDS)

@@ -84,12 +84,21 @@ async def attempts(redis: Redis, root: str) -> int:
     return int(value or 0)
 
 
-async def alive(redis: Redis, root: str) -> bool:
-    """Is the job, or a re-run of it, queued, waiting for a retry or running? ARQ keeps a
-    job's key until it finishes (an expired key means ARQ will drop it unrun)."""
-    ids = [root, *(rerun_id(root, n) for n in range(1, await attempts(redis, root) + 1))]
-    keys = [job_key_prefix + i for i in ids] + [in_progress_key_prefix + i for i in ids]
-    return int(await redis.exists(*keys)) > 0
+async def alive(redis: Redis, roots: Sequence[str]) -> list[bool]:
+    """Per root: is the job, or a re-run of it, queued, waiting for a retry or running? ARQ
+    keeps a job's key until it finishes (an expired key means ARQ will drop it unrun). Two
+    round trips, however many roots."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for root in roots:
+            pipe.hget(state_key(root), ATTEMPTS)
+        tried = await pipe.execute()
+    async with redis.pipeline(transaction=False) as pipe:
+        for root, n in zip(roots, tried, strict=True):
+            ids = [root, *(rerun_id(root, i) for i in range(1, int(n or 0) + 1))]
+            pipe.exists(
+                *(job_key_prefix + i for i in ids), *(in_progress_key_prefix + i for i in ids)
+            )
+        return [int(found) > 0 for found in await pipe.execute()]
 
 
 async def next_attempt(redis: Redis, root: str) -> int:

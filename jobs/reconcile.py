@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from redis.asyncio import Redis
+from arq.connections import ArqRedis
 
 from app.config import get_settings
 from app.fanout import lanes
@@ -54,14 +54,13 @@ async def run(ctx: dict[str, Any], grace_seconds: int | None = None) -> int:
     while rerun < settings.reconcile_max_posts and checked < settings.reconcile_max_events:
         n = min(CHUNK, settings.reconcile_max_events - checked)
         rows = await published_events(engine, grace, settings.reconcile_window_seconds, after, n)
-        if not rows:
+        if rows:
+            done, after = await _check(ctx, rows, settings.reconcile_max_posts - rerun)
+            rerun += done
+            checked += len(rows)
+        if len(rows) < n and (not rows or after == rows[-1].event_id):
             after = 0  # the end of the window: the next pass starts at its beginning
             break
-        budget = settings.reconcile_max_posts - rerun
-        done, last = await _check(ctx, rows, budget)
-        rerun += done
-        checked += len(rows)
-        after = last
     await redis.set(CURSOR, after, ex=settings.reconcile_window_seconds)
     return rerun
 
@@ -92,7 +91,9 @@ async def _check(ctx: dict[str, Any], rows: list[Published], budget: int) -> tup
     todo: list[tuple[int, int | Job]] = [
         (event_id, post_id) for event_id, post_id in posts if not posts_done[(event_id, post_id)]
     ]
-    todo += [(event_id, job) for event_id, job in jobs if not jobs_done[job.job_id]]
+    undone = [(event_id, job) for event_id, job in jobs if not jobs_done[job.job_id]]
+    running = await event_tracking.alive(redis, [job.job_id for _, job in undone])
+    todo += [item for item, alive in zip(undone, running, strict=True) if not alive]
     todo.sort(key=lambda item: item[0])
     rerun = 0
     for event_id, item in todo:
@@ -139,10 +140,8 @@ async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> in
     return 1
 
 
-async def _rerun_job(redis: Redis, job: Job) -> int:
+async def _rerun_job(redis: ArqRedis, job: Job) -> int:
     """An event's job that is neither done nor alive: run it again as `<id>:r<attempt>`."""
-    if await event_tracking.alive(redis, job.job_id):
-        return 0
     attempt = await event_tracking.next_attempt(redis, job.job_id)
     job_id = event_tracking.rerun_id(job.job_id, attempt)
     if attempt > get_settings().reconcile_max_attempts:

@@ -242,6 +242,8 @@ async def test_http_answers_equal_the_regular_path(client, state, pipeline) -> N
         },
         lambda v: {"query": text, "variables": v, "operationName": "Other"},  # regular
         lambda v: {"query": text, "variables": v, "surprise": 1},  # regular: unknown key
+        lambda v: {"query": text + SECOND_OPERATION, "variables": v},  # regular: refused
+        lambda v: {"query": text + SECOND_OPERATION, "variables": v, "operationName": "Feed"},
     ]
     variables: list[Any] = [
         {},
@@ -269,7 +271,7 @@ async def test_http_answers_equal_the_regular_path(client, state, pipeline) -> N
     before = _compiled_count()
     took = 0
     async with app_client(state, compiled_documents=False) as regular:
-        for _ in range(160):
+        for _ in range(200):
             vars_ = rng.choice(variables)
             body = rng.choice(bodies)(vars_)
             headers = {"content-type": rng.choice(content_types)}
@@ -287,6 +289,32 @@ async def test_http_answers_equal_the_regular_path(client, state, pipeline) -> N
             assert ours == theirs, (body, headers)
     assert _compiled_count() - before == took
     assert took > 30, took  # the plain cases went the compiled way
+
+
+SECOND_OPERATION = "\nquery Other { viewer { id } }"
+
+
+async def test_a_second_operation_needs_a_name_on_every_path(client, state, pipeline) -> None:
+    """The registered Feed document with another operation after it is no registered
+    document: without `operationName` it is refused as graphql-core refuses it, by POST with
+    compiled documents on and off and by GET; named, each operation runs."""
+    world = await build_world(client, pipeline, seed=3)
+    token = world.tokens["bob"]
+    text = gql_text("Feed") + SECOND_OPERATION
+    expected = [(m, "BAD_USER_INPUT") for m in fast.graphql_core_refusal(text)]
+    headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+    async with app_client(state, compiled_documents=False) as regular:
+        for http in (client, regular):
+            status, _, body = await _post(http, {"query": text, "variables": {"first": 2}}, headers)
+            assert status == 200 and fast.refusal_of(orjson.loads(body)) == expected
+            got = await http.get("/graphql", params={"query": text}, headers=headers)
+            assert fast.refusal_of(got.json()) == expected
+            named = {"query": text, "operationName": "Other"}
+            ran = await _post(http, named, headers)
+            assert orjson.loads(ran[2]) == {"data": {"viewer": {"id": str(world.ids["bob"])}}}
+            with replayed_pages(state):
+                feed = await _post(http, {**named, "operationName": "Feed"}, headers)
+            assert orjson.loads(feed[2])["data"]["feed"]["edges"], feed
 
 
 async def test_read_budget_refusals_are_the_same(state, pipeline) -> None:

@@ -17,7 +17,9 @@ import time
 
 import httpx
 import pytest
+from graphql import parse, validate
 
+from app.api.cost import QUERY_COST, create_cost_rule
 from app.api.document_limits import (
     MAX_ALIASES,
     MAX_DEFINITIONS,
@@ -25,8 +27,10 @@ from app.api.document_limits import (
     MAX_FRAGMENT_SPREADS,
     MAX_TOKENS,
 )
+from app.api.schema import build_schema
 from app.config import get_settings
-from tests.helpers import gql
+from tests.helpers import add_comment, follow, gql, make_user, post
+from tests.reliability.test_surface import counting_statements
 from tests.servers import ApiServer
 
 # Refusing a document in process: generous against a loaded 2-core machine (a few ms here).
@@ -149,3 +153,47 @@ async def test_a_fragment_bomb_leaves_the_server_responsive() -> None:
             errors = answer.json()["errors"]
             assert [e["extensions"]["code"] for e in errors] == ["BAD_USER_INPUT"], errors
         assert took < 2.0, f"{bombs} bombs answered in {took:.2f} s"
+
+
+# -- the cost charges what the database pays ---------------------------------------------------
+
+GRAPH_READ = """{ user(handle: "star") {
+  followers(first: 5) { edges { node { handle
+    following(first: 5) { edges { node { handle } } }
+    posts(first: 5) { edges { node { id comments(first: 5) { edges { node { body } } } } } }
+  } } }
+  posts(first: 5) { edges { node { author { handle }
+    comments(first: 5) { edges { node { author { handle } } } } } } }
+} }"""
+
+
+def _rows(value: object) -> int:
+    """The objects in an answer (each a row some statement read)."""
+    if isinstance(value, list):
+        return sum(_rows(v) for v in value)
+    if isinstance(value, dict):
+        return ("handle" in value or "id" in value or "body" in value) + sum(
+            _rows(v) for v in value.values()
+        )
+    return 0
+
+
+async def test_the_cost_covers_the_statements_a_document_runs(client, state) -> None:
+    """A document's cost is at least QUERY_COST for each SQL statement it made the server
+    run, plus the rows: the old cost counted rows only (~200 here, for a dozen statements)."""
+    star, _ = await make_user(client, "star")
+    fans = [await make_user(client, f"fan{i}") for i in range(3)]
+    star_post = await post(client, star, "hello")
+    for token, _ in fans:
+        await follow(client, token, "star")
+        await add_comment(client, token, star_post, "hi")
+        fan_post = await post(client, token, "mine")
+        await add_comment(client, star, fan_post, "welcome")
+    with counting_statements(state) as statements:
+        data = (await gql(client, "", query=GRAPH_READ)).ok()
+    assert len(data["user"]["followers"]["edges"]) == 3
+    # The price the API announces when it refuses a document (a limit of 0 refuses all).
+    probe = create_cost_rule(0)
+    (refused,) = validate(build_schema()._schema, parse(GRAPH_READ), [probe])
+    cost = refused.extensions["cost"]  # type: ignore[index]
+    assert cost >= QUERY_COST * len(statements) + _rows(data), (cost, len(statements))

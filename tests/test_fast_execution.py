@@ -553,6 +553,79 @@ async def test_mutation_answers_match_a_plain_read(client, state, pipeline) -> N
         assert orjson.dumps(mutated) == orjson.dumps(result.data["post"]), name  # type: ignore[index]
 
 
+# -- several operations: the one to run must be named ----------------------------------------
+
+TWO_OPERATIONS = "query A { viewer { id } } query B { viewer { handle } }"
+
+
+def graphql_core_refusal(query: str) -> list[str]:
+    """What graphql-core itself answers (the spec's "GetOperation"): the messages."""
+    from graphql import execute, parse
+
+    result = execute(PLAIN._schema, parse(query))
+    assert result.data is None and result.errors
+    return [e.message for e in result.errors]
+
+
+def refusal_of(body: dict[str, Any]) -> list[tuple[str, str]]:
+    assert body.get("data") is None, body
+    return [(e["message"], e["extensions"]["code"]) for e in body["errors"]]
+
+
+async def test_two_operations_without_a_name_are_refused_by_every_executor(client, state) -> None:
+    """Strawberry ran the first operation; graphql-core (and the spec) refuse the document.
+    The same refusal from both executors and over POST and GET; a name picks one."""
+    expected = [(message, "BAD_USER_INPUT") for message in graphql_core_refusal(TWO_OPERATIONS)]
+    answers = [await answer(schema, state, TWO_OPERATIONS, {}, None) for schema in (FAST, PLAIN)]
+    assert answers[0] == answers[1]
+    assert refusal_of(orjson.loads(answers[0])) == expected
+    posted = await client.post("/graphql", json={"query": TWO_OPERATIONS})
+    got = await client.get("/graphql", params={"query": TWO_OPERATIONS})
+    for response in (posted, got):
+        assert response.status_code == 200
+        assert response.content == answers[0]
+    for name in ("A", "B"):
+        named = {"query": TWO_OPERATIONS, "operationName": name}
+        response = await client.post("/graphql", json=named)
+        assert response.json() == {"data": {"viewer": None}}, name
+        got = await client.get("/graphql", params=named)
+        assert got.content == response.content
+
+
+async def test_two_operations_without_a_name_are_refused_over_the_websocket() -> None:
+    from tests.realtime.live import LiveClient
+    from tests.servers import ApiServer
+
+    expected = [(message, "BAD_USER_INPUT") for message in graphql_core_refusal(TWO_OPERATIONS)]
+    async with ApiServer() as api:
+        async with api.http() as http:
+            token, _ = await make_user(http, "socket")
+        live = await LiveClient.open(api, token, subscribe=False)
+        try:
+            for op_id, payload in (
+                ("1", {"query": TWO_OPERATIONS}),
+                ("2", {"query": TWO_OPERATIONS, "operationName": "B"}),
+            ):
+                await live.ws.send(
+                    orjson.dumps({"id": op_id, "type": "subscribe", "payload": payload}).decode()
+                )
+                message = orjson.loads(await asyncio.wait_for(live.ws.recv(), 5))
+                assert message["id"] == op_id, message
+                if op_id == "1":  # the protocol's `error`: the operation is over
+                    assert message["type"] == "error", message
+                    assert [
+                        (e["message"], e["extensions"]["code"]) for e in message["payload"]
+                    ] == expected
+                else:
+                    assert message == {
+                        "id": "2",
+                        "type": "next",
+                        "payload": {"data": {"viewer": {"handle": "socket"}}},
+                    }
+        finally:
+            await live.close()
+
+
 # -- a schema whose resolvers misbehave: every error path ----------------------------------
 
 

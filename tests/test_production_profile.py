@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import httpx
@@ -17,7 +20,7 @@ import pytest
 
 from app.api.documents import DOCUMENT_ID_PREFIX, sha256_hex
 from app.api.graphiql import GRAPHIQL_ASSETS_PATH, SCRIPTS
-from app.config import get_settings
+from app.config import PROJECT_ROOT, get_settings
 from app.state import create_state
 from app.web import create_app
 from tests.helpers import make_user
@@ -28,7 +31,7 @@ METRICS_TOKEN = "metrics-token-for-the-production-profile-test"
 INTROSPECTION = [
     "{ __schema { queryType { name } } }",
     '{ __type(name: "Post") { fields { name } } }',
-    "query { user(handle: \"x\") { handle } __schema { types { name } } }",
+    'query { user(handle: "x") { handle } __schema { types { name } } }',
 ]
 
 
@@ -119,10 +122,10 @@ async def test_metrics_want_the_token(production: ApiServer) -> None:
 
 
 async def test_production_without_a_metrics_token_serves_no_metrics(test_database: str) -> None:
-    async with ApiServer(env={"PROFILE": "production", "METRICS_TOKEN": ""}) as server:
-        async with server.http() as http:
-            assert (await http.get("/metrics")).status_code == 404
-            assert (await http.get("/readyz")).status_code in (200, 503)  # probes stay open
+    env = {"PROFILE": "production", "METRICS_TOKEN": ""}
+    async with ApiServer(env=env) as server, server.http() as http:
+        assert (await http.get("/metrics")).status_code == 404
+        assert (await http.get("/readyz")).status_code in (200, 503)  # probes stay open
 
 
 async def test_development_keeps_graphiql_and_introspection(client: httpx.AsyncClient) -> None:
@@ -150,3 +153,17 @@ async def test_a_get_query_string_over_the_limit_is_refused_typed(test_database:
     assert codes(answer.json()) == ["BAD_USER_INPUT"]
     assert str(limit) in answer.json()["errors"][0]["message"]
     assert fits.json() == {"data": {"__typename": "Query"}}
+
+
+def test_production_refuses_the_dev_key_and_test_hooks(tmp_path) -> None:
+    env = {**os.environ, "PROFILE": "production", "RUN_DIR": str(tmp_path)}
+    env.pop("SECRET_KEY")
+    check = [sys.executable, "-c", "from app.config import Settings; Settings()"]
+    no_key = subprocess.run(check, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert no_key.returncode != 0
+    assert "PROFILE=production needs SECRET_KEY set" in no_key.stderr
+    env = {**env, "SECRET_KEY": "k" * 40, "JOB_FAULT_HOOK": "1"}
+    hook = subprocess.run(check, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert "JOB_FAULT_HOOK is test-only" in hook.stderr
+    env["JOB_FAULT_HOOK"] = "0"
+    assert subprocess.run(check, env=env, cwd=PROJECT_ROOT).returncode == 0

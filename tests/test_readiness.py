@@ -92,9 +92,7 @@ async def test_redis_on_a_closed_port_is_named(test_database: str) -> None:
     assert "Traceback" not in response.text
 
 
-async def test_a_flood_of_probes_costs_one_check_a_second(
-    client: httpx.AsyncClient, state
-) -> None:
+async def test_a_flood_of_probes_costs_one_check_a_second(client: httpx.AsyncClient, state) -> None:
     """/healthz and /readyz answer anyone: 200 probes at once (and more within the second)
     must not become 200 rounds of SQL and Redis. Counted on the real Redis with MONITOR
     (this session's database only): each readiness or health check sends one PING, whatever

@@ -179,6 +179,7 @@ async def test_one_address_gets_its_share_of_connections(api: ApiServer) -> None
         reader, writer = held[0]
         writer.write(request)
         assert parse_status(await reader.readuntil(b"\r\n\r\n")) == 200
+
     # Once they are closed the address may connect again.
     async def admitted() -> bool:
         async with raw_connections(api, 1) as [(reader, writer)]:

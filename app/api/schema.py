@@ -6,7 +6,9 @@ import logging
 
 import strawberry
 from graphql import ASTValidationRule, GraphQLError, NoSchemaIntrospectionCustomRule
+from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
 
 from app.api.cost import NoNulInText, RequestLimits, create_cost_rule
@@ -34,6 +36,7 @@ from app.errors import AppError, BadInput
 log = logging.getLogger("app.api")
 
 DOCUMENT_CACHE_SIZE = 256  # parsed and validated documents kept (module-level LRUs)
+REQUEST_ERRORS = (CannotGetOperationTypeError, InvalidOperationTypeError, MissingQueryError)
 INTERNAL_MESSAGE = "Something went wrong on our side; the request was not completed."
 
 
@@ -52,8 +55,10 @@ class FeedSchema(strawberry.Schema):
                 retry_after = getattr(original, "retry_after", None)
                 if retry_after is not None:
                     extensions["retryAfter"] = retry_after  # seconds
-            elif original is None or isinstance(original, GraphQLError):
-                # Syntax, validation, variable coercion, depth or alias limits.
+            elif original is None or isinstance(original, (GraphQLError, *REQUEST_ERRORS)):
+                # Syntax, validation, variable coercion, depth or alias limits; over a
+                # websocket also an unknown operationName or a missing query (HTTP answers
+                # those 400 before execution, app.web).
                 extensions.setdefault("code", BadInput.code)
             else:
                 log.error("unhandled error in %s", error.path, exc_info=original)

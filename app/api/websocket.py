@@ -138,6 +138,11 @@ class TextFrameAdapter(ASGIWebSocketAdapter):
         except (WebSocketDisconnect, RuntimeError, OSError) as exc:
             raise WebSocketDisconnected from exc
 
+    async def close(self, code: int, reason: str) -> None:
+        """Every close reason fits a close frame: one over 123 bytes (Strawberry's 4409
+        quotes the client's id) broke the connection instead (1006, no code)."""
+        await self.ws.close(code=code, reason=close_reason(reason))
+
     async def send_text(self, text: str) -> None:
         """A frame prepared elsewhere (app.api.frames); same failure contract as send_json."""
         try:
@@ -199,6 +204,13 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
     async def handle_message(self, message: Any) -> None:
         if not isinstance(message, dict):
             await self.handle_invalid_message("A message must be a JSON object with a 'type'")
+            return
+        if message.get("type") in ("subscribe", "complete") and not isinstance(
+            message.get("id"), str
+        ):
+            # The protocol's ids are strings; any other JSON value (an object is not even
+            # hashable) used to crash the handler: the socket dropped without a close code.
+            await self.handle_invalid_message(f"A {message['type']} message needs a string 'id'")
             return
         await super().handle_message(cast(Message, message))
 
@@ -295,6 +307,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         if not isinstance(payload, dict) or not isinstance(query, str | None):
             await self.handle_invalid_message("A subscribe message needs payload.query")
             return
+        wrong = _misshapen(payload)
+        if wrong is not None:  # graphql-core would fail on it with a traceback
+            await self.handle_invalid_message(wrong)
+            return
         if self.connection_acknowledged and message["id"] not in self.operations:
             # A trusted document may be named by its hash (app.api.trusted): run its text.
             documents = cast("FeedSchema", self.schema).documents
@@ -306,7 +322,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
                 error = {"id": message["id"], "type": "error", "payload": [refused.formatted]}
                 await self.send_message(cast(Message, error))
                 return
-            if query is None:
+            if not query:
                 await self.handle_invalid_message(
                     "A subscribe message needs payload.query or .documentId"
                 )
@@ -435,6 +451,20 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         if op_context is not None and operation_id in self.operations:
             op_context.detach()
         await super().cleanup_operation(operation_id)
+
+
+def _misshapen(payload: dict[str, Any]) -> str | None:
+    """What is wrong with a subscribe payload's optional fields (PROTOCOL.md: variables and
+    extensions objects or null, operationName a string or null), if anything."""
+    for name, kind, what in (
+        ("variables", dict, "an object"),
+        ("extensions", dict, "an object"),
+        ("operationName", str, "a string"),
+    ):
+        value = payload.get(name)
+        if value is not None and not isinstance(value, kind):
+            return f"payload.{name} must be {what} or null"
+    return None
 
 
 def _refused_before_running(result: ExecutionResult) -> bool:

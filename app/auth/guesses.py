@@ -139,19 +139,28 @@ return {0, 0}
 """,
 )
 
-# ARGV[1]: 1 = the password was right (forget the address's failures, know the address),
-# 0 = the password was never checked (take the reservation back).
+SUCCEEDED, RELEASED, KNOWN = "succeeded", "released", "known"
+
+# ARGV[1]: succeeded = the password was right (the reservation back, the address's failures
+# forgotten, the address known); released = the password was never checked (the reservation
+# back); known = an account made from the address (known, nothing reserved). Mirrors
+# `_Local.end`.
 _END = LuaScript(
     "guess_end",
     """
-if tonumber(redis.call('HGET', KEYS[1], 'n') or '0') > 0 then
+local outcome = ARGV[1]
+if outcome ~= 'known' and tonumber(redis.call('HGET', KEYS[1], 'n') or '0') > 0 then
   redis.call('HINCRBY', KEYS[1], 'n', -1)
 end
-if ARGV[1] == '1' then
-  redis.call('DEL', KEYS[2])
+if outcome == 'released' then
+  if tonumber(redis.call('GET', KEYS[2]) or '0') > 0 then
+    redis.call('DECR', KEYS[2])
+  end
+else
+  if outcome == 'succeeded' then
+    redis.call('DEL', KEYS[2])
+  end
   redis.call('SET', KEYS[3], '1', 'EX', ARGV[2])
-elseif tonumber(redis.call('GET', KEYS[2]) or '0') > 0 then
-  redis.call('DECR', KEYS[2])
 end
 return 1
 """,
@@ -188,17 +197,19 @@ class _Local:
         self.accounts[account] = (n + 1, now, account_end or now + ACCOUNT_WINDOW_SECONDS * 1000)
         return [0, 0]
 
-    def end(self, keys: tuple[str, str, str], succeeded: bool, now: float) -> None:
+    def end(self, keys: tuple[str, str, str], outcome: str, now: float) -> None:
         account, address, known = keys
-        if account in self.accounts:
+        if outcome != KNOWN and account in self.accounts:
             n, last, ends = self.accounts[account]
             self.accounts[account] = (max(0, n - 1), last, ends)
-        if succeeded:
+        if outcome == RELEASED:
+            if address in self.tries:
+                tries, ends = self.tries[address]
+                self.tries[address] = (max(0, tries - 1), ends)
+            return
+        if outcome == SUCCEEDED:
             self.tries.pop(address, None)
-            self.known[known] = now + KNOWN_ADDRESS_SECONDS * 1000
-        elif address in self.tries:
-            tries, ends = self.tries[address]
-            self.tries[address] = (max(0, tries - 1), ends)
+        self.known[known] = now + KNOWN_ADDRESS_SECONDS * 1000
 
     def _drop_past(self, now: float) -> None:
         """Past LOCAL_MAX_ENTRIES, ended windows go; if that is not enough, start over (a
@@ -251,14 +262,14 @@ class Guesses:
         except wrong:
             raise
         except BaseException:
-            await self._end(keys, succeeded=False)
+            await self._end(keys, RELEASED)
             raise
-        await self._end(keys, succeeded=True)
+        await self._end(keys, SUCCEEDED)
 
     async def remember(self, handle: str, ip: str) -> None:
         """The account was just made from `ip`: its owner's address from the start."""
         keys = (account_key(handle), address_key(handle, ip), known_key(handle, ip))
-        await self._end(keys, succeeded=True)
+        await self._end(keys, KNOWN)
 
     async def _begin(self, keys: tuple[str, str, str]) -> None:
         now = time.time() * 1000
@@ -283,9 +294,9 @@ class Guesses:
             RATE_LIMITED.labels(kind).inc()
             raise RateLimited(f"{message}. Retry in {wait} s.", retry_after=wait)
 
-    async def _end(self, keys: tuple[str, str, str], succeeded: bool) -> None:
+    async def _end(self, keys: tuple[str, str, str], outcome: str) -> None:
         try:
-            await run_script(self.redis, _END, keys, (int(succeeded), KNOWN_ADDRESS_SECONDS))
+            await run_script(self.redis, _END, keys, (outcome, KNOWN_ADDRESS_SECONDS))
         except (RedisError, OSError):
             RATE_LIMIT_FALLBACK.inc()
-            _local.end(keys, succeeded, time.time() * 1000)
+            _local.end(keys, outcome, time.time() * 1000)

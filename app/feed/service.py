@@ -507,7 +507,8 @@ class FeedService:
         checked: list[tuple[int, FeedRow]] = []
         start, at = position, time.monotonic()
         while len(taken) < first and position < len(ids):
-            chunk = ids[position : position + first - len(taken) + 5 + ahead]
+            # The read-ahead doubles as the slack for ids that turn out hidden.
+            chunk = ids[position : position + first - len(taken) + max(5, ahead)]
             visible = await self._filter(viewer_id, chunk, extras)
             for offset, post_id in enumerate(chunk, position):
                 row = visible.get(post_id)

@@ -475,7 +475,10 @@ async def test_postgres_restarted_under_load_fails_cleanly_and_loses_nothing() -
                 errors = body.get("errors") or []
                 for error in errors:
                     code = error.get("extensions", {}).get("code")
-                    assert code in {"INTERNAL", "OVERLOADED"}, (response.status_code, error)
+                    # PostgreSQL away is the typed UNAVAILABLE with a wait, never INTERNAL.
+                    assert code in {"UNAVAILABLE", "OVERLOADED"}, (response.status_code, error)
+                    if code == "UNAVAILABLE":
+                        assert error["extensions"]["retryAfter"] > 0, error
                     failures[code] += 1
                 answers["error" if errors else "ok"] += 1
                 return None if errors else body["data"]

@@ -6,9 +6,12 @@ queries and mutations may use) with arguments that are valid, of the wrong type,
 (ints past 32 and 64 bits), unicode, NUL bytes, long strings, null for non-null, missing or
 unknown; as literals or as variables (declared right, wrong, or not at all); selection sets
 of random depth (the schema's cycles User.posts.edges.node.author... go as deep as drawn),
-aliases, fragments, unknown fields. Besides: garbage text, deep brackets, bodies that are not
-the GraphQL-over-HTTP shape (arrays, scalars, wrong content types, GET with query strings).
-Anonymous, with a valid token, or with a garbage one.
+aliases, fragments, unknown fields. Bombs (issue 19), by POST and GET: fragments spreading
+the next one 2-4 times up to 30 levels deep, chains and cycles of fragments, hundreds of
+aliases, directives, variables (used or not) and copies of one field, each answered within
+BOMB_SECONDS. Besides: garbage text, deep brackets, bodies that are not the GraphQL-over-HTTP
+shape (arrays, scalars, wrong content types, GET with query strings). Anonymous, with a
+valid token, or with a garbage one.
 
 Every answer must come within PER_REQUEST_SECONDS, never be a 5xx, never carry a traceback,
 and each of its GraphQL errors must have `extensions.code`. `FUZZ_REQUESTS` (default 300)
@@ -49,6 +52,9 @@ from tests.servers import ApiServer
 
 REQUESTS = int(os.environ.get("FUZZ_REQUESTS", "300"))
 PER_REQUEST_SECONDS = 10.0
+# A bomb is refused (or answered) at once: the caps and linear rules of
+# app.api.document_limits; generous for a loaded 2-core machine (tens of ms when idle).
+BOMB_SECONDS = 1.0
 SCHEMA = build_schema((PROJECT_ROOT / "graphql" / "schema.graphql").read_text())
 ROOTS = {
     "query": SCHEMA.query_type,
@@ -237,6 +243,95 @@ garbage_documents = st.one_of(
 )
 
 
+# -- bombs: small documents that multiply work (issue 19) ---------------------------------------
+
+FIELDS = [
+    "viewer { id }",
+    "feed(first: 100) { edges { cursor } }",
+    'user(handle: "x") { posts(first: 100) { edges { node { id } } } }',
+]
+LEAVES = [*FIELDS, "a: viewer { handle }", "__typename"]
+
+
+@st.composite
+def fragment_bombs(draw: st.DrawFn) -> str:
+    """Fragments spreading the next one `fan` times, `levels` deep (fan^levels copies), or a
+    chain of fragments each one level deeper, or a cycle."""
+    levels = draw(st.integers(1, 30))
+    fan = draw(st.integers(2, 4))
+    shape = draw(st.sampled_from(["fan", "chain", "cycle"]))
+    if shape == "cycle":
+        return "query { ...F0 } " + " ".join(
+            f"fragment F{i} on Query {{ ...F{(i + 1) % levels} }}" for i in range(levels)
+        )
+    if shape == "chain":
+        deeper = "viewer {{ posts(first: 100) {{ edges {{ node {{ author {{ ...F{} }} }} }} }} }}"
+        parts = [f"fragment F{i} on Query {{ {deeper.format(i + 1)} }}" for i in range(levels)]
+    else:
+        spreads = " ".join(["...F{}"] * fan)
+        parts = [
+            f"fragment F{i} on Query {{ {spreads.format(*[i + 1] * fan)} }}" for i in range(levels)
+        ]
+    parts.append(f"fragment F{levels} on Query {{ {draw(st.sampled_from(LEAVES))} }}")
+    return "query { ...F0 } " + " ".join(parts)
+
+
+@st.composite
+def alias_bombs(draw: st.DrawFn) -> str:
+    field = draw(st.sampled_from(FIELDS))
+    return "query { " + " ".join(f"a{i}: {field}" for i in range(draw(st.integers(1, 600)))) + " }"
+
+
+@st.composite
+def directive_bombs(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    directive = draw(
+        st.sampled_from(["@include(if: true)", "@skip(if: $v)", "@deprecated", "@nope(x: 1)"])
+    )
+    directives = " ".join([directive] * draw(st.integers(1, 400)))
+    return f"query($v: Boolean) {{ viewer {directives} {{ id }} }}", {"v": draw(any_json)}
+
+
+@st.composite
+def variable_bombs(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    n = draw(st.integers(1, 600))
+    used = draw(st.booleans())
+    kind = draw(st.sampled_from(["Int", "String!", "[ID]", "Boolean", "Nope"]))
+    declared = " ".join(f"$v{i}: {kind}" for i in range(n))
+    body = (
+        " ".join(f"a{i}: viewer @include(if: $v{i}) {{ id }}" for i in range(n))
+        if used
+        else "viewer { id }"
+    )
+    values = {f"v{i}": draw(any_json) for i in range(draw(st.integers(0, min(n, 50))))}
+    return f"query({declared}) {{ {body} }}", values
+
+
+@st.composite
+def repeat_bombs(draw: st.DrawFn) -> str:
+    """One response key many times in one selection set (graphql-core compares each pair)."""
+    n = draw(st.integers(2, 500))
+    inline = draw(st.booleans())
+    copy = "... { viewer { id } }" if inline else "viewer { id }"
+    return "{ " + " ".join([copy] * n) + " }"
+
+
+@st.composite
+def bombs(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["fragment", "alias", "directive", "variable", "repeat"]))
+    variables: dict[str, Any] = {}
+    if kind == "fragment":
+        text = draw(fragment_bombs())
+    elif kind == "alias":
+        text = draw(alias_bombs())
+    elif kind == "directive":
+        text, variables = draw(directive_bombs())
+    elif kind == "variable":
+        text, variables = draw(variable_bombs())
+    else:
+        text = draw(repeat_bombs())
+    return {"query": text, "variables": variables}
+
+
 @dataclass
 class Request:
     method: str
@@ -244,6 +339,7 @@ class Request:
     params: dict[str, str] | None
     content_type: str | None
     auth: str  # none | valid | garbage
+    bomb: bool = False  # answered within BOMB_SECONDS
 
     def describe(self) -> str:
         shown = (self.content or b"")[:300]
@@ -253,7 +349,13 @@ class Request:
 @st.composite
 def requests(draw: st.DrawFn) -> Request:
     auth = draw(st.sampled_from(["none", "valid", "valid", "garbage"]))
-    kind = draw(st.integers(0, 19))
+    kind = draw(st.integers(0, 22))
+    if kind >= 20:  # a bomb, by POST or GET
+        bomb = draw(bombs())
+        if draw(st.booleans()):
+            return Request("POST", json.dumps(bomb).encode(), None, "application/json", auth, True)
+        params = {"query": bomb["query"][:6000], "variables": json.dumps(bomb["variables"])}
+        return Request("GET", None, params, None, auth, True)
     if kind < 13:
         body: Any = draw(documents())
     elif kind < 15:
@@ -302,6 +404,8 @@ class Tally:
     statuses: Counter[int] | None = None
     codes: Counter[str] | None = None
     slowest: float = 0.0
+    bombs: int = 0
+    slowest_bomb: float = 0.0
 
     def __post_init__(self) -> None:
         self.statuses, self.codes = Counter(), Counter()
@@ -392,6 +496,12 @@ def fuzz(url: str, token: str, tally: Tally, log: ServerLog) -> dict[str, str]:
                 problem = f"connection dropped ({type(exc).__name__}), after: {previous[-1]}"
             else:
                 problem = defect(response, tally)
+                took = response.elapsed.total_seconds()
+                if request.bomb:
+                    tally.bombs += 1
+                    tally.slowest_bomb = max(tally.slowest_bomb, took)
+                    if problem is None and took > BOMB_SECONDS:
+                        problem = f"a bomb took {took:.2f} s"
             previous[-1] = request.describe()
             if problem is None:
                 return
@@ -416,6 +526,7 @@ async def test_graphql_surface_survives_fuzzing() -> None:
             assert (await http.get("/healthz")).status_code == 200, "the server died"
     print(
         f"\nfuzz: {tally.requests} requests, statuses {dict(tally.statuses or {})}, "
-        f"codes {dict(tally.codes or {})}, slowest {tally.slowest:.2f} s, defects {len(found)}"
+        f"codes {dict(tally.codes or {})}, slowest {tally.slowest:.2f} s, "
+        f"{tally.bombs} bombs (slowest {tally.slowest_bomb:.3f} s), defects {len(found)}"
     )
     assert not found, "\n".join(f"{kind}\n    e.g. {example}" for kind, example in found.items())

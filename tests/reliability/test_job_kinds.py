@@ -181,6 +181,30 @@ async def test_a_lost_post_change_job_is_reconciled(client: Any, state: Any, pip
     assert await event_tracking.attempts(state.redis, job_id) == 1
 
 
+async def test_a_pass_checks_a_bounded_number_of_events_and_the_next_goes_on(
+    client: Any, state: Any, pipeline: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state.settings, "reconcile_max_events", 2)
+    author, _ = await make_user(client, "author")
+    made = await post(client, author, "before the follows")  # event 1
+    fans = [await make_user(client, f"fan{i}") for i in range(2)]
+    await pipeline.settle()
+    for token, _ in fans:
+        await follow(client, token, "author")  # events 2 and 3
+    await pipeline.relay.drain()
+    for job_id in await _event_jobs(events.FOLLOWED):
+        await _lose(state, job_id)
+    await pipeline.settle()
+
+    await _reconcile(pipeline)  # events 1 and 2
+    assert [await timeline_ids(state, fan_id) for _, fan_id in fans] == [[made], []]
+    await _reconcile(pipeline)  # event 3, the end of the window
+    assert [await timeline_ids(state, fan_id) for _, fan_id in fans] == [[made], [made]]
+    await _reconcile(pipeline)  # from the start again: nothing left to re-run
+    for job_id in await _event_jobs(events.FOLLOWED):
+        assert await event_tracking.attempts(state.redis, job_id) == 1
+
+
 async def test_an_event_job_failing_every_rerun_ends_as_a_dead_letter(
     client: Any, state: Any, pipeline: Any, faulty: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
