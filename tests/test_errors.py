@@ -91,7 +91,9 @@ async def test_rate_limited(state) -> None:
     assert ["RATE_LIMITED"] in codes[3:], codes
 
 
-async def test_internal_errors_are_masked(state) -> None:
+async def test_an_unreachable_database_is_unavailable_and_masked(state) -> None:
+    """PostgreSQL out of reach is the typed, retryable UNAVAILABLE (decision 0019), never
+    INTERNAL, and the driver's words (the address) stay in the server log."""
     broken_settings = state.settings.model_copy(
         update={"database_url": "postgresql://postgres@127.0.0.1:1/nowhere"}
     )
@@ -106,7 +108,8 @@ async def test_internal_errors_are_masked(state) -> None:
     finally:
         await broken.close()
     assert result.status == 200
-    assert result.codes == ["INTERNAL"]
+    assert result.codes == ["UNAVAILABLE"]
+    assert result.errors[0]["extensions"]["retryAfter"] == 2
     assert "127.0.0.1" not in result.errors[0]["message"]
     assert "Traceback" not in str(result.errors)
     assert health.status_code == 503

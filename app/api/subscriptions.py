@@ -79,8 +79,11 @@ class SocketContext(Context):
         self.token_expires_at = expires_at
         self.loaders = Loaders(self.state, user_id)
 
-    def for_operation(self, operation_id: str, send_text: SendText) -> OperationContext:
+    def for_operation(
+        self, operation_id: str, send_text: SendText, started: Callable[[], None] | None = None
+    ) -> OperationContext:
         return OperationContext(
+            started=started,
             state=self.state,
             request=self.request,
             viewer_id=self.viewer_id,
@@ -110,6 +113,9 @@ class OperationContext(Context):
     hub: Hub | None = None
     operation_id: str = ""
     send_text: SendText | None = None
+    # Called once a subscription is set up (its first frame may go out from the hub, not
+    # through the operation's stream): the operation's admission slot is given back then.
+    started: Callable[[], None] | None = None
     _on_detach: list[Callable[[], None]] = field(default_factory=list)
 
     def on_detach(self, callback: Callable[[], None]) -> None:
@@ -174,6 +180,8 @@ class Subscription:
             hub.release_soon(hold)
             raise
         context.on_detach(lambda: hub.unsubscribe(subscriber))
+        if context.started is not None:
+            context.started()
         try:
             if frames is not None:
                 # Frames go out from the hub (app.api.frames); this stream only ends.

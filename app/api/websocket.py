@@ -347,7 +347,9 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
 
     async def run_operation(self, operation: Operation[SocketContext, None]) -> None:
         """Strawberry's, with a context (and DataLoaders) of the operation's own."""
-        op_context = self.context.for_operation(operation.id, self.websocket.send_text)
+        op_context = self.context.for_operation(
+            operation.id, self.websocket.send_text, lambda: self._release_slot(operation.id)
+        )
         self._op_contexts[operation.id] = op_context
         try:
             if not await self._admit(operation):

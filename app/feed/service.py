@@ -29,7 +29,12 @@ count holds posts delivered since that reset, and every such post would be a new
 (it would have changed the signature). "Count is zero" alone is not enough to skip: the
 reset also moves the mark (`fur:{user}`) from which a later subscribe counts the posts that
 arrived while the viewer was away, so skipping it on an unchanged zero count would announce
-posts this very page showed."""
+posts this very page showed.
+
+PostgreSQL out of reach (`Unavailable` from app.db): a session page is answered from the
+viewer's verified window (app.feed.verified: what the last session page's filter allowed,
+one page read ahead) while that check is younger than FEED_AUTHZ_TTL_SECONDS, degraded;
+everything else fails UNAVAILABLE (docs/decisions/0019-postgres-outage.md)."""
 
 from __future__ import annotations
 
@@ -478,7 +483,9 @@ class FeedService:
         found = window.rows_from(position)[:first]
         if not found and window.end < len(frozen.ids):
             return None  # the rest of the window is hidden; what follows was not checked
-        taken = [(row, SessionPosition(frozen.session_id, p + 1)) for p, row in found]
+        taken: list[tuple[FeedRow, Cursor]] = [
+            (row, SessionPosition(frozen.session_id, p + 1)) for p, row in found
+        ]
         after = found[-1][0] + 1 if found else window.end
         has_next = after < len(frozen.ids) or frozen.tail is not None
         extras.authors.update(window.authors)

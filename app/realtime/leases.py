@@ -119,7 +119,7 @@ class Leases:
         try:
             replies = await run_script_many(self.redis, _ACQUIRE, calls)
         except (RedisError, OSError):
-            log.warning("leases: Redis unavailable, caps held per process", exc_info=True)
+            log.warning("Redis unavailable: socket caps counted per process", exc_info=True)
             replies = [-1] * len(caps)
         full = [c for c, r in zip(caps, replies, strict=True) if int(r) >= 0]
         for key in hold.keys:

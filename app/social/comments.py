@@ -42,7 +42,7 @@ COMMENT_ID_MAX_DIGITS = 19  # a bigint
 Page = tuple[list[Comment], bool]  # the comments, and whether more exist
 
 
-def _visible(viewer_id: int | None) -> Select[tuple[Comment]]:
+def _visible(viewer_id: int | None) -> Select[Comment]:
     """Comments the viewer may see: their post is visible, their author not across a block."""
     query = select(Comment).join(Post, Post.id == Comment.post_id).where(visible_to(viewer_id))
     if viewer_id is not None:
@@ -63,7 +63,7 @@ def parse_comment_id(raw: str) -> int | None:
 
 def _pages_query(
     viewer_id: int | None, post_ids: Sequence[int], first: int, after: Position | None
-) -> Select[tuple[Comment]]:
+) -> Select[Comment]:
     """Each post's first `first` + 1 visible comments after `after`, oldest first: one
     LATERAL page per post, each read through comments_post_idx with its own LIMIT."""
     parent = func.unnest(cast(list(post_ids), ARRAY(BigInteger))).table_valued("id")

@@ -46,7 +46,7 @@ def _pages_query(
     direction: Direction,
     first: int,
     after: Position | None,
-) -> Select[tuple[int, User, datetime]]:
+) -> Select[int, User, datetime]:
     """Each listed user's newest `first` + 1 edges older than `after`: one LATERAL page per
     listed user through follows_followee_created_idx / follows_follower_created_idx."""
     if direction is Direction.FOLLOWERS:
@@ -91,8 +91,7 @@ async def follow_pages(
     """One page per listed user, newest edge first, in one query; one extra row tells
     whether more exist."""
     found: dict[int, list[tuple[User, datetime]]] = {user_id: [] for user_id in user_ids}
-    for owner_id, user, at in await session.execute(
-        _pages_query(viewer_id, user_ids, direction, first, after)
-    ):
+    rows = await session.execute(_pages_query(viewer_id, user_ids, direction, first, after))
+    for owner_id, user, at in rows:
         found[owner_id].append((user, at))
     return {user_id: (rows[:first], len(rows) > first) for user_id, rows in found.items()}

@@ -5,11 +5,13 @@ operations sent over a socket pass admission and the read budgets as over HTTP."
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
 
 from tests.helpers import eventually, make_user
 from tests.realtime.test_protocol import (
@@ -197,4 +199,42 @@ async def test_operations_over_a_socket_take_admission_slots(test_database: str)
         for message in refused:
             [error] = message["payload"]
             assert error["extensions"] == {"code": "OVERLOADED", "retryAfter": 1}, error
+        await ws.close()
+
+
+async def test_one_account_cannot_hold_sixty_sockets_of_ten_subscriptions(
+    server: ApiServer,
+) -> None:
+    """The issue's reproduction, with the default limits: 60 sockets of one account with 10
+    `feedUpdates` each held 600 subscriptions. Now 8 sockets and 16 subscriptions; every
+    other attempt is refused with a documented close code or a typed `error` message."""
+    async with server.http() as http:
+        token, _ = await make_user(http, "hoarder")
+    started = time.perf_counter()
+    sockets, closes = [], []
+    for _ in range(60):
+        ws = await open_socket(server)
+        await send(ws, {"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}})
+        try:
+            assert (await receive(ws))["type"] == "connection_ack"
+            sockets.append(ws)
+        except ConnectionClosed:
+            closes.append(ws.close_code)
+    opened = time.perf_counter() - started
+    kinds: dict[str, int] = {}
+    codes: dict[str, int] = {}
+    for ws in sockets:
+        for n in range(10):
+            answer = await subscribe(ws, f"{n}")
+            kinds[answer["type"]] = kinds.get(answer["type"], 0) + 1
+            if answer["type"] == "error":
+                code = answer["payload"][0]["extensions"]["code"]
+                codes[code] = codes.get(code, 0) + 1
+    print(
+        f"sockets: {len(sockets)} held, {len(closes)} closed {set(closes)} "
+        f"({opened:.2f} s for 60); subscribes: {kinds}, refusals {codes}"
+    )
+    assert len(sockets) == 8 and set(closes) == {4429}
+    assert kinds == {"next": 16, "error": 64} and codes == {"RATE_LIMITED": 64}
+    for ws in sockets:
         await ws.close()

@@ -66,7 +66,9 @@ class Sequence:
         rng = self.rng
         if self.ids and rng.random() < 0.4:
             return rng.choice(self.ids)  # reuse: duplicates, completes of live operations
-        op_id = rng.choice([str(rng.randrange(20)), "", "ü" * 3, "i" * 200, rng.choice(JUNK)])
+        op_id = rng.choice([str(rng.randrange(20)), "", "ü" * 3, "i" * 200])
+        if rng.random() < 0.08:
+            op_id = rng.choice(JUNK)  # not a string: an invalid message (4400)
         self.ids.append(op_id)
         return op_id
 

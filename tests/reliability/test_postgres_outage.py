@@ -24,6 +24,7 @@ from tests.reliability.private_postgres import private_postgres
 from tests.servers import ApiServer
 
 TTL = 4.0  # FEED_AUTHZ_TTL_SECONDS of the server under test
+OUTAGE_SECONDS = 6.0  # the outage; past the TTL either way
 PAGE = 5  # the check of a page reads PAGE more ids: at most 3 hidden leaves 2 for later
 ALLOWED = {"UNAVAILABLE", "OVERLOADED"}  # what a request may fail with while PostgreSQL is away
 
@@ -146,6 +147,15 @@ async def test_postgres_stopped_serves_recently_verified_pages_then_unavailable(
                     )
 
                 await eventually(past_the_ttl_unavailable, within=TTL + 15, what="past the TTL")
+                await eventually(
+                    lambda: (
+                        past_the_ttl_unavailable()
+                        and asyncio.get_running_loop().time() >= down_since + OUTAGE_SECONDS
+                    ),
+                    within=OUTAGE_SECONDS + 5,
+                    interval=0.1,
+                    what="the outage's end",
+                )
                 down_answers = [a for a in answers if a.sent >= down_since]
                 down_writes = [a for a in writes if a.sent >= down_since]
                 down_first_pages = [a for a in first_pages if a.sent >= down_since]
