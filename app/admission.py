@@ -15,9 +15,10 @@ Python) and the queue absorbs the rest of a burst. A request that finds the queu
 that is still waiting when its budget runs out, is answered HTTP 503 with `Retry-After` and
 a GraphQL error body whose `extensions.code` is OVERLOADED (retryable: nothing was run).
 
-Only requests that run GraphQL over HTTP are counted: websockets (long-lived; their frames
-are not requests), /healthz, /metrics, the demo page, GraphiQL's page and its assets pass
-untouched. MAX_IN_FLIGHT=0 turns the limit off.
+Requests that run GraphQL over HTTP are counted, and each operation sent over a websocket
+(app.api.websocket takes a slot through SLOTS_SCOPE_KEY; the socket itself holds none);
+/healthz, /metrics, the demo page, GraphiQL's page and its assets pass untouched.
+MAX_IN_FLIGHT=0 turns the limit off.
 
 Sizing (measured on 2 cores shared with other work, 50 closed-loop clients of RANKED and
 CHRONOLOGICAL first pages): 16 in flight served as many pages per second as 32 or 64 or

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter as Tally
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import orjson
 from prometheus_client import Counter
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import _TrustedHosts
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -68,7 +69,8 @@ def _too_many_connections_body(cap: int) -> bytes:
     return orjson.dumps({"errors": [{"message": message, "extensions": extensions}]})
 
 
-def _too_many_connections(cap: int) -> Any:
+@cache
+def _too_many_connections(cap: int) -> ASGIApp:
     """The ASGI app answering every request of a connection over the cap."""
     body = _too_many_connections_body(cap)
     headers = [
@@ -78,7 +80,7 @@ def _too_many_connections(cap: int) -> Any:
         (b"connection", b"close"),
     ]
 
-    async def refuse(scope: Any, receive: Any, send: Any) -> None:
+    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 429, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 

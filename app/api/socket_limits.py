@@ -14,12 +14,12 @@ The counts of what is held at once live in app.realtime.leases (shared by every 
 from __future__ import annotations
 
 from prometheus_client import Counter
+from redis.asyncio import Redis
 
 from app.errors import RateLimited
 from app.ratelimit import check_rates
 from app.realtime.leases import SOCKETS, SUBSCRIPTIONS, Cap, address_key, user_key
 from app.realtime.settings import RealtimeSettings
-from app.redis_scripts import AnyRedis
 
 CLOSE_TOO_MANY = 4429  # graphql-ws's own code for "too many": its client does not retry it
 
@@ -82,7 +82,7 @@ def operations_refusal(limit: int) -> LimitReached:
 
 
 async def count_subscribe(
-    redis: AnyRedis, settings: RealtimeSettings, user_id: int, address: str
+    redis: Redis, settings: RealtimeSettings, user_id: int, address: str
 ) -> None:
     """One subscription started, against the per-account and per-address minute budgets;
     RateLimited (with retryAfter) past either."""

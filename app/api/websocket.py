@@ -307,7 +307,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         if not isinstance(payload, dict) or not isinstance(query, str | None):
             await self.handle_invalid_message("A subscribe message needs payload.query")
             return
-        wrong = _misshapen(payload)
+        wrong = _misshapen(cast(dict[str, Any], payload))
         if wrong is not None:  # graphql-core would fail on it with a traceback
             await self.handle_invalid_message(wrong)
             return
@@ -329,11 +329,9 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
                 return
             payload["query"] = query
             if len(self.operations) >= self.max_operations:
-                refused = GraphQLError(
-                    str(operations_refusal(self.max_operations)),
-                    original_error=operations_refusal(self.max_operations),
-                )
-                await self._send_error(message["id"], [refused])
+                too_many = operations_refusal(self.max_operations)
+                error_ = GraphQLError(str(too_many), original_error=too_many)
+                await self._send_error(message["id"], [error_])
                 return
         await super().handle_subscribe(message)
 

@@ -34,7 +34,10 @@ class _Pool(AsyncAdaptedQueuePool):
 
 def _statement_failed(context: ExceptionContext) -> Unavailable | None:
     """A statement's error: Unavailable when the server or the connection is gone (the
-    connection is then invalidated, not rolled back), else SQLAlchemy's own error."""
+    connection is then invalidated, not rolled back), else SQLAlchemy's own error. A
+    cancelled statement (CancelledError, also a "disconnect" to SQLAlchemy) stays one."""
+    if not isinstance(context.original_exception, Exception):
+        return None
     if context.is_disconnect or unreachable(context.original_exception):
         context.is_disconnect = True
         return unavailable()

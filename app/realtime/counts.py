@@ -290,8 +290,8 @@ async def add_and_publish(
     """Count pushed posts for these users and publish each user's new count (workers).
 
     One script call per SCRIPT_KEYS users. A user whose count did not grow (a replayed
-    batch, or only posts of an author the user stopped following or is blocked with) is not
-    notified. Returns the number of notifications published.
+    batch, only posts of an author the user stopped following or is blocked with, or of
+    posts deleted since) is not notified. Returns the number of notifications published.
     """
     if not user_ids or not entries:
         return 0

@@ -4,7 +4,8 @@
   (member = post id, score = created_at ms): its ZCARD is `newPostCount`, idempotent under
   replayed fan-out batches because a re-added member changes nothing.
 - `fur:{<user_id>}` string: ms of the last reset; pull-mode posts newer than it are "new".
-- `fuc:{<user_id>}` zset: author id -> ms, the pairs' stop marks (`counts.stop_counting`).
+- `fuc:{<user_id>}` zset: author id -> ms, the pairs' stop marks (`counts.stop_counting`);
+  `p<post_id>` -> ms, tombstones of deleted posts no raise may count (`counts.forget_posts`).
 - channel `fu:<ns>:u:<user_id>`: "count:latest_ms:published_ms" after a user's count changed.
 - channel `fu:<ns>:a:<author_id>`: "post_id:created_ms:visibility:published_ms" when a
   pull-mode author posts; only API processes with a connected follower subscribe to it.
@@ -37,7 +38,8 @@ def reset_key(user_id: int) -> str:
 
 def stops_key(user_id: int) -> str:
     """Author id -> ms; the user counts only that author's posts created after it (STOPPED:
-    none). Absent author: no restriction."""
+    none). Absent author: no restriction. Also `p<post_id>` -> ms: a deleted post, never
+    counted for the user again."""
     return f"fuc:{{{int(user_id)}}}"
 
 

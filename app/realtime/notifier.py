@@ -1,7 +1,9 @@
 """The fan-out service's notifier: what workers publish after they wrote timelines.
 
-Best effort by design: a failed publish is logged and the fan-out job still succeeds (the
-timelines are the truth; a missed banner is fixed by the next notification or reconnect).
+Raises are best effort by design: a failed publish is logged and the fan-out job still
+succeeds (the timelines are the truth; a missed banner is fixed by the next notification or
+reconnect). Withdrawals (a deleted or hidden post) fail their job instead: nothing later would
+lower the count again, while the job's retry can.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class RedisNotifier:
 
         The batch's recipients were read when the post was split, maybe before an unfollow or
         block that came since (queue lag): the script skips users who stopped counting this
-        author (`counts.stop_counting`): one ZSCORE per online recipient, no SQL."""
+        author (`counts.stop_counting`), and posts deleted since (`counts.forget_posts`):
+        one ZMSCORE per online recipient, no SQL."""
         try:
             await counts.add_and_publish(
                 self.redis, user_ids, entries, self.settings, author_id=author_id

@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from app.fanout import lanes
 from app.posts.ids import created_ms
 from tests.helpers import author_with_fans, fanout_mode, gql, post
@@ -96,17 +98,21 @@ async def test_a_replayed_delete_lowers_nothing_more(server: ApiServer, pipeline
         await fan.live.close()
 
 
-async def test_a_batch_queued_before_the_delete_counts_nothing(
-    server: ApiServer, pipeline, state
+@pytest.mark.parametrize("change", ["delete", "private"])
+async def test_a_batch_queued_before_the_post_was_hidden_counts_nothing(
+    server: ApiServer, pipeline, state, change: str
 ) -> None:
     """Queue lag: the post's batch (with the fan in it) waits in ARQ while the author deletes
-    the post; when the batch runs it does not raise the count for the deleted post."""
+    the post or makes it PRIVATE; when the batch runs it does not raise the count for it."""
     async with server.http() as http:
         fan = await subscribed_fan(server, http, pipeline)
-        post_id = await post(http, fan.author, "deleted before its batch ran")
+        post_id = await post(http, fan.author, "hidden before its batch ran")
         split = await state.fanout.split_post(post_id, pipeline.enqueue)  # the real split
         assert split is not None and split.batches == 1  # its FanoutBatch waits in ARQ
-        await _delete(http, fan.author, post_id)
+        if change == "delete":
+            await _delete(http, fan.author, post_id)
+        else:
+            await _set_visibility(http, fan.author, post_id, "PRIVATE")
         assert await pipeline.run_lane(lanes.DEFAULT) == 1  # the lagging batch, nothing else
 
         await _sentinel(http, pipeline, fan.live, fan.author, 1)

@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import follow, make_user, post
+from tests.realtime.live import LiveClient
 from tests.servers import ApiServer, npm_ci
 
 CLIENT_DIR = Path(__file__).parent / "reference_client"
@@ -47,9 +48,15 @@ class NodeRun:
 
     @classmethod
     async def start(
-        cls, script: Path, server: ApiServer, token: str, events: int, auth_key: str | None = None
+        cls,
+        script: Path,
+        server: ApiServer,
+        token: str,
+        events: int,
+        auth_key: str | None = None,
+        retry: str = "none",
     ) -> NodeRun:
-        env = {**os.environ}
+        env = {**os.environ, "FEED_RETRY": retry}
         env.pop("FEED_AUTH_KEY", None)
         if auth_key is not None:
             env["FEED_AUTH_KEY"] = auth_key
@@ -99,6 +106,11 @@ class NodeRun:
         lines = [line for line in self.stderr.splitlines() if line.startswith("{")]
         assert lines, self.report()
         return dict(json.loads(lines[-1]))
+
+    @property
+    def attempts(self) -> int:
+        """Connections the client opened (its `connecting` events)."""
+        return self.stderr.splitlines().count("CONNECTING")
 
     def report(self) -> str:
         return f"exit={self.proc.returncode} stdout={self.stdout!r} stderr={self.stderr!r}"
@@ -177,3 +189,65 @@ async def test_rejected_socket_is_closed_4403_saying_what_to_send(
     # The reason is the client's only clue: it must name what to send (a Bearer token in
     # connection_init's `authorization`), not just "Forbidden".
     assert re.search(r"bearer", problem["reason"], re.I), problem
+
+
+@pytest.fixture(scope="module")
+async def capped(test_database: str) -> AsyncIterator[ApiServer]:
+    env = {"REALTIME_SOCKETS_PER_USER": "2", "REALTIME_SUBSCRIPTIONS_PER_USER": "1"}
+    async with ApiServer(env=env) as api:
+        yield api
+
+
+async def test_past_the_socket_cap_the_client_stops_at_4429_without_retrying(
+    capped: ApiServer, reference_client: Path
+) -> None:
+    """With graphql-ws's default reconnect policy (5 attempts): 4429 is one of its fatal
+    codes, so it gives up at once with the close reason, as docs/API.md tells clients."""
+    async with capped.http() as http:
+        token, _ = await make_user(http, "tabs")
+    held = [await LiveClient.open(capped, token, subscribe=False) for _ in range(2)]
+    run = await NodeRun.start(reference_client, capped, token, events=1, retry="default")
+    try:
+        code = await run.finish()
+    finally:
+        run.kill()
+        for live in held:
+            await live.close()
+    assert code == 3, run.report()
+    problem = run.problem()
+    assert problem["code"] == 4429 and "at most 2" in problem["reason"], problem
+    assert run.attempts == 1, run.report()
+
+
+async def test_past_the_subscription_cap_the_client_gets_a_typed_error(
+    capped: ApiServer, reference_client: Path
+) -> None:
+    async with capped.http() as http:
+        token, _ = await make_user(http, "subscriber")
+    held = await LiveClient.open(capped, token)
+    run = await NodeRun.start(reference_client, capped, token, events=1)
+    try:
+        code = await run.finish()
+    finally:
+        run.kill()
+        await held.close()
+    assert code == 1, run.report()
+    problem = run.problem()
+    assert problem["error"] == "graphql", problem
+    [error] = problem["errors"]
+    assert error["extensions"] == {"code": "RATE_LIMITED", "limit": 1}, problem
+
+
+async def test_the_documented_retry_policy_stops_at_a_refused_token(
+    server: ApiServer, reference_client: Path
+) -> None:
+    """graphql-ws retries 4403 by default (five more sockets with the same bad token); the
+    policy docs/API.md gives stops at the first."""
+    run = await NodeRun.start(reference_client, server, "not-a-token", events=1, retry="documented")
+    try:
+        code = await run.finish()
+    finally:
+        run.kill()
+    assert code == 3, run.report()
+    assert run.problem()["code"] == 4403, run.report()
+    assert run.attempts == 1, run.report()

@@ -5,7 +5,10 @@
 //
 // Each argument may come from the environment instead: FEED_WS_URL, FEED_TOKEN, FEED_EVENTS,
 // FEED_TIMEOUT_SECONDS. FEED_AUTH_KEY names the connection_init key (default `Authorization`,
-// capitalised as GraphiQL users type it).
+// capitalised as GraphiQL users type it). FEED_RETRY picks the reconnect policy: `none`
+// (default: retryAttempts 0), `default` (graphql-ws's own: 5 attempts, every close but its
+// fatal codes retried) or `documented` (docs/API.md, "Live updates": 5 attempts, no retry on
+// 4403). Each connection attempt writes `CONNECTING` to stderr.
 //
 // stdout: one JSON line per received event (the ExecutionResult), then `READY` after the
 // first one (the subscription is live). Exit 0 after <events> events. Any error, close or
@@ -74,13 +77,25 @@ const timer = setTimeout(() => {
   });
 }, timeoutSeconds * 1000);
 
+const retry = process.env.FEED_RETRY || 'none';
+const policies = {
+  none: { retryAttempts: 0 },
+  default: {},
+  documented: { retryAttempts: 5, shouldRetry: (event) => !(event?.code === 4403) },
+};
+if (!(retry in policies)) {
+  await write(process.stderr, `FEED_RETRY must be one of ${Object.keys(policies).join(', ')}`);
+  process.exit(64);
+}
+
 const client = createClient({
   url,
   webSocketImpl: WebSocket,
   connectionParams: { [authKey]: `Bearer ${token}` },
   lazy: false,
-  retryAttempts: 0,
+  ...policies[retry],
   onNonLazyError: fail,
+  on: { connecting: () => process.stderr.write('CONNECTING\n') },
 });
 
 client.on('error', fail);
