@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from app.fanout.service import WITHDRAW_PAGE
 from app.realtime import counts
 from app.realtime.counts import (
     FeedCount,
@@ -21,7 +22,7 @@ from app.realtime.hub import CLOSE_GOING_AWAY, CLOSE_TOO_SLOW, Hub, Subscriber
 from app.realtime.keys import Channels
 from app.realtime.settings import RealtimeSettings
 from tests.conftest import TEST_DB
-from tests.helpers import eventually
+from tests.helpers import eventually, sql
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
 SETTINGS = RealtimeSettings(namespace=TEST_DB)
@@ -245,6 +246,24 @@ async def test_forgetting_a_post_made_private_lets_it_count_again(state) -> None
     assert await forget_posts(state.redis, [7], [1001], SETTINGS, final=False) == 1
     assert (await add_for_users(state.redis, [7], [], SETTINGS))[7] == FeedCount(0, None)
     assert await add_and_publish(state.redis, [7], [(1001, 5_000)], SETTINGS, author_id=1) == 1
+
+
+async def test_a_withdrawal_reaches_followers_on_every_page(state) -> None:
+    """The post-change job pages through all followers (WITHDRAW_PAGE a query): a follower
+    on the first page and one on the last both lose the post."""
+    count = WITHDRAW_PAGE + 1
+    await sql(
+        "INSERT INTO users (handle, password_hash, display_name)"
+        " SELECT 'w' || g, '!', 'w' FROM generate_series(0, $1) g",
+        count,
+    )
+    await sql("INSERT INTO follows (follower_id, followee_id) SELECT id, 1 FROM users WHERE id > 1")
+    first, last = 2, count + 1
+    await counts.mark_online(state.redis, [first, last], SETTINGS)
+    await add_and_publish(state.redis, [first, last], [(1001, 5_000)], SETTINGS)
+    assert await state.fanout.withdraw_from_counts(1, 1001, final=True) == count
+    now = await add_for_users(state.redis, [first, last], [], SETTINGS)
+    assert now == {first: FeedCount(0, None), last: FeedCount(0, None)}
 
 
 @pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server to build a cluster")
