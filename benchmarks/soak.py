@@ -356,6 +356,10 @@ async def run(args: argparse.Namespace) -> bool:
         "RATE_LIMIT_READS_PER_MINUTE": "0",
         "RATE_LIMIT_READS_PER_IP_PER_MINUTE": "0",
         "REALTIME_NAMESPACE": name,
+        # Every socket comes from loopback: the per-address caps (decision 0017) are off.
+        "REALTIME_SOCKETS_PER_IP": "0",
+        "REALTIME_SUBSCRIPTIONS_PER_IP": "0",
+        "REALTIME_SUBSCRIBES_PER_IP_PER_MINUTE": "0",
     }
     procs = Processes(env, port, workdir)
     stable = False

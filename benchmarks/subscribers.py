@@ -327,6 +327,10 @@ async def main(args: argparse.Namespace) -> int:
         "REDIS_URL": redis_url,
         "SECRET_KEY": SECRET,
         "REALTIME_NAMESPACE": NAMESPACE,
+        # Every socket comes from loopback: the per-address caps (decision 0017) are off.
+        "REALTIME_SOCKETS_PER_IP": "0",
+        "REALTIME_SUBSCRIPTIONS_PER_IP": "0",
+        "REALTIME_SUBSCRIBES_PER_IP_PER_MINUTE": "0",
     }
     settings = Settings(database_url=database_url, redis_url=redis_url, secret_key=SECRET)
     redis = Redis.from_url(redis_url)

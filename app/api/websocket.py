@@ -63,7 +63,7 @@ from app.api.subscriptions import OperationContext, SocketContext
 from app.api.trusted import DocumentRefused
 from app.auth import revocation
 from app.errors import BadInput, Overloaded
-from app.realtime.leases import CapReached, Hold
+from app.realtime.leases import Cap, CapReached, Hold
 from app.realtime.settings import get_realtime_settings
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         slots = self.websocket.ws.scope.get(SLOTS_SCOPE_KEY)
         return slots if isinstance(slots, Slots) else None
 
-    async def _hold(self, caps: list[Any]) -> bool:
+    async def _hold(self, caps: list[Cap]) -> bool:
         """Take this socket's place under `caps`; else close it (4429) and say so."""
         hub = self.context.hub
         if hub is None:

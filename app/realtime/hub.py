@@ -276,6 +276,8 @@ class Hub:
         pending = [*self._loops, *self._tasks]
         if pending:
             await asyncio.wait(pending, timeout=2.0)
+        with contextlib.suppress(RedisError, OSError, TimeoutError):
+            await asyncio.wait_for(self.leases.release_all(), 2.0)
         if self._pubsub is not None:
             with contextlib.suppress(RedisError, OSError):
                 await self._pubsub.aclose()

@@ -146,6 +146,18 @@ class Leases:
         except (RedisError, OSError):
             pass  # the lease runs out by itself
 
+    async def release_all(self) -> None:
+        """Give back everything this process holds (shutdown): its clients reconnect to
+        another process at once, and must not find their old sockets still counted."""
+        held, self._held = self._held, {}
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for key, members in held.items():
+                    pipe.zrem(key, *members)
+                await pipe.execute()
+        except (RedisError, OSError):
+            pass  # the leases run out by themselves
+
     async def renew(self) -> None:
         """Push the lease of everything this process holds `lease_seconds` ahead."""
         until = int(time.time() * 1000) + self.lease_ms

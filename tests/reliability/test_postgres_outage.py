@@ -1,8 +1,9 @@
 """PostgreSQL stopped for a while under an open feed session's reads and writes (issue 19): no
 answer is INTERNAL. Freshness may degrade, authorization may not: the next pages of a session
 the filter checked within FEED_AUTHZ_TTL_SECONDS are served `degraded: true` with only what
-that check allowed; past it, and for everything else, UNAVAILABLE with retryAfter. Nothing
-acknowledged is lost, and everything works again after the restart.
+that check allowed; past it, and for everything else (first pages, writes, a token check
+that needs PostgreSQL), UNAVAILABLE with retryAfter. Nothing acknowledged is lost, and
+everything works again after the restart.
 
 A private postmaster on its own port (tests/reliability/private_postgres.py), an API process
 against it; the shared server is never touched.
@@ -11,14 +12,17 @@ against it; the shared server is never touched.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import httpx
+import redis.asyncio as aioredis
 
 from app.api.documents import operations
+from app.auth.revocation import version_key
 from tests.helpers import block, eventually, follow, gql, make_user, post
 from tests.reliability.private_postgres import private_postgres
 from tests.servers import ApiServer
@@ -85,6 +89,7 @@ async def test_postgres_stopped_serves_recently_verified_pages_then_unavailable(
             writer, _ = await make_user(http, "writer")
             blocker, _ = await make_user(http, "blocker")
             reader, _ = await make_user(http, "reader")
+            newcomer, newcomer_id = await make_user(http, "newcomer")
             await follow(http, reader, "writer")
             await follow(http, reader, "blocker")
             made = [await post(http, writer, f"p{i}") for i in range(14)]
@@ -137,6 +142,11 @@ async def test_postgres_stopped_serves_recently_verified_pages_then_unavailable(
             await asyncio.to_thread(pg.stop)
             down_since = asyncio.get_running_loop().time()
             try:
+                # A token whose version Redis no longer holds needs PostgreSQL to be checked:
+                # UNAVAILABLE, neither a pass nor UNAUTHENTICATED (nor INTERNAL).
+                async with aioredis.Redis.from_url(os.environ["REDIS_URL"]) as redis:
+                    await redis.delete(version_key(newcomer_id))
+                assert (await client.call("Viewer", {}, newcomer)).codes == ["UNAVAILABLE"]
 
                 def past_the_ttl_unavailable() -> bool:
                     for loop in loops:  # a loop that failed (an INTERNAL) fails the test now
