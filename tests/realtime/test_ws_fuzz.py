@@ -3,8 +3,9 @@ a real uvicorn (issue 19). Whatever a client sends, every answer is a protocol-v
 or a close with a documented code, no traceback reaches the server log, and the server stays
 responsive (a fresh socket still subscribes, /healthz answers).
 
-`FUZZ_WS_SEQUENCES` (default 60) sequences of 1-14 messages each; `FUZZ_WS_SEED` replays a
-run (the seed is printed on failure).
+`FUZZ_WS_SEQUENCES` (default 60) sequences of 1-14 messages each (two in five of them
+keep to the protocol's message shapes, so their operations are answered, not cut short);
+`FUZZ_WS_SEED` replays a run (the seed is printed on failure).
 """
 
 from __future__ import annotations
@@ -55,20 +56,27 @@ JUNK: list[Any] = [None, 0, -1, 2**70, 1.5, True, "", "x" * 300, [], [1, "a"], {
 
 
 class Sequence:
-    """One socket's messages, built from a seeded Random."""
+    """One socket's messages, built from a seeded Random. A `polite` sequence keeps to the
+    protocol's message shapes (any document, any order), so its operations get answers
+    instead of the socket closing at the first junk message."""
 
-    def __init__(self, rng: random.Random, token: str) -> None:
+    def __init__(self, rng: random.Random, token: str, polite: bool) -> None:
         self.rng = rng
         self.token = token
+        self.polite = polite
         self.ids: list[Any] = []
+        self.fresh = iter(range(1_000_000))
 
-    def _id(self) -> Any:
+    def _id(self, *, reuse: bool = True) -> Any:
         rng = self.rng
-        if self.ids and rng.random() < 0.4:
+        if self.ids and reuse and rng.random() < 0.4:
             return rng.choice(self.ids)  # reuse: duplicates, completes of live operations
-        op_id = rng.choice([str(rng.randrange(20)), "", "ü" * 3, "i" * 200])
-        if rng.random() < 0.08:
-            op_id = rng.choice(JUNK)  # not a string: an invalid message (4400)
+        if self.polite:
+            op_id: Any = f"p{next(self.fresh)}"
+        else:
+            op_id = rng.choice([str(rng.randrange(20)), "", "ü" * 3, "i" * 200])
+            if rng.random() < 0.08:
+                op_id = rng.choice(JUNK)  # not a string: an invalid message (4400)
         self.ids.append(op_id)
         return op_id
 
@@ -80,13 +88,15 @@ class Sequence:
             {"headers": {"Authorization": f"Bearer {self.token}"}},
         ]
         bad = [{"authorization": "Bearer not-a-token"}, {}, None, rng.choice(JUNK)]
-        payload = rng.choice(good if rng.random() < 0.75 else bad)
+        payload = rng.choice(good if self.polite or rng.random() < 0.75 else bad)
         message: dict[str, Any] = {"type": "connection_init"}
         if payload is not None or rng.random() < 0.5:
             message["payload"] = payload
         return message
 
     def subscribe(self) -> Any:
+        if self.polite:
+            return self.polite_subscribe()
         rng = self.rng
         payload: dict[str, Any] = {"query": rng.choice(QUERIES)}
         if rng.random() < 0.3:
@@ -108,9 +118,18 @@ class Sequence:
             del message["id"]
         return message
 
+    def polite_subscribe(self) -> Any:
+        rng = self.rng
+        payload: dict[str, Any] = {"query": rng.choice(QUERIES)}
+        if rng.random() < 0.3:
+            payload["variables"] = rng.choice([{"h": "nobody"}, {"h": 5}, {}, {"h": "x" * 300}])
+        if rng.random() < 0.2:
+            payload["operationName"] = rng.choice(["A", "B", "Other", "Nope", "FeedUpdates"])
+        return {"type": "subscribe", "id": self._id(reuse=False), "payload": payload}
+
     def other(self) -> Any:
         rng = self.rng
-        if rng.random() < 0.7:
+        if self.polite or rng.random() < 0.7:
             return rng.choice(
                 [
                     {"type": "complete", "id": self._id()},
@@ -133,13 +152,16 @@ class Sequence:
     def messages(self) -> list[Any]:
         rng = self.rng
         out: list[Any] = []
-        if rng.random() < 0.85:
+        if self.polite or rng.random() < 0.85:
             out.append(self.init())
         for _ in range(rng.randrange(0, 14)):
             pick = rng.random()
-            out.append(
-                self.subscribe() if pick < 0.55 else self.init() if pick < 0.6 else self.other()
-            )
+            if pick < 0.55:
+                out.append(self.subscribe())
+            elif pick < 0.6 and not self.polite:
+                out.append(self.init())
+            else:
+                out.append(self.other())
         return out
 
 
@@ -212,7 +234,7 @@ async def test_random_message_sequences_get_valid_answers(fuzz_server: ApiServer
     closes: dict[int | None, int] = {}
     kinds: dict[str, int] = {}
     for n in range(SEQUENCES):
-        messages = Sequence(rng, token).messages()
+        messages = Sequence(rng, token, polite=rng.random() < 0.4).messages()
         try:
             got, code = await run_sequence(fuzz_server, messages)
         except Exception as exc:
