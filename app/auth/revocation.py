@@ -162,7 +162,8 @@ async def _stored_version(sessions: async_sessionmaker[AsyncSession], user_id: i
         async with sessions() as session:
             version = await session.scalar(select(User.token_version).where(User.id == user_id))
     except (SQLAlchemyError, OSError) as exc:
-        # Neither store can vouch for the token: a typed INTERNAL, never a silent accept.
+        # Neither store can vouch for the token: a typed error (UNAVAILABLE when PostgreSQL is
+        # out of reach, app/db/engine.py), never a silent accept.
         raise AppError("The token cannot be checked right now; try again shortly.") from exc
     if version is None:
         raise Unauthenticated("This account no longer exists; sign up again.")

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import Block, Follow, User
-from app.errors import BadInput, Forbidden, NotFound
+from app.errors import BadInput, Forbidden, NotFound, Unavailable
 from app.outbox import events
 from app.posts.visibility import blocked_among, blocked_between
 from app.realtime import counts
@@ -156,7 +156,7 @@ async def live_counts_stopped(
 
     try:
         await counts.stop_counting(redis, pairs, authors_of)
-    except (RedisError, SQLAlchemyError, OSError):
+    except (RedisError, SQLAlchemyError, OSError, Unavailable):
         log.warning("live counts not updated after a graph change %s", pairs, exc_info=True)
 
 

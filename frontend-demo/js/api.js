@@ -93,6 +93,18 @@ export const ERROR_CODES = {
     title: 'Conflict',
     hint: 'That clashes with something that already exists or changed meanwhile.',
   },
+  OVERLOADED: {
+    title: 'Server busy',
+    hint: 'The server is at capacity and did not run this request. Try again in a moment.',
+  },
+  UNAVAILABLE: {
+    title: 'Temporarily unavailable',
+    hint: 'The server cannot reach its database right now. Try again in a few seconds.',
+  },
+  PERSISTED_QUERY_NOT_FOUND: {
+    title: 'Unknown document',
+    hint: 'The server did not know this request by its hash; reload the page.',
+  },
   INTERNAL: {
     title: 'Server error',
     hint: 'Something went wrong on the server. Try again in a moment.',
