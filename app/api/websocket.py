@@ -62,7 +62,7 @@ from app.api.socket_limits import (
 from app.api.subscriptions import OperationContext, SocketContext
 from app.api.trusted import DocumentRefused
 from app.auth import revocation
-from app.errors import BadInput, Overloaded
+from app.errors import BadInput, Overloaded, Unavailable
 from app.realtime.leases import Cap, CapReached, Hold
 from app.realtime.settings import get_realtime_settings
 
@@ -73,6 +73,8 @@ if TYPE_CHECKING:
 
 CLOSE_TOO_BIG = 1009  # RFC 6455: a message too big to process
 CLOSE_FORBIDDEN = 4403
+CLOSE_TRY_AGAIN = 1013  # RFC 6455 "Try Again Later": graphql-ws retries it
+RETRYABLE_CODES = frozenset({Unavailable.code, Overloaded.code})
 MAX_REASON_BYTES = 123  # RFC 6455: a close reason fits in a control frame
 
 
@@ -243,7 +245,15 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         try:
             ack = await self.view.on_ws_connect(self.context)
         except ConnectionRejectionError as exc:
-            detail = exc.payload.get("message") if isinstance(exc.payload, dict) else None
+            payload = exc.payload if isinstance(exc.payload, dict) else {}
+            detail = payload.get("message")
+            if payload.get("code") in RETRYABLE_CODES:
+                # The token could not be checked (PostgreSQL away, the process full): not a
+                # verdict on it. 1013 is "try again later", which standard clients retry;
+                # 4403 would make them give up or drop a good token.
+                reason = f"Try again later: {detail}" if detail else "Try again later"
+                await self.websocket.close(code=CLOSE_TRY_AGAIN, reason=close_reason(reason))
+                return
             reason = f"Forbidden: {detail}" if detail else "Forbidden"
             await self.websocket.close(code=CLOSE_FORBIDDEN, reason=close_reason(reason))
             return
