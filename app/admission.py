@@ -191,8 +191,9 @@ async def read_body(receive: Receive, scope: Scope, max_bytes: int, within: floa
         raise BodyRefused(408, "body_timeout", too_slow) from None
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """`receive` for the app: the body already read, then the client's own messages."""
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """`receive` for the app: the body already read, then the client's own messages (also
+    app.api.fast_http's, which reads a body to decide and hands it on)."""
     sent = False
 
     async def replay() -> Message:
@@ -245,7 +246,7 @@ class Admission:
                 return
             if body is None:
                 return  # the client left before sending its body: nobody to answer
-            receive = _replay(body, receive)
+            receive = replay_body(body, receive)
         slots = self.slots
         if slots is None:
             await self.app(scope, receive, send)

@@ -25,8 +25,9 @@ import orjson
 from graphql import GraphQLError
 from prometheus_client import Counter
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.admission import replay_body
 from app.api import http_media
 from app.api.compiled import CompiledQuery
 from app.api.context import Context, http_context
@@ -81,7 +82,7 @@ class CompiledHTTP:
         ):
             planned = self._plan(body)
         if planned is None:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         query, values = planned
         assert media is not None  # checked with the plan
@@ -164,17 +165,3 @@ async def _read_body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """`receive` for the regular path: the body already read, then the client's messages."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
