@@ -85,7 +85,6 @@ class FeedGraphQL(GraphQL):
         # A socket that never authenticates is closed (4408) instead of holding memory.
         init_timeout = get_realtime_settings().connection_init_timeout_seconds
         kwargs.setdefault("connection_init_wait_timeout", timedelta(seconds=init_timeout))
-        kwargs.setdefault("max_subscriptions_per_connection", 10)
         schema = build_schema()
         super().__init__(schema, **kwargs)
         self.documents = schema.documents  # trusted documents (app.api.trusted)
