@@ -15,8 +15,10 @@ UV_COMPILE := $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-vers
   --python-platform x86_64-manylinux_2_28 --custom-compile-command 'make lock'
 # The browser tests (tests/e2e) drive Debian's chromium package through Playwright.
 CHROMIUM := /usr/bin/chromium
+# tests/test_ops_files.py checks ops/prometheus/ with promtool from Debian's prometheus package.
+PROMTOOL := /usr/bin/promtool
 
-.PHONY: run test lint schema clean venv browser lock stop
+.PHONY: run test lint schema clean venv browser promtool lock stop
 
 # Installs exactly what requirements.lock pins, every file checked against its sha256; the
 # project itself goes in without resolving anything (--no-deps). `make lock` refreshes the lock.
@@ -39,7 +41,7 @@ run: $(STAMP)
 	$(PY) -m devtools.launcher run
 
 # Extra pytest arguments: make test ARGS='-k feed -x'
-test: $(STAMP) browser
+test: $(STAMP) browser promtool
 	$(PY) -m devtools.launcher test $(ARGS)
 
 # System-wide, so explicit: installs Debian's chromium package (apt-get, as root or via sudo)
@@ -57,6 +59,24 @@ browser:
 	  $$sudo apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q \
 	    -o DPkg::Lock::Timeout=300 chromium; \
+	fi
+
+# Like browser: Debian's prometheus package brings promtool, which checks and unit-tests the alert
+# rules in ops/prometheus/ (`promtool check rules`, `promtool test rules`, tests/test_ops_files.py),
+# and the prometheus server that benchmarks/dashboard_plot.py runs; the tests start no server.
+promtool:
+	@if [ -x $(PROMTOOL) ]; then \
+	  echo "promtool: $(PROMTOOL) is installed"; \
+	elif ! command -v apt-get >/dev/null; then \
+	  echo "promtool: $(PROMTOOL) is missing and there is no apt-get: install Prometheus's" \
+	    "promtool there yourself (tests/test_ops_files.py needs it)"; exit 1; \
+	else \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+	  echo "promtool: installing Debian's prometheus package for the alert-rule tests:"; \
+	  echo "  $$sudo apt-get update && $$sudo apt-get install -y prometheus"; \
+	  $$sudo apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends \
+	    -o DPkg::Lock::Timeout=300 prometheus; \
 	fi
 
 lint: $(STAMP)

@@ -183,6 +183,11 @@ class Settings(BaseSettings):
     job_retry_max_seconds: float = Field(default=60.0, ge=0)
     # Test-only: workers read injected faults from Redis (jobs/faults.py). Never in production.
     job_fault_hook: bool = False
+    # Test-only read-path faults (app/feed/) for the synthetic probe's tests (tests/test_probe.py):
+    # the authoritative filter lets every candidate through; a keyset cursor is inclusive, so a
+    # next page repeats the post the previous one ended at. Refused with PROFILE=production.
+    feed_fault_skip_filter: bool = False
+    feed_fault_repeat_post: bool = False
     # ARQ's `expires`: a job still queued this long after it was due is dropped by ARQ unrun
     # (its default, a day, is shorter than an outage may be; decision 0021).
     job_expires_seconds: int = Field(default=7 * 24 * 3600, ge=3600)
@@ -221,6 +226,9 @@ class Settings(BaseSettings):
                 raise ValueError("PROFILE=production needs SECRET_KEY set")
             if self.job_fault_hook:
                 raise ValueError("JOB_FAULT_HOOK is test-only: not with PROFILE=production")
+            for fault in ("feed_fault_skip_filter", "feed_fault_repeat_post"):
+                if getattr(self, fault):
+                    raise ValueError(f"{fault.upper()} is test-only: not with PROFILE=production")
         return self
 
     @property

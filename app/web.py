@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import orjson
 from arq.constants import health_check_key_suffix
@@ -61,7 +61,7 @@ from app.config import PROJECT_ROOT, Settings, get_settings
 from app.errors import AppError
 from app.fanout import lanes
 from app.observability.exposition import render as render_metrics
-from app.observability.metrics import GRAPHQL_LATENCY
+from app.observability.metrics import GRAPHQL_LATENCY, READY
 from app.realtime.hub import Hub
 from app.realtime.settings import get_realtime_settings
 from app.state import AppState, create_state
@@ -349,6 +349,13 @@ async def readiness(state: AppState) -> dict[str, str]:
     return dict(zip(checks, results, strict=True))
 
 
+def export_readiness(checks: dict[str, str]) -> None:
+    """`feed_ready{part}`: 1 where /readyz finds the part ok, else 0 (alerts watch it; set by
+    /readyz and, from its cached answer, before every /metrics scrape)."""
+    for part, result in checks.items():
+        READY.labels(part).set(1 if result == "ok" else 0)
+
+
 def create_app(state: AppState | None = None) -> Starlette:
     holder: dict[str, AppState] = {} if state is None else {"state": state}
     hubs: dict[str, Hub] = {}
@@ -402,6 +409,7 @@ def create_app(state: AppState | None = None) -> Starlette:
 
     async def ready() -> tuple[dict[str, object], int]:
         checks = await readiness(current_state())
+        export_readiness(checks)
         down = [name for name, state in checks.items() if state != "ok"]
         status = "unavailable" if down else "ready"
         body: dict[str, object] = {"status": status, "down": down, "checks": checks}
@@ -422,6 +430,8 @@ def create_app(state: AppState | None = None) -> Starlette:
         refused = metrics_refusal(settings, request.headers.get("authorization"))
         if refused is not None:
             return refused
+        answer, _ = await recent_ready.get()  # feed_ready as fresh as /readyz's answer
+        export_readiness(cast(dict[str, str], answer["checks"]))
         body = await render_metrics(current_state())
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 

@@ -32,21 +32,29 @@ from types import FrameType
 from pydantic import ValidationError
 
 from app.config import PROJECT_ROOT, asyncpg_url, get_settings
+from app.probe.settings import get_probe_settings
 from devtools import provision
 
 
 @dataclass
 class ProcessSpec:
     """A supervised child. `{python}`, `{port}` and `{max_bytes}` in argv are filled in at
-    start."""
+    start; `wanted` (if given) decides at start whether it runs at all."""
 
     name: str
     argv: list[str]
+    wanted: Callable[[], bool] | None = None
 
     def command(self, port: int) -> list[str]:
         """The argv to run, placeholders filled in."""
         max_bytes = get_settings().max_request_bytes
         return [a.format(python=sys.executable, port=port, max_bytes=max_bytes) for a in self.argv]
+
+
+def probe_wanted() -> bool:
+    """PROBE_ENABLED decides; unset, the probe runs unless PROFILE=production."""
+    enabled = get_probe_settings().enabled
+    return enabled if enabled is not None else get_settings().profile != "production"
 
 
 PROCESSES: list[ProcessSpec] = [
@@ -81,6 +89,13 @@ PROCESSES: list[ProcessSpec] = [
     ProcessSpec("relay", ["{python}", "-m", "jobs.relay"]),
     ProcessSpec("worker", ["{python}", "-m", "arq", "jobs.worker.WorkerSettings"]),
     ProcessSpec("worker-big", ["{python}", "-m", "arq", "jobs.worker.BigLaneWorkerSettings"]),
+    # The synthetic probe (app.probe): canary accounts reading and writing through the API;
+    # its metrics reach /metrics like the workers' (PROMETHEUS_MULTIPROC_DIR).
+    ProcessSpec(
+        "probe",
+        ["{python}", "-m", "app.probe", "--url", "http://127.0.0.1:{port}"],
+        wanted=probe_wanted,
+    ),
 ]
 
 SEED_COMMAND = [sys.executable, "-m", "devtools.seed", "demo", "--if-empty"]
@@ -289,7 +304,8 @@ def _spawn(spec: ProcessSpec, env: dict[str, str], port: int) -> subprocess.Pope
 
 
 def _start_children(env: dict[str, str], port: int) -> list[tuple[ProcessSpec, subprocess.Popen]]:
-    return [(spec, _spawn(spec, env, port)) for spec in PROCESSES]
+    wanted = [spec for spec in PROCESSES if spec.wanted is None or spec.wanted()]
+    return [(spec, _spawn(spec, env, port)) for spec in wanted]
 
 
 class _Restarts:
@@ -401,6 +417,7 @@ def cmd_run() -> int:
     stop = _Stop()
     try:
         port = get_settings().port  # PORT; bad settings fail here, before anything starts
+        get_probe_settings()  # and bad PROBE_* ones
         running = _live_runs()
         if running:
             log(f"`make run` is already running (launcher pid {running[0]}); `make stop` ends it")
@@ -464,8 +481,8 @@ USAGE = """usage: python -m devtools.launcher run | test [pytest args...] | stop
   run    provision PostgreSQL/Redis (embedded ones under .run/ unless DATABASE_URL/REDIS_URL
          are set), migrate, load the demo data into an empty embedded database (SEED_DEMO=1:
          into any empty database; SEED_DEMO=0: never), then run the API on PORT (default
-         8000), the outbox relay and the ARQ workers until Ctrl-C, SIGTERM or SIGHUP
-         (`make run`)
+         8000), the outbox relay, the ARQ workers and the synthetic probe (PROBE_ENABLED=0
+         skips it) until Ctrl-C, SIGTERM or SIGHUP (`make run`)
   test   provision the same way and run pytest with the given arguments (`make test`)
   stop   stop a running or killed `make run` and the embedded servers, keeping their data
          (`make stop`)

@@ -7,6 +7,8 @@ completed fan-out from one whose jobs were lost. Retries and dead letters: jobs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from arq.jobs import Job
@@ -23,15 +25,43 @@ def _service(ctx: dict[str, Any]) -> FanoutService:
     return ctx["fanout"]  # type: ignore[no-any-return]
 
 
-def _enqueuer(ctx: dict[str, Any], track: int | None = None) -> Enqueue:
+def _carries(entries: Sequence[Sequence[int]], post_id: int | None) -> bool:
+    """Do these jobs deliver the tracked post itself? (A split that switched its author back
+    to PUSH also queues the pull-era posts' batches; they are owed, not counted.)"""
+    return post_id is not None and any(int(e[0]) == post_id for e in entries)
+
+
+@dataclass
+class _Plan:
+    """What one planning job (the split, a continuation) queued for its own post, as
+    enqueued: followers paged into batches, the continuation's cursor, the batches' lane."""
+
+    followers: int = 0
+    continues_after: int | None = None
+    lane: str = lanes.DEFAULT
+
+    def progress(self, chunk: int) -> tracking.Progress:
+        return tracking.Progress(
+            planned=self.followers, chunk=chunk, continues_after=self.continues_after
+        )
+
+
+def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None = None) -> Enqueue:
     """The service's way to schedule follow-up jobs on this worker's ARQ connection; with
-    `track`, each job is owed by that post's fan-out before it is queued."""
+    `track`, each job is owed by that post's fan-out before it is queued, and what it plans
+    for the post is noted in `plan`."""
     redis = ctx["redis"]
 
     async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
         if track is None or function not in TRACKED:
             await redis.enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)
             return
+        if plan is not None and _carries(args[1], track):
+            if function == lanes.FANOUT_BATCH:  # (author, entries, user ids)
+                plan.followers += len(args[2])
+                plan.lane = lane
+            else:  # (author, entries, lane, job prefix, after)
+                plan.continues_after = int(args[4])
         await tracking.owe(redis, track, [job_id])
         job = await redis.enqueue_job(
             function, *args, _job_id=job_id, _queue_name=lane, track=track
@@ -50,8 +80,11 @@ async def fanout_post(ctx: dict[str, Any], post_id: int, job_prefix: str | None 
     """The root of a post's fan-out (`job_prefix`: the reconciler's re-run ids)."""
     redis, job_id = ctx["redis"], ctx["job_id"]
     await tracking.owe(redis, post_id, [job_id])
-    result = await _service(ctx).split_post(post_id, _enqueuer(ctx, post_id), job_prefix)
-    await tracking.settle(redis, post_id, job_id)
+    plan = _Plan()
+    result = await _service(ctx).split_post(post_id, _enqueuer(ctx, post_id, plan), job_prefix)
+    if result is not None and result.pulled:
+        await tracking.visible_at_once(redis, post_id)
+    await tracking.settle(redis, post_id, job_id, plan.progress(chunk=0), plan.lane)
     return result.batches if result else 0
 
 
@@ -64,11 +97,13 @@ async def fanout_pages(
     after: int,
     track: int | None = None,
 ) -> int:
+    plan = _Plan(lane=lane)
     batches, _ = await _service(ctx).enqueue_pages(
-        author_id, entries, lane, job_prefix, after, _enqueuer(ctx, track)
+        author_id, entries, lane, job_prefix, after, _enqueuer(ctx, track, plan)
     )
     if track is not None:
-        await tracking.settle(ctx["redis"], track, ctx["job_id"])
+        progress = plan.progress(chunk=after) if _carries(entries, track) else tracking.Progress()
+        await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane)
     return batches
 
 
@@ -81,7 +116,10 @@ async def fanout_batch(
 ) -> int:
     written = await _service(ctx).deliver(author_id, entries, user_ids)
     if track is not None:
-        await tracking.settle(ctx["redis"], track, ctx["job_id"])
+        mine = len(user_ids) if _carries(entries, track) else 0
+        progress = tracking.Progress(written=mine)
+        lane = ctx.get("lane", lanes.DEFAULT)
+        await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane)
     return written
 
 

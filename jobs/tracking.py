@@ -6,21 +6,42 @@ continuations. `fp:<post_id>` holds the ids of the jobs still owed: a job adds t
 queues *before* queuing them and removes itself when it succeeds, and the split is a member
 while it runs, so the set is empty only once the whole tree succeeded; the job that empties
 it marks `fo:<post_id>` done. A job that failed for good stays a member (it is a dead letter).
+
+The same step counts how far the post has become visible (decision 0023): a planning job
+(the split, a continuation) adds the active followers it paged into the post's batches, a
+batch adds the followers it wrote, and whoever first sees a batch written observes
+`feed_post_first_visible_seconds`, whoever first sees 95% of a complete plan written
+`feed_post_visible_95_seconds`. Gated by the job's removal from `fp:`, each job counts once
+(retries, replays and a re-queued finished job count nothing); the marks `first` and `p95`
+are set once per post, so each metric is observed once per post whatever runs again.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from arq.constants import in_progress_key_prefix, job_key_prefix
 from redis.asyncio import Redis
 
 from app.config import get_settings
+from app.fanout import lanes
+from app.observability.metrics import POST_FIRST_VISIBLE, POST_VISIBLE_95
+from app.posts.ids import created_ms
+from app.redis_scripts import LuaScript, run_script
 
 DONE = "done"
 ATTEMPTS = "attempts"
 GAVE_UP = "gave_up"
+FIRST, P95 = "first", "p95"  # ms the post was first / 95% visible (set once)
+VISIBLE_SHARE_PERCENT = 95
+# What one run of the fan-out has counted so far; a re-run by the reconciler starts afresh.
+_PROGRESS_FIELDS = ("planned", "written", "split", "open")
+_CHUNK_PREFIX = "chunk-"
+for _lane in (*lanes.LANES, lanes.PULL_LABEL):  # exported from the start, at 0
+    POST_FIRST_VISIBLE.labels(_lane)
+    POST_VISIBLE_95.labels(_lane)
 
 
 def pending_key(post_id: int) -> str:
@@ -29,7 +50,9 @@ def pending_key(post_id: int) -> str:
 
 
 def state_key(post_id: int) -> str:
-    """hash: `done` (ms), `attempts` (reconciler re-runs), `gave_up` (ms)."""
+    """hash: `done` (ms), `attempts` (reconciler re-runs), `gave_up` (ms); visibility:
+    `planned`, `written` (followers), `split`, `open`, `chunk-<cursor>` (the plan's chunks),
+    `first`, `p95` (ms)."""
     return f"fo:{post_id}"
 
 
@@ -47,17 +70,109 @@ async def owe(redis: Redis, post_id: int, job_ids: Iterable[str]) -> None:
         await pipe.execute()
 
 
-async def settle(redis: Redis, post_id: int, job_id: str) -> bool:
-    """The job succeeded; True when that completed the post's fan-out."""
-    key = pending_key(post_id)
+@dataclass(frozen=True)
+class Progress:
+    """What a job of a post's fan-out adds to the post's visibility when it succeeds."""
+
+    planned: int = 0  # active followers a planning job paged into the post's batches
+    written: int = 0  # followers whose timelines a batch wrote the post into
+    chunk: int | None = None  # a planning job's own cursor: 0 the split, else its `after`
+    continues_after: int | None = None  # the continuation a planning job queued, if any
+
+
+# KEYS: fp:<post>, fo:<post>. ARGV: job id, now ms, ttl s, planned, written, chunk cursor
+# ('' when not a planning job), continuation cursor (''), share in percent.
+# A continuation is reported by the job that queued it and by itself when it succeeds, in
+# either order: `chunk-<cursor>` is toggled by both, `open` counts the ones seen once, so the plan
+# is complete when the split has reported (`split`) and `open` is 0.
+# Returns {counted, done, first, p95}: 1 where this call did it. One server: ARQ's Redis
+# (ARQ needs a standalone server, so the two keys need no common hash tag).
+_PROGRESS = LuaScript(
+    "fanout_progress",
+    """
+local pending, state = KEYS[1], KEYS[2]
+if redis.call('SREM', pending, ARGV[1]) == 0 then return {0, 0, 0, 0} end
+local now, planned, written = ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5])
+local function toggle(cursor)
+  local field = 'chunk-' .. cursor
+  if redis.call('HDEL', state, field) == 1 then
+    redis.call('HINCRBY', state, 'open', -1)
+  else
+    redis.call('HSET', state, field, 1)
+    redis.call('HINCRBY', state, 'open', 1)
+  end
+end
+if ARGV[6] ~= '' then
+  if ARGV[6] == '0' then redis.call('HSET', state, 'split', 1) else toggle(ARGV[6]) end
+  if ARGV[7] ~= '' then toggle(ARGV[7]) end
+  if planned > 0 then redis.call('HINCRBY', state, 'planned', planned) end
+end
+local first, p95 = 0, 0
+if written > 0 then
+  redis.call('HINCRBY', state, 'written', written)
+  first = redis.call('HSETNX', state, 'first', now)
+end
+local f = redis.call('HMGET', state, 'split', 'open', 'planned', 'written')
+local plan, total = tonumber(f[3] or 0), tonumber(f[4] or 0)
+if f[1] and tonumber(f[2] or 0) == 0 and plan > 0 and total * 100 >= plan * tonumber(ARGV[8]) then
+  p95 = redis.call('HSETNX', state, 'p95', now)
+end
+local done = 0
+if redis.call('SCARD', pending) == 0 then
+  redis.call('HSET', state, 'done', now)
+  done = 1
+end
+redis.call('EXPIRE', state, ARGV[3])
+return {1, done, first, p95}
+""",
+)
+
+
+async def settle(
+    redis: Redis,
+    post_id: int,
+    job_id: str,
+    progress: Progress = Progress(),
+    lane: str = lanes.DEFAULT,
+) -> bool:
+    """The job succeeded; True when that completed the post's fan-out. Observes the post's
+    first and 95% visibility (in `lane`, a queue name) when this job's progress reached them."""
+    now_ms = int(time.time() * 1000)
+    args = [
+        job_id,
+        now_ms,
+        _ttl(),
+        progress.planned,
+        progress.written,
+        "" if progress.chunk is None else progress.chunk,
+        "" if progress.continues_after is None else progress.continues_after,
+        VISIBLE_SHARE_PERCENT,
+    ]
+    keys = [pending_key(post_id), state_key(post_id)]
+    _, done, first, p95 = await run_script(redis, _PROGRESS, keys, args)
+    _observe(post_id, now_ms, lanes.label(lane), bool(first), bool(p95))
+    return bool(done)
+
+
+async def visible_at_once(redis: Redis, post_id: int) -> None:
+    """A PULL author's post: every follower reads it from posts:{author} from now on, so it
+    is first and 95% visible at once (lane label "pull"), observed once per post."""
+    now_ms = int(time.time() * 1000)
+    key = state_key(post_id)
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.srem(key, job_id)
-        pipe.scard(key)
-        removed, left = await pipe.execute()
-    if removed and left == 0:
-        await mark(redis, post_id, DONE)
-        return True
-    return False
+        pipe.hsetnx(key, FIRST, str(now_ms))
+        pipe.hsetnx(key, P95, str(now_ms))
+        pipe.expire(key, _ttl())
+        first, p95, _ = await pipe.execute()
+    _observe(post_id, now_ms, lanes.PULL_LABEL, bool(first), bool(p95))
+
+
+def _observe(post_id: int, now_ms: int, label: str, first: bool, p95: bool) -> None:
+    seconds = max(0.0, (now_ms - created_ms(post_id)) / 1000)
+    if first:
+        POST_FIRST_VISIBLE.labels(label).observe(seconds)
+    if p95:
+        POST_VISIBLE_95.labels(label).observe(seconds)
 
 
 async def mark(redis: Redis, post_id: int, field: str) -> None:
@@ -99,12 +214,18 @@ async def next_attempt(redis: Redis, post_id: int) -> int:
 
 
 async def restart(redis: Redis, post_id: int, job_id: str) -> None:
-    """The fan-out runs again as `job_id`: forget what the lost run owed."""
+    """The fan-out runs again as `job_id`: forget what the lost run owed and counted (not
+    the visibility marks: those are observed once per post)."""
     key = pending_key(post_id)
+    fields = await redis.hkeys(state_key(post_id))  # type: ignore[misc]
+    names = [f.decode() if isinstance(f, bytes) else f for f in fields]
+    counted = [f for f in names if f in _PROGRESS_FIELDS or f.startswith(_CHUNK_PREFIX)]
     async with redis.pipeline(transaction=True) as pipe:
         pipe.delete(key)
         pipe.sadd(key, job_id)
         pipe.expire(key, _ttl())
+        if counted:
+            pipe.hdel(state_key(post_id), *counted)
         await pipe.execute()
 
 

@@ -278,9 +278,11 @@ def _ppid(pid: int) -> int | None:
 
 
 async def _users_in(database_url: str) -> int:
+    """Users besides the synthetic probe's canaries (app.probe signs its own up)."""
     conn = await asyncpg.connect(asyncpg_url(database_url))
     try:
-        return int(await conn.fetchval("SELECT count(*) FROM users"))
+        query = r"SELECT count(*) FROM users WHERE handle NOT LIKE 'probe\_%'"
+        return int(await conn.fetchval(query))
     finally:
         await conn.close()
 

@@ -12,6 +12,15 @@ from typing import Any
 DEFAULT = "arq:queue"  # ARQ's own default queue name: splitters, small batches, graph jobs
 BIG = "arq:queue:big"  # FanoutBatch jobs of authors with >= BIG_AUTHOR_FOLLOWERS followers
 LANES = {"default": DEFAULT, "big": BIG}
+# Not a queue: the lane label of a PULL author's post in the post-to-visible metrics (its
+# followers read it from posts:{author}; no batch carries it).
+PULL_LABEL = "pull"
+
+
+def label(queue: str) -> str:
+    """A lane's metric label ("default", "big") from its queue name."""
+    return next((name for name, q in LANES.items() if q == queue), "default")
+
 
 # Job (function) names, shared by the relay, the workers and the tests.
 FANOUT_POST = "fanout_post"

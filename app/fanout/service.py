@@ -64,6 +64,8 @@ class SplitResult:
     batches: int
     followers: int
     reconciled_posts: int = 0
+    # PULL and not PRIVATE: indexed under its author, so every follower reads it from now on.
+    pulled: bool = False
 
 
 @dataclass
@@ -88,13 +90,13 @@ class FanoutService:
         await self.store.push_author_post(post.author_id, post.id, score)
         reconciled = 0
         if decision.pull_since is not None:
-            reconciled = await self._reconcile_pull_era(post.author_id, decision, enqueue)
+            reconciled = await self._reconcile_pull_era(post.author_id, decision, enqueue, post.id)
         if post.visibility == Visibility.PRIVATE:
             return SplitResult(decision.mode, 0, 0, reconciled)
         if decision.mode == FANOUT_PULL:
             if self.notifier is not None:
                 await self.notifier.author_posted(post.author_id, post.id, score, post.visibility)
-            return SplitResult(decision.mode, 0, 0, reconciled)
+            return SplitResult(decision.mode, 0, 0, reconciled, pulled=True)
         lane = self.lane_for(decision.follower_count)
         batches, followers = await self.enqueue_pages(
             post.author_id, [(post.id, score)], lane, job_prefix or f"fb:{post.id}", 0, enqueue
@@ -170,9 +172,11 @@ class FanoutService:
         return batches, sum(len(p) for p in pages[:SPLIT_PAGES])
 
     async def _reconcile_pull_era(
-        self, author_id: int, decision: ModeDecision, enqueue: Enqueue
+        self, author_id: int, decision: ModeDecision, enqueue: Enqueue, splitting: int
     ) -> int:
-        """Back to PUSH: posts made while in PULL are only in posts:{author}; push them."""
+        """Back to PUSH: posts made while in PULL are only in posts:{author}; push them.
+        Not `splitting`, the post being split: its own batches push it (if it reaches
+        followers), and they alone count its visibility (jobs.tracking)."""
         assert decision.pull_since is not None
         # A post created shortly before the switch to PULL may have been split after it;
         # re-pushing a post that was already pushed is a no-op, missing one is not.
@@ -182,7 +186,7 @@ class FanoutService:
             for post_id, score in await self.store.author_latest(
                 author_id, self.settings.author_posts_max
             )
-            if score >= since_ms
+            if score >= since_ms and post_id != splitting
         ]
         if entries:
             await self.enqueue_pages(

@@ -62,6 +62,14 @@ _PAGE_ROWS = (
 # Keyset pages want the newest visible candidates only: the rest are not read at all.
 _PAGE_ROWS_NEWEST = _PAGE_ROWS + " ORDER BY p.id DESC LIMIT $3"
 
+# Test-only (FEED_FAULT_SKIP_FILTER, app.config; refused in production): the filter queries
+# with the home-feed rule left out, so tests can show the synthetic probe (app.probe) catches
+# what a broken filter lets through. $2 stays referenced: its type must still be inferable.
+_NO_RULE = " p.id = ANY($1::bigint[]) AND $2::bigint IS NOT NULL"
+_UNFILTERED = {
+    q: q.replace(_VISIBLE, _NO_RULE) for q in (_RANK_ROWS, _PAGE_ROWS, _PAGE_ROWS_NEWEST)
+}
+
 
 def _own_posts_sql(limit: str, before: str, before_at: str) -> str:
     """The viewer's ($1) newest `limit` posts below post id `before`; `before_at` (the next
@@ -223,12 +231,14 @@ class Reads:
     connection is cheaper, and the overflow stays for the app's other work.
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, skip_filter: bool = False) -> None:
         self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         size = getattr(engine.sync_engine.pool, "size", None)
         self._slots = asyncio.Semaphore(size()) if callable(size) and size() > 0 else None
+        self._faulty: dict[str, str] = _UNFILTERED if skip_filter else {}
 
     async def all(self, statement: str, *args: Any) -> Sequence[Sequence[Any]]:
+        statement = self._faulty.get(statement, statement)
         if self._slots is None:
             return await self._all(statement, args)
         async with self._slots:

@@ -75,7 +75,11 @@ from app.observability.metrics import (
     FEED_CURSOR_EXPIRED,
     FEED_DEDUPED,
     FEED_DEGRADED,
+    FEED_EMPTY_PAGES,
     FEED_FILTERED,
+    FEED_HYDRATION_BATCH,
+    FEED_PAGE_DUPLICATES,
+    FEED_PULL_SOURCE,
     FEED_STAGE,
 )
 from app.posts.ids import created_ms
@@ -109,6 +113,11 @@ FIRST_PAGE = Counter(
     "RANKED/CHRONOLOGICAL first pages by what they did: session new|reused; reset done|skipped",
     ["step", "outcome"],
 )
+# Exported at 0 from the start: an alert on them sees 0, not an absent series.
+for _mode in FeedMode:
+    FEED_PAGE_DUPLICATES.labels(_mode.value)
+    for _page in ("first", "next"):
+        FEED_EMPTY_PAGES.labels(_mode.value, _page)
 _SESSION_NEW = FIRST_PAGE.labels("session", "new")
 _SESSION_REUSED = FIRST_PAGE.labels("session", "reused")
 _RESET_DONE = FIRST_PAGE.labels("reset", "done")
@@ -128,6 +137,8 @@ class FeedPage:
     posts: list[FeedPost] = field(default_factory=list)
     first_page: bool = False
     reused: bool = False  # a first page answered from the viewer's open session
+    # Posts on this page that an earlier page of the same scroll covered (see `_count_page`).
+    repeats: int = 0
     # Read with the rows, so the Post/User fields need no DataLoader queries of their own.
     extras: PageExtras = field(default_factory=PageExtras)
 
@@ -171,6 +182,31 @@ def _count_source(source: str, n: int) -> None:
     if metric is None:
         metric = _SOURCE_METRICS[source] = FEED_CANDIDATES.labels(source)
     metric.inc(n)
+
+
+def _count_page(mode: FeedMode, cursor: Cursor | None, shown: list[int], repeats: int) -> None:
+    """The page-level service figures (decision 0023). Duplicates: posts the scroll's earlier
+    pages covered, as the cursor tells: after a keyset cursor, ids at or above it (newest
+    first: the earlier pages ended there); after a session cursor, the session's ids before
+    its position and, below the frozen window, any of its ids (`repeats`, counted where the
+    session page is built); plus any post twice on this page. The read path makes them
+    impossible: the counter guards that, and stays 0.
+    Empty: a page with no posts; a next page is only asked after hasNextPage was true."""
+    duplicates = repeats + len(shown) - len(set(shown))
+    if isinstance(cursor, Keyset):
+        duplicates += sum(1 for post_id in shown if post_id >= cursor.post_id)
+    if duplicates:
+        FEED_PAGE_DUPLICATES.labels(mode.value).inc(duplicates)
+    if not shown:
+        FEED_EMPTY_PAGES.labels(mode.value, "first" if cursor is None else "next").inc()
+
+
+def _already_served(rows: Sequence[tuple[FeedRow, Cursor]], earlier: Sequence[int]) -> int:
+    """How many of `rows` are among `earlier` (ids an earlier page of the scroll covered)."""
+    if not rows or not earlier:
+        return 0
+    covered = set(earlier)
+    return sum(1 for row, _ in rows if row.post_id in covered)
 
 
 async def _concurrently(
@@ -255,7 +291,7 @@ class FeedService:
     ) -> None:
         self.sessions = sessions
         # The read path only SELECTs: autocommit Core (see app.feed.rows), same engine.
-        self.reads = Reads(sessions.kw["bind"])
+        self.reads = Reads(sessions.kw["bind"], skip_filter=settings.feed_fault_skip_filter)
         self.read_sessions = read_sessions(sessions)
         self.store = store
         self.feed_sessions = feed_sessions
@@ -290,7 +326,9 @@ class FeedService:
         if cursor is None:
             await self.activity.touch_read(viewer_id)  # at most once an hour
         page = await self._read(viewer_id, mode, first, cursor)
-        self.impressions.record(viewer_id, [row.post_id for row, _ in page.rows])  # no I/O
+        shown = [row.post_id for row, _ in page.rows]
+        self.impressions.record(viewer_id, shown)  # no I/O
+        _count_page(mode, cursor, shown, page.repeats)
         if cursor is None:
             # A fresh first page shows everything announced so far: the live count restarts,
             # unless nothing arrived since the reset after this session's own first page.
@@ -318,6 +356,8 @@ class FeedService:
         else:
             ranked_first = cursor is None and mode == FeedMode.RANKED
             before = cursor.post_id if isinstance(cursor, Keyset) else MAX_ID
+            if isinstance(cursor, Keyset) and self.settings.feed_fault_repeat_post:
+                before += 1  # test-only fault (app.config): an inclusive cursor repeats a post
             if ranked_first:
                 limit = int(self.settings.feed_session_size * CANDIDATE_SLACK)
             else:
@@ -491,7 +531,8 @@ class FeedService:
         extras.authors.update(window.authors)
         extras.liked.update(window.liked)
         extras.covered.update(row.post_id for row, _ in taken)
-        return FeedPage(taken, has_next, frozen.session_id, True)
+        repeats = _already_served(taken, frozen.ids[:position])
+        return FeedPage(taken, has_next, frozen.session_id, True, repeats=repeats)
 
     async def _from_session(
         self,
@@ -531,10 +572,13 @@ class FeedService:
         if len(taken) == first:
             position = cast(SessionPosition, taken[-1][1]).position
         stages.done("filter")
+        repeats = _already_served(taken, ids[:start]) if start else 0
         if position < len(ids):
-            return FeedPage(taken, True, frozen.session_id, False)
+            return FeedPage(taken, True, frozen.session_id, False, repeats=repeats)
         if frozen.tail is None or len(taken) == first or not continue_below:
-            return FeedPage(taken, frozen.tail is not None, frozen.session_id, False)
+            return FeedPage(
+                taken, frozen.tail is not None, frozen.session_id, False, repeats=repeats
+            )
         # The frozen window is used up: continue below its oldest post, newest first.
         left = first - len(taken)
         own_limit = min(_keyset_limit(left), OWN_PER_READ)
@@ -542,7 +586,11 @@ class FeedService:
         rest = await self._keyset_page(
             viewer_id, context, frozen.tail[1], first - len(taken), stages, extras
         )
-        return FeedPage(taken + rest.rows, rest.has_next, frozen.session_id, rest.degraded)
+        # Below the window: none of the window's ids, served on this page or before it.
+        repeats += _already_served(rest.rows, ids)
+        return FeedPage(
+            taken + rest.rows, rest.has_next, frozen.session_id, rest.degraded, repeats=repeats
+        )
 
     async def _keyset_page(
         self,
@@ -725,6 +773,7 @@ class FeedService:
         (the page then goes without them, degraded)."""
         if not authors:
             return {}, True
+        started = time.perf_counter()
         try:
             found, misses = await self._in_time(
                 self.author_cache.get_many_counted(list(authors), self._load_author_indexes)
@@ -734,6 +783,8 @@ class FeedService:
                 "load_timeout" if isinstance(exc, LoadTimeout) else "pull_source"
             ).inc()
             return {}, False
+        finally:  # a failed gathering too: how long the page waited for it
+            FEED_PULL_SOURCE.observe(time.perf_counter() - started)
         # Per call: the cache's shared totals also move with concurrent readers.
         FEED_CACHE.labels("author_index", "hit").inc(len(authors) - misses)
         FEED_CACHE.labels("author_index", "miss").inc(misses)
@@ -774,6 +825,7 @@ class FeedService:
 
     def _hydrate(self, page: FeedPage) -> None:
         """The page's posts: bodies, authors and likes all came with the rows (one query)."""
+        FEED_HYDRATION_BATCH.observe(len(page.rows))
         page.posts = [
             FeedPost(
                 r.post_id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 GRAPHQL_LATENCY = Histogram(
     "feed_graphql_request_seconds",
@@ -58,4 +58,53 @@ FANOUT_RECONCILED = Counter(
     "feed_fanout_reconciled_total",
     "Posts whose fan-out never completed, re-run (rerun) or left to dead letters (gave_up)",
     ["result"],
+)
+
+# Service-level figures (docs/decisions/0023-service-level-metrics.md). Lane label values:
+# the lanes of app/fanout/lanes.py ("default", "big") and "pull" (a PULL author's post).
+_VISIBLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900)
+POST_FIRST_VISIBLE = Histogram(
+    "feed_post_first_visible_seconds",
+    "From a post's creation to the first of its followers' timelines written (its first "
+    "fan-out batch done; pull lane: indexed under its author), once per post, by lane",
+    ["lane"],
+    buckets=_VISIBLE_BUCKETS,
+)
+POST_VISIBLE_95 = Histogram(
+    "feed_post_visible_95_seconds",
+    "From a post's creation to the timelines of 95% of the active followers its fan-out "
+    "planned written (counted as batches complete; pull lane: indexed under its author), "
+    "once per post, by lane",
+    ["lane"],
+    buckets=_VISIBLE_BUCKETS,
+)
+FEED_PAGE_DUPLICATES = Counter(
+    "feed_page_duplicates_total",
+    "Posts served on a feed page that an earlier page of the same scroll (the pages its "
+    "cursor follows) already covered, or twice on one page; an invariant: stays 0",
+    ["mode"],
+)
+FEED_EMPTY_PAGES = Counter(
+    "feed_empty_pages_total",
+    "Feed pages served with no posts: page=first (nothing to show), page=next (the page "
+    "before promised more: hasNextPage was true)",
+    ["mode", "page"],
+)
+FEED_HYDRATION_BATCH = Histogram(
+    "feed_hydration_batch_posts",
+    "Posts hydrated per feed page (one hydration call per page served, 0 for an empty page)",
+    buckets=(0, 1, 2, 5, 10, 20, 50, 100),
+)
+FEED_PULL_SOURCE = Histogram(
+    "feed_pull_source_seconds",
+    "Time to gather the newest posts of a viewer's followed PULL authors, per candidate "
+    "round that has any (in-process cache, Redis posts:{author}, a PostgreSQL rebuild)",
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 3),
+)
+READY = Gauge(
+    "feed_ready",
+    "1 while /readyz finds the part ready (postgres, redis, workers:<lane>), else 0; "
+    "refreshed by /readyz and before every /metrics scrape",
+    ["part"],
+    multiprocess_mode="mostrecent",
 )

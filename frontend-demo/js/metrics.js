@@ -1,8 +1,10 @@
 // The operator panel: polls /metrics (Prometheus text format) and shows what a visitor needs
-// to watch a celebrity post being absorbed: fan-out lag per lane, timeline inserts per second,
-// the feed query's own p99 (feed_request_seconds) and, labelled as such, the p99 of all GraphQL
-// requests. Any metric may be missing (another process exports it, or the feature is not built
-// yet): the panel says so instead of failing.
+// to watch a celebrity post being absorbed: fan-out lag per lane, post-to-visible p99 per lane
+// (first follower, 95% of active followers), timeline inserts per second, the feed query's own
+// p99 (feed_request_seconds) and, labelled as such, the p99 of all GraphQL requests, empty and
+// duplicate pages, and the synthetic probe's status (app.probe: leaks, lost posts, duplicates,
+// last round). Any metric may be missing (another process exports it, or the probe is off):
+// the panel says so instead of failing.
 
 import { clear, h, icon } from './dom.js';
 
@@ -18,7 +20,16 @@ export const METRIC = {
   graphql: 'feed_graphql_request_seconds', // every GraphQL HTTP request (log-ins, posts, …)
   stages: 'feed_read_stage_seconds',
   outbox: 'feed_outbox_oldest_unpublished_seconds',
+  firstVisible: 'feed_post_first_visible_seconds', // creation -> first follower timeline, by lane
+  visible95: 'feed_post_visible_95_seconds', // creation -> 95% of active followers, by lane
+  emptyPages: 'feed_empty_pages_total',
+  pageDuplicates: 'feed_page_duplicates_total',
+  probeLeaks: 'feed_probe_leaks_total', // must stay 0
+  probeLost: 'feed_probe_lost_posts_total',
+  probeDuplicates: 'feed_probe_duplicates_total',
+  probeLastRound: 'feed_probe_last_round_timestamp_seconds',
 };
+const PROBE_STALE_S = 300; // as the FeedProbeStale alert (ops/prometheus/alerts.yml)
 
 // ------------------------------------------------------------------------ parsing
 
@@ -166,7 +177,9 @@ export class OperatorPanel {
     const pages = histogramByLabel(samples, METRIC.feed, 'page');
     const graphql = histogramBuckets(samples, METRIC.graphql);
     const stages = histogramByLabel(samples, METRIC.stages, 'stage');
-    this.history.push({ t: now, inserts, feed, pages, graphql, stages });
+    const first = histogramByLabel(samples, METRIC.firstVisible, 'lane');
+    const visible = histogramByLabel(samples, METRIC.visible95, 'lane');
+    this.history.push({ t: now, inserts, feed, pages, graphql, stages, first, visible });
     while (this.history.length > 2 && now - this.history[0].t > WINDOW_MS) this.history.shift();
     // The oldest sample in the window that has the metric (a process may start exporting late).
     const past = this.history.slice(0, -1);
@@ -194,6 +207,17 @@ export class OperatorPanel {
     };
     const pageP99 = byLabel(pages, 'pages').sort((a, b) => a.label.localeCompare(b.label)); // first, next
     const stageP99 = byLabel(stages, 'stages');
+    // Post-to-visible p99 per lane: the first follower's timeline, and 95% of active followers.
+    const firstP99 = new Map(byLabel(first, 'first').map(({ label, p99 }) => [label, p99]));
+    const visibleP99 = new Map(byLabel(visible, 'visible').map(({ label, p99 }) => [label, p99]));
+    const visibility = [...new Set([...firstP99.keys(), ...visibleP99.keys()])]
+      .sort()
+      .map((lane) => ({ lane, first: firstP99.get(lane) ?? null, visible: visibleP99.get(lane) ?? null }));
+    const pageQuality = {
+      empty: counterTotal(samples, METRIC.emptyPages),
+      duplicates: counterTotal(samples, METRIC.pageDuplicates),
+    };
+    const probe = probeStatus(samples, now);
 
     const lanes = samples
       .filter((s) => s.name === METRIC.lag)
@@ -212,7 +236,10 @@ export class OperatorPanel {
       if (!this.series.lag.has(lane)) this.series.lag.set(lane, []);
       push(this.series.lag.get(lane), age);
     }
-    this.show({ rate, feedP99, graphqlP99, pageP99, stageP99, lanes, outbox, hasInserts: inserts !== null });
+    this.show({
+      rate, feedP99, graphqlP99, pageP99, stageP99, lanes, outbox, hasInserts: inserts !== null,
+      visibility, pageQuality, probe,
+    });
   }
 
   // ---------------------------------------------------------------------- view
@@ -225,16 +252,22 @@ export class OperatorPanel {
     this.p99El = h('div.op-figure', { 'data-testid': 'operator-p99' });
     this.graphqlEl = h('div.op-figure', { 'data-testid': 'operator-graphql-p99' });
     this.outboxEl = h('div.op-figure', { 'data-testid': 'operator-outbox' });
+    this.visibleEl = h('div.op-lanes', { 'data-testid': 'operator-visible' });
+    this.pageQualityEl = h('div.op-figure', { 'data-testid': 'operator-page-quality' });
+    this.probeEl = h('div.op-probe', { 'data-testid': 'operator-probe' });
     this.root.append(
       h(
         'div.op-head',
         h('h2', icon('gauge'), 'Operator'),
         this.stateEl,
       ),
+      section('Probe', 'synthetic canaries: leaks must stay 0', this.probeEl),
       section('Fan-out lag per lane', 'age of the oldest pending job', this.lanesEl),
+      section('Post → visible p99', 'per lane: first follower, 95% of active followers', this.visibleEl),
       section('Timeline inserts', 'per second, as this /metrics counts them', this.insertsEl),
       section('Feed p99', 'Query.feed, one page', this.p99El),
       section('GraphQL p99', 'all GraphQL requests: log-ins, posts, feed…', this.graphqlEl),
+      section('Feed pages', 'served empty (not at the end) or repeating a post, since start', this.pageQualityEl),
       section('Outbox', 'oldest unpublished event', this.outboxEl),
     );
     this.show({ rate: null, feedP99: null, graphqlP99: null, lanes: [], outbox: null, hasInserts: false, initial: true });
@@ -245,7 +278,13 @@ export class OperatorPanel {
     this.stateEl.dataset.kind = kind;
   }
 
-  show({ rate, feedP99, graphqlP99, pageP99 = [], stageP99 = [], lanes, outbox, hasInserts, initial }) {
+  show({
+    rate, feedP99, graphqlP99, pageP99 = [], stageP99 = [], lanes, outbox, hasInserts, initial,
+    visibility = [], pageQuality = { empty: null, duplicates: null }, probe = null,
+  }) {
+    this.showProbe(probe, initial);
+    this.showVisibility(visibility, initial);
+    this.showPageQuality(pageQuality, initial);
     clear(this.lanesEl);
     if (!lanes.length) {
       this.lanesEl.append(missing(initial ? '…' : `${METRIC.lag} not exported by this API process`));
@@ -312,6 +351,80 @@ export class OperatorPanel {
       initial ? '…' : `${METRIC.outbox} not exported by this API process`,
     );
   }
+
+  showProbe(probe, initial) {
+    clear(this.probeEl);
+    if (!probe) {
+      this.probeEl.dataset.level = 'none';
+      this.probeEl.append(missing(initial ? '…' : 'no probe: feed_probe_* not exported (app.probe is off)'));
+      return;
+    }
+    const { leaks, lost, duplicates, age } = probe;
+    const stale = age === null || age > PROBE_STALE_S;
+    this.probeEl.dataset.level = leaks > 0 ? 'bad' : lost > 0 || duplicates > 0 || stale ? 'warn' : 'good';
+    const count = (label, value, testid) =>
+      h('span.op-probe-count', { dataset: { testid, zero: String(!value) } }, `${label} `, h('b', String(value)));
+    this.probeEl.append(
+      h(
+        'div.op-probe-counts',
+        count('leaks', leaks, 'operator-probe-leaks'),
+        count('lost', lost, 'operator-probe-lost'),
+        count('duplicates', duplicates, 'operator-probe-duplicates'),
+      ),
+      h(
+        'span.op-note',
+        { dataset: { testid: 'operator-probe-round' } },
+        age === null ? 'no round completed yet' : `last round ${formatSeconds(age)} ago`,
+      ),
+    );
+  }
+
+  showVisibility(visibility, initial) {
+    clear(this.visibleEl);
+    if (!visibility.length) {
+      this.visibleEl.append(missing(initial ? '…' : `no ${METRIC.visible95} samples yet`));
+      return;
+    }
+    for (const { lane, first, visible } of visibility) {
+      this.visibleEl.append(
+        h(
+          'div.op-visible',
+          { dataset: { lane } },
+          h('span.op-lane-name', lane),
+          h('span', h('b', 'first '), formatSeconds(first)),
+          h('span', h('b', '95% '), formatSeconds(visible)),
+        ),
+      );
+    }
+  }
+
+  showPageQuality({ empty, duplicates }, initial) {
+    clear(this.pageQualityEl);
+    if (empty === null && duplicates === null) {
+      this.pageQualityEl.append(missing(initial ? '…' : `${METRIC.emptyPages} not exported by this API process`));
+      return;
+    }
+    this.pageQualityEl.append(
+      h(
+        'div.op-stages',
+        h('span', { dataset: { testid: 'operator-empty-pages' } }, h('b', 'empty pages'), ` ${empty ?? '—'}`),
+        h('span', { dataset: { testid: 'operator-page-duplicates' } }, h('b', 'duplicates'), ` ${duplicates ?? '—'}`),
+      ),
+    );
+  }
+}
+
+/** The probe's figures, or null when no process exports them (the probe is off). */
+export function probeStatus(samples, now) {
+  const leaks = counterTotal(samples, METRIC.probeLeaks);
+  const last = samples.find((s) => s.name === METRIC.probeLastRound)?.value;
+  if (leaks === null && last === undefined) return null;
+  return {
+    leaks: leaks ?? 0,
+    lost: counterTotal(samples, METRIC.probeLost) ?? 0,
+    duplicates: counterTotal(samples, METRIC.probeDuplicates) ?? 0,
+    age: last ? Math.max(0, now / 1000 - last) : null,
+  };
 }
 
 function section(title, subtitle, body) {

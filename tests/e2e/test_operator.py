@@ -1,9 +1,12 @@
 """The operator panel reads /metrics: lag per lane, timeline inserts/s, the feed query's own
-p99 (feed_request_seconds) and, labelled apart, the p99 of all GraphQL requests."""
+p99 (feed_request_seconds) and, labelled apart, the p99 of all GraphQL requests; post-to-
+visible p99 per lane, empty and duplicate pages, and the synthetic probe's status (or that
+there is no probe)."""
 
 from __future__ import annotations
 
 import re
+import time
 
 import httpx
 from playwright.async_api import expect
@@ -39,6 +42,24 @@ feed_request_seconds_bucket{{le="0.01",mode="ranked",page="next"}} {f3}
 feed_request_seconds_bucket{{le="0.025",mode="ranked",page="next"}} {f3}
 feed_request_seconds_bucket{{le="0.05",mode="ranked",page="next"}} {f3}
 feed_request_seconds_bucket{{le="+Inf",mode="ranked",page="next"}} {f3}
+# TYPE feed_post_visible_95_seconds histogram
+feed_post_visible_95_seconds_bucket{{lane="default",le="0.1"}} 0
+feed_post_visible_95_seconds_bucket{{lane="default",le="0.5"}} {v}
+feed_post_visible_95_seconds_bucket{{lane="default",le="+Inf"}} {v}
+# TYPE feed_empty_pages_total counter
+feed_empty_pages_total{{mode="ranked",page="next"}} 3
+feed_empty_pages_total{{mode="chronological",page="first"}} 1
+# TYPE feed_page_duplicates_total counter
+feed_page_duplicates_total{{mode="ranked"}} 0
+# TYPE feed_probe_leaks_total counter
+feed_probe_leaks_total{{kind="deleted"}} 1
+feed_probe_leaks_total{{kind="blocked"}} 0
+# TYPE feed_probe_lost_posts_total counter
+feed_probe_lost_posts_total 0
+# TYPE feed_probe_duplicates_total counter
+feed_probe_duplicates_total 2
+# TYPE feed_probe_last_round_timestamp_seconds gauge
+feed_probe_last_round_timestamp_seconds {last}
 """
 
 FEED_P99 = re.compile(r"\d+(\.\d)? ms")
@@ -67,6 +88,12 @@ async def test_the_panel_shows_the_real_servers_metrics(page, http) -> None:
     await expect(panel).to_contain_text("all GraphQL requests")
     # Whatever the lanes say (or that nobody exports them here), the panel says something.
     await expect(page.get_by_test_id("operator-lanes")).not_to_be_empty()
+    # No probe process runs beside the test server: the panel says so, first, in plain words.
+    probe = page.get_by_test_id("operator-probe")
+    await expect(probe).to_have_text("no probe: feed_probe_* not exported (app.probe is off)")
+    await expect(probe).to_have_attribute("data-level", "none")
+    await expect(panel.locator(".op-section").first).to_contain_text("Probe")
+    await expect(page.get_by_test_id("operator-visible")).not_to_be_empty()
 
     await page.get_by_test_id("operator-toggle").click()
     await expect(panel).to_be_hidden()
@@ -87,6 +114,8 @@ async def test_the_panel_computes_rates_and_p99_and_tolerates_gaps(page, http) -
             return
         body = METRICS.format(
             inserts=1000 * n,
+            v=100 * n,
+            last=time.time() - 30,
             **{"b1": 50 * n, "b2": 90 * n, "b3": 99 * n, "b4": 100 * n},
             **{"f1": 90 * n, "f2": 99 * n, "f3": 100 * n},
         )
@@ -99,6 +128,10 @@ async def test_the_panel_computes_rates_and_p99_and_tolerates_gaps(page, http) -
     await expect(page.get_by_test_id("operator-inserts")).to_contain_text("not exported")
     await expect(page.get_by_test_id("operator-p99")).to_contain_text(
         "no feed_request_seconds samples yet"
+    )
+    await expect(page.get_by_test_id("operator-probe")).to_contain_text("no probe")
+    await expect(page.get_by_test_id("operator-visible")).to_contain_text(
+        "no feed_post_visible_95_seconds samples yet"
     )
 
     await expect(lanes.locator('[data-lane="big"]')).to_contain_text("42.0 s")
@@ -124,6 +157,22 @@ async def test_the_panel_computes_rates_and_p99_and_tolerates_gaps(page, http) -
     pages = p99.get_by_test_id("operator-feed-pages")
     await expect(pages).to_contain_text("first page 25 ms")
     await expect(pages).to_contain_text(re.compile(r"next pages \d\.\d ms"))
+    # Post -> 95% of active followers, default lane: 100 new observations per poll in
+    # 0.1-0.5 s, p99 = 0.1 + 0.4 * 0.99 = 496 ms; no first-follower histogram exported.
+    visible = page.get_by_test_id("operator-visible").locator('[data-lane="default"]')
+    await expect(visible).to_contain_text("95% 496 ms")
+    await expect(visible).to_contain_text("first —")
+    await expect(page.get_by_test_id("operator-empty-pages")).to_have_text("empty pages 4")
+    await expect(page.get_by_test_id("operator-page-duplicates")).to_have_text("duplicates 0")
+    # The probe counted a leak: red, with its figures and the age of its last round.
+    probe = page.get_by_test_id("operator-probe")
+    await expect(probe).to_have_attribute("data-level", "bad")
+    await expect(probe.get_by_test_id("operator-probe-leaks")).to_have_text("leaks 1")
+    await expect(probe.get_by_test_id("operator-probe-lost")).to_have_text("lost 0")
+    await expect(probe.get_by_test_id("operator-probe-duplicates")).to_have_text("duplicates 2")
+    await expect(probe.get_by_test_id("operator-probe-round")).to_have_text(
+        re.compile(r"last round 3\d\.\d s ago")
+    )
 
 
 async def test_on_a_narrow_screen_the_panel_is_a_drawer(pages, http) -> None:
