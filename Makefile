@@ -83,6 +83,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy app jobs
 
 schema: $(STAMP)
 	$(PY) -m app.api.export_schema

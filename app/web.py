@@ -51,7 +51,7 @@ from app.api.fast_http import CompiledHTTP
 from app.api.graphiql import graphiql_assets_mount, graphiql_html
 from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.raw_frames import RawFrames
-from app.api.schema import build_schema
+from app.api.schema import FeedSchema, build_schema
 from app.api.subscriptions import ABORT_KEY, SocketContext
 from app.api.trusted import DocumentRefused, manifest_route, names_a_document, with_document_id
 from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
@@ -391,6 +391,7 @@ def create_app(state: AppState | None = None) -> Starlette:
     if settings.compiled_documents:
         # Registered documents that can be planned skip the view (app.api.fast_http).
         schema = graphql.schema
+        assert isinstance(schema, FeedSchema)  # built by FeedGraphQL (build_schema)
         plans = compile_documents(
             schema._schema, graphql.documents.by_text(), schema.process_errors
         )
