@@ -125,7 +125,10 @@ class Processes:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self) -> None:
-        argv = {spec.name: spec.command(self.port) for spec in PROCESSES}
+        # The service only: not the synthetic probe, which a caller runs beside the soak when
+        # it wants one (benchmarks.dashboard_plot does). Two probes on one database share
+        # their canaries and undo each other's changes: false leaks.
+        argv = {spec.name: spec.command(self.port) for spec in PROCESSES if spec.name != "probe"}
         for name, args in argv.items():
             with (self.logdir / f"{name}.log").open("wb") as out:
                 self.procs[name] = subprocess.Popen(
