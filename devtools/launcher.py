@@ -254,17 +254,26 @@ def _pdeathsig() -> Callable[[], None] | None:
     return preexec
 
 
-def _database_has_users(database_url: str) -> bool:
+def _users_in(database_url: str) -> int:
     import asyncpg
 
-    async def check() -> bool:
+    async def count() -> int:
         conn = await asyncpg.connect(asyncpg_url(database_url))
         try:
-            return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM users)"))
+            return int(await conn.fetchval("SELECT count(*) FROM users"))
         finally:
             await conn.close()
 
-    return asyncio.run(check())
+    return asyncio.run(count())
+
+
+def _api_port() -> int:
+    """PORT when it is set; left unset, the default or the next free port above it, said in
+    the log (a second checkout's `make run` should not die on a busy 8000)."""
+    settings = get_settings()
+    if "port" in settings.model_fields_set:
+        return settings.port
+    return provision.free_port_from(settings.port, "API")
 
 
 def _seed_wanted(external_database: bool) -> bool:
@@ -277,8 +286,17 @@ def _seed_wanted(external_database: bool) -> bool:
 
 
 def _seed_if_empty(database_url: str, env: dict[str, str], external_database: bool) -> None:
-    """Demo accounts share a published password: only into the embedded database, or asked."""
-    if _database_has_users(database_url):
+    """Demo accounts share a published password: only into the embedded database, or asked.
+    A database with users is never seeded, and the log says so: someone reusing a `.run/`
+    would otherwise look for `alice` without a hint."""
+    users = _users_in(database_url)
+    if users:
+        afresh = (
+            "it is left as it is"
+            if external_database
+            else "`make clean` deletes .run/ and the next `make run` starts afresh"
+        )
+        log(f"demo data: skipped, the database already has users ({users:,}); {afresh}")
         return
     if not _seed_wanted(external_database):
         where = "the database at DATABASE_URL" if external_database else "the database"
@@ -416,13 +434,14 @@ def cmd_run() -> int:
     signal.signal(signal.SIGHUP, signal.default_int_handler)
     stop = _Stop()
     try:
-        port = get_settings().port  # PORT; bad settings fail here, before anything starts
+        get_settings()  # bad settings fail here, before anything starts
         get_probe_settings()  # and bad PROBE_* ones
         running = _live_runs()
         if running:
             log(f"`make run` is already running (launcher pid {running[0]}); `make stop` ends it")
             return 1
         _take_over_leftovers()
+        port = _api_port()  # after the takeover, which frees a leftover API's port
         external_database = bool(os.environ.get("DATABASE_URL"))
         env = provision.ensure_services()
         _write_record("run", [])
@@ -480,9 +499,10 @@ USAGE = """usage: python -m devtools.launcher run | test [pytest args...] | stop
 
   run    provision PostgreSQL/Redis (embedded ones under .run/ unless DATABASE_URL/REDIS_URL
          are set), migrate, load the demo data into an empty embedded database (SEED_DEMO=1:
-         into any empty database; SEED_DEMO=0: never), then run the API on PORT (default
-         8000), the outbox relay, the ARQ workers and the synthetic probe (PROBE_ENABLED=0
-         skips it) until Ctrl-C, SIGTERM or SIGHUP (`make run`)
+         into any empty database; SEED_DEMO=0: never; a database with users is never
+         seeded, and the log says so), then run the API on PORT (default 8000; unset and
+         8000 busy: the next free port, logged), the outbox relay, the ARQ workers and the
+         synthetic probe (PROBE_ENABLED=0 skips it) until Ctrl-C, SIGTERM or SIGHUP (`make run`)
   test   provision the same way and run pytest with the given arguments (`make test`)
   stop   stop a running or killed `make run` and the embedded servers, keeping their data
          (`make stop`)

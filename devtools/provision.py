@@ -332,7 +332,7 @@ def _start_postgres() -> int:
             f"binaries in {bindir} are {major}; run `make clean` to start over"
         )
 
-    port = _free_port(PG_PORT)
+    port = free_port_from(PG_PORT, "PostgreSQL")
     options = [
         f"-c listen_addresses={HOST}",
         f"-p {port}",
@@ -462,7 +462,7 @@ def _start_redis() -> int:
     if len(REDIS_EXTRA_CONFIG) % 2:
         raise ProvisionError("REDIS_EXTRA_CONFIG must be a flat list of name, value pairs")
     REDIS_DIR.mkdir(parents=True, exist_ok=True)
-    port = _free_port(REDIS_PORT)
+    port = free_port_from(REDIS_PORT, "Redis")
     lines = [
         f"bind {HOST}",
         f"port {port}",
@@ -611,9 +611,13 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _free_port(preferred: int) -> int:
+def free_port_from(preferred: int, what: str) -> int:
+    """The first free port from `preferred` on, saying so when it is not `preferred`: the
+    addresses in the docs assume the preferred ports, and a reader should see why they differ."""
     for port in range(preferred, preferred + PORT_SCAN):
         if _port_free(port):
+            if port != preferred:
+                print(f"[provision] port {preferred} busy: {what} on {port}", file=sys.stderr)
             return port
     raise ProvisionError(f"no free port in {preferred}..{preferred + PORT_SCAN - 1} on {HOST}")
 

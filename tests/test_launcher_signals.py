@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +29,7 @@ import asyncpg
 import httpx
 import pytest
 
-from app.config import PROJECT_ROOT, asyncpg_url
+from app.config import PROJECT_ROOT, Settings, asyncpg_url
 from devtools import provision
 from tests.helpers import eventually
 from tests.servers import free_port
@@ -59,11 +61,13 @@ def processes_of(run_dir: Path) -> dict[int, str]:
 class Run:
     """`python -m devtools.launcher run` in its own session, its output in a file."""
 
-    def __init__(self, run_dir: Path, **env: str) -> None:
+    def __init__(self, run_dir: Path, **env: str | None) -> None:
+        """`env` overrides the test's environment; a None value unsets the variable."""
         self.run_dir = run_dir
         self.port = free_port()
         base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-        self.env = {**base, "RUN_DIR": str(run_dir), "PORT": str(self.port), **env}
+        merged = {**base, "RUN_DIR": str(run_dir), "PORT": str(self.port), **env}
+        self.env = {k: v for k, v in merged.items() if v is not None}
         self.log = run_dir.parent / f"launcher-{uuid.uuid4().hex[:8]}.log"
         self.proc = self.start()
 
@@ -287,13 +291,29 @@ async def _users_in(database_url: str) -> int:
         await conn.close()
 
 
-@pytest.mark.parametrize("seed_demo", ["", "1"])
+@pytest.mark.parametrize(
+    ("seed_demo", "has_users"), [("", False), ("1", False), ("1", True)], ids=str
+)
 async def test_an_external_database_gets_demo_data_only_when_asked(
-    tmp_path: Path, seed_demo: str
+    tmp_path: Path, seed_demo: str, has_users: bool
 ) -> None:
+    """Asked or not, a database that already has users keeps them and gets no demo data, and
+    the launcher says so (a newcomer reusing a `.run/` would otherwise find no `alice`)."""
     server = os.environ["DATABASE_URL"]
     name = f"t_launcher_{uuid.uuid4().hex[:10]}"
     database_url = await provision.acreate_database(server, name)
+    if has_users:
+        provision.migrate(database_url)
+        conn = await asyncpg.connect(asyncpg_url(database_url))
+        try:
+            await conn.execute(
+                "INSERT INTO users (handle, password_hash, display_name) VALUES ($1, $2, $3)",
+                "someone",
+                "not-a-hash",
+                "Someone",
+            )
+        finally:
+            await conn.close()
     run = Run(
         tmp_path / "run",
         DATABASE_URL=database_url,
@@ -314,8 +334,48 @@ async def test_an_external_database_gets_demo_data_only_when_asked(
     finally:
         run.kill_everything()
         await provision.adrop_database(server, name)
-    if seed_demo:
+    if has_users:
+        assert users == 1, run.output()
+        assert "demo data: skipped, the database already has users" in run.output(), run.output()
+    elif seed_demo:
         assert users > 0, run.output()
     else:
         assert users == 0, run.output()
         assert "SEED_DEMO=1 make run" in run.output(), run.output()
+
+
+async def test_a_busy_default_port_moves_the_api_and_says_so(tmp_path: Path) -> None:
+    """PORT unset and 8000 taken: the API runs on the next free port and the log names it (the
+    docs say 8000; a newcomer must see why the address differs)."""
+    default = Settings.model_fields["port"].default
+    server = os.environ["DATABASE_URL"]
+    name = f"t_launcher_{uuid.uuid4().hex[:10]}"
+    database_url = await provision.acreate_database(server, name)
+    with contextlib.ExitStack() as held:
+        holder = held.enter_context(socket.socket())
+        with contextlib.suppress(OSError):  # already taken by someone else: just as good
+            holder.bind((provision.HOST, default))
+            holder.listen()
+        run = Run(
+            tmp_path / "run",
+            DATABASE_URL=database_url,
+            REDIS_URL=os.environ["REDIS_URL"],
+            SEED_DEMO="0",
+            PROBE_ENABLED="0",
+            PORT=None,
+        )
+        try:
+            await eventually(
+                lambda: "started api" in run.output() or run.proc.poll() is not None,
+                START_SECONDS,
+                0.1,
+                "the launcher starts its children",
+            )
+            run.proc.send_signal(signal.SIGTERM)
+            assert await run.exited() == 0, run.output()
+        finally:
+            run.kill_everything()
+            await provision.adrop_database(server, name)
+    moved = re.search(rf"port {default} busy: API on (\d+)", run.output())
+    assert moved, run.output()
+    assert f"API        http://127.0.0.1:{moved[1]}" in run.output(), run.output()

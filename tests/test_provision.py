@@ -6,6 +6,7 @@ fresh machine), so these tests check exactly what the rest of the suite will use
 
 from __future__ import annotations
 
+import socket
 import uuid
 
 import asyncpg
@@ -79,3 +80,16 @@ def test_sync_helpers_and_name_check() -> None:
     provision.drop_database(server, name)  # absent: no error
     with pytest.raises(ValueError):
         provision.create_database(server, 'x"; DROP DATABASE postgres; --')
+
+
+def test_a_busy_preferred_port_is_named_with_the_one_used(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The docs name the preferred ports; when one is taken the log says which one is used."""
+    with socket.socket() as taken:
+        taken.bind((provision.HOST, 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        port = provision.free_port_from(busy, "API")
+    assert port > busy
+    assert f"port {busy} busy: API on {port}" in capsys.readouterr().err
