@@ -96,6 +96,23 @@ class Settings(BaseSettings):
     fanout_batch_size: int = 1000  # follower ids per FanoutBatch job
     fanout_pull_threshold: int = 10_000  # followers at/above which an author switches to pull
     fanout_push_threshold: int = 8_000  # followers below which a pull author switches back
+    # The fan-out control plane (app.fanout.control, decision 0026): "cost" decides push or
+    # pull per author by cost and the freshness budget (thresholds when inputs are missing);
+    # "threshold" is the two constants above, exactly.
+    # Opt-in for now (decision 0026, "Why opt-in"): its read-cost constant is an assumption.
+    fanout_control: Literal["cost", "threshold"] = "threshold"
+    fanout_window_seconds: int = Field(default=600, ge=10, le=3600)  # posting-rate window
+    fanout_hysteresis: float = Field(default=0.25, ge=0, lt=1)  # switch margin, cost terms
+    fanout_freshness_budget_seconds: float = Field(default=5.0, gt=0)  # post-to-visible
+    # Feed reads per active follower per window: what one pulled source costs readers.
+    fanout_reads_per_active_follower: float = Field(default=2.0, ge=0)
+    # Active followers counted at most (a bounded scan); above it the count reads ">= cap".
+    fanout_active_count_cap: int = Field(default=100_000, ge=1)
+    # The control plane's periodic pass (jobs.tasks.review_fanout_modes, a cron on the default
+    # lane): every so many seconds (0: off; run at the seconds of the minute divisible by it),
+    # at most so many authors whose inputs changed get their mode decided again.
+    fanout_review_seconds: int = Field(default=5, ge=0, le=60)
+    fanout_review_max_authors: int = Field(default=100, ge=1)
     active_days: int = 30  # followers active within this window get pushed timelines
     feed_session_size: int = 500  # ranked ids frozen per feed session
     feed_session_ttl_seconds: int = 1800

@@ -1,7 +1,8 @@
 """ARQ worker settings, one class per lane: `arq jobs.worker.WorkerSettings` (default lane)
 and `arq jobs.worker.BigLaneWorkerSettings` (big authors' batches); `python -m arq ...` works
 the same. Every task runs inside jobs.reliability (retries with backoff, then dead letters);
-the default lane's workers also run the reconciler every minute (jobs.reconcile). Jobs wait in
+the default lane's workers also run the reconciler every minute (jobs.reconcile) and the
+fan-out control plane's periodic pass every FANOUT_REVIEW_SECONDS. Jobs wait in
 the queue up to JOB_EXPIRES_SECONDS (ARQ's `expires`) before ARQ would drop them."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any, cast
 
 from arq import cron
 from arq.connections import ArqRedis, RedisSettings, create_pool
+from arq.cron import CronJob
 from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
 
@@ -22,6 +24,7 @@ from jobs.event_tracking import settling
 from jobs.reliability import ARQ_TIMEOUT_MARGIN_SECONDS, arq_max_tries, reliable
 
 RECONCILE = "reconcile_fanouts"
+REVIEW = "review_fanout_modes"
 
 
 def redis_settings() -> RedisSettings:
@@ -66,10 +69,22 @@ FUNCTIONS = [
     _function(lanes.BACKFILL_FOLLOW, settling(tasks.backfill_follow)),
     _function(lanes.CLEANUP_AUTHOR, settling(tasks.cleanup_author)),
     _function(lanes.POST_CHANGED, settling(tasks.post_changed)),
+    # The periodic pass by name (tests, operators), also where its cron is off; not retried.
+    func(cast(WorkerCoroutine, tasks.review_fanout_modes), name=REVIEW),
 ]
 # Every minute at :00 (ARQ runs a cron job once across workers: `unique`); tests and
 # operators may also enqueue it by name with a grace in seconds.
 RECONCILER = cron(tasks.reconcile_fanouts, name=RECONCILE, second=0, unique=True)
+
+
+def reviewer(every_seconds: int) -> list[CronJob]:
+    """The control plane's periodic pass (FANOUT_REVIEW_SECONDS; 0: none): at the seconds of
+    each minute divisible by it, once across workers; tests enqueue it by name too. Like the
+    reconciler it is not retried: a failed pass is followed by the next one within seconds."""
+    if every_seconds <= 0:
+        return []
+    seconds = set(range(0, 60, every_seconds))
+    return [cron(tasks.review_fanout_modes, name=REVIEW, second=seconds, unique=True)]
 
 
 def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
@@ -77,7 +92,11 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
     settings = get_settings()
     return {
         "functions": FUNCTIONS,
-        "cron_jobs": [RECONCILER] if queue_name == lanes.DEFAULT else [],
+        "cron_jobs": (
+            [RECONCILER, *reviewer(settings.fanout_review_seconds)]
+            if queue_name == lanes.DEFAULT
+            else []
+        ),
         "queue_name": queue_name,
         "on_startup": _startup(queue_name),
         "on_shutdown": shutdown,

@@ -47,7 +47,13 @@ os.environ.update(
         "RATE_LIMIT_SIGNUPS_PER_IP_PER_DAY": "100000",
         "FANOUT_PULL_THRESHOLD": "10",
         "FANOUT_PUSH_THRESHOLD": "8",
+        # Tests cross the thresholds with a handful of followers, where the cost model would
+        # keep everyone PUSH: the control plane's tests set FANOUT_CONTROL=cost themselves.
+        "FANOUT_CONTROL": "threshold",
         "FANOUT_BATCH_SIZE": "4",
+        # The control plane's periodic pass runs when a test enqueues it (jobs.worker.REVIEW),
+        # not on its own in the middle of a test's burst workers.
+        "FANOUT_REVIEW_SECONDS": "0",
         "BIG_AUTHOR_FOLLOWERS": "6",
         "TIMELINE_MAX": "400",
         "FEED_SESSION_SIZE": "120",

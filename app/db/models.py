@@ -56,6 +56,7 @@ class User(Base):
             "fanout_mode_changed_at",
             postgresql_where=text("fanout_mode_changed_at IS NOT NULL"),
         ),
+        CheckConstraint("fanout_pin IN ('push', 'pull')", name="users_fanout_pin_check"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
@@ -71,6 +72,9 @@ class User(Base):
     fanout_mode_version: Mapped[int] = mapped_column(Integer, server_default="0")
     # When the mode last changed: posts made in pull mode since then need reconciling.
     fanout_mode_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # An operator's override of the control plane ("push" | "pull"; NULL: decided by cost),
+    # set by `python -m app.fanout pin` (decision 0026).
+    fanout_pin: Mapped[str | None] = mapped_column(String(4))
     # Tokens carry the version they were issued under; changePassword bumps it, and every
     # older token is refused (app/auth/revocation.py, decision 0013).
     token_version: Mapped[int] = mapped_column(Integer, server_default="0")

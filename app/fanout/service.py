@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.models import FANOUT_PULL, Follow, Post, User, Visibility
 from app.fanout import lanes
+from app.fanout.control import record_post
 from app.fanout.lanes import Enqueue
 from app.fanout.modes import ModeDecision, resolve_mode
 from app.fanout.queries import active_followers, active_since, followers, reaching_posts
@@ -85,7 +86,11 @@ class FanoutService:
             post = await session.get(Post, post_id)
             if post is None or post.deleted_at is not None:
                 return None
-            decision = await resolve_mode(session, post.author_id, self.settings)
+            # Counted once per post (keyed by its id: a replayed split adds nothing).
+            await record_post(self.store.redis, post.author_id, created_ms(post.id), post.id)
+            decision = await resolve_mode(
+                session, post.author_id, self.settings, redis=self.store.redis
+            )
         score = created_ms(post.id)
         await self.store.push_author_post(post.author_id, post.id, score)
         reconciled = 0
@@ -102,6 +107,22 @@ class FanoutService:
             post.author_id, [(post.id, score)], lane, job_prefix or f"fb:{post.id}", 0, enqueue
         )
         return SplitResult(decision.mode, batches, followers, reconciled)
+
+    async def review_mode(self, author_id: int, enqueue: Enqueue) -> bool:
+        """The periodic pass (jobs.tasks.review_fanout_modes): decide the author's mode again
+        without a post to split. A switch back to PUSH pushes the pull-era posts the way a
+        split does (`_reconcile_pull_era`, same job ids per mode version, so a retried pass
+        repeats nothing); no post is being split, so none is left out. True: it switched."""
+        async with self.sessions.begin() as session:
+            before = await session.scalar(
+                select(User.fanout_mode_version).where(User.id == author_id).with_for_update()
+            )
+            if before is None:
+                return False  # no such user (any more)
+            decision = await resolve_mode(session, author_id, self.settings, redis=self.store.redis)
+        if decision.pull_since is not None:
+            await self._reconcile_pull_era(author_id, decision, enqueue, splitting=0)
+        return decision.version != before
 
     def lane_for(self, follower_count: int) -> str:
         return lanes.BIG if follower_count >= self.settings.big_author_followers else lanes.DEFAULT

@@ -54,6 +54,29 @@ JOB_RETRIES = Counter("feed_job_retries_total", "Failed job runs scheduled again
 JOBS_DEAD_LETTERED = Counter(
     "feed_jobs_dead_lettered_total", "Jobs that failed every try: dead letters", ["function"]
 )
+FANOUT_DECISIONS = Counter(
+    "feed_fanout_decisions_total",
+    "Fan-out mode decisions (posting flow and periodic pass), by reason (app.fanout.control)",
+    ["reason"],
+)
+FANOUT_MODE_SWITCHES = Counter(
+    "feed_fanout_mode_switches_total",
+    "Authors switched to push or pull, by the decision's reason",
+    ["to", "reason"],
+)
+_DECISION_REASONS = (
+    "pin",
+    "threshold",
+    "threshold_fallback",
+    "cost_push",
+    "cost_pull",
+    "burst",
+    "hysteresis_hold",
+)
+for _reason in _DECISION_REASONS:  # exported at 0 from the start
+    FANOUT_DECISIONS.labels(_reason)
+    for _to in ("push", "pull"):
+        FANOUT_MODE_SWITCHES.labels(_to, _reason)
 FANOUT_RECONCILED = Counter(
     "feed_fanout_reconciled_total",
     "Posts whose fan-out never completed, re-run (rerun) or left to dead letters (gave_up)",

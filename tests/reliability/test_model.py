@@ -18,6 +18,12 @@ points. A reference model (follows, blocks, posts and their visibility) checks e
   can supply followees' posts. Settled also means the read path's in-process cache of PULL authors'
   indexes (2 s) has expired: a check scrolls again until SETTLE_SECONDS (`late_checks`).
 
+The fan-out control plane (issue 21) switches modes under all this: a rule posts a burst from
+one author (the cost model takes it PULL within a WINDOW_SECONDS posting window), a rule pins
+or unpins an author (`python -m app.fanout pin`), a rule runs the periodic pass (which brings a
+burst's author back to PUSH and queues its pull-era posts); splits and batches may be left
+queued across a switch. Every check above holds whatever the modes are (read from the API).
+
 Rules run on a worker thread; each one hands its coroutine to the test's event loop, where the
 app, its pools and the ARQ workers live. `MODEL_EXAMPLES` (default 20) and `MODEL_STEPS`
 (default 50) size the run: `MODEL_EXAMPLES=200 make test ARGS=tests/reliability/test_model.py`
@@ -43,7 +49,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from app.config import get_settings
+from app.fanout import lanes
+from app.fanout.__main__ import pin as pin_author
 from app.feed.service import PULL_PER_AUTHOR
+from jobs.worker import REVIEW
 from tests.helpers import (
     fanout_mode,
     follow,
@@ -66,6 +76,7 @@ VISIBILITIES = ("PUBLIC", "FOLLOWERS", "PRIVATE")
 GRAPH_ACTIONS = ("follow", "follow", "unfollow", "block", "unblock")
 SETTLE_SECONDS = 10.0  # beyond the write path: the read path's 2 s author-index cache
 MAX_PAGES = 40  # a full scroll of page size 25: far more than any example posts
+WINDOW_SECONDS = 3  # the control plane's posting-rate window here (the default: 600)
 
 users = st.integers(0, len(HANDLES) - 1)
 modes = st.sampled_from(("RANKED", "CHRONOLOGICAL"))
@@ -99,6 +110,10 @@ class Figures:
     expected_posts: int = 0
     pull_followees: int = 0  # followees in PULL mode met by completeness checks
     late_checks: int = 0  # full scrolls repeated while the in-process caches expired
+    bursts: int = 0
+    pins: int = 0
+    reviews: int = 0  # periodic passes run (jobs.worker.REVIEW)
+    switches: int = 0  # mode switches those passes made
 
 
 FIGURES = Figures()
@@ -234,6 +249,42 @@ class FeedModel(RuleBasedStateMachine):
         else:
             target.visibility = change
 
+    # -- the control plane (issue 21) -----------------------------------------------------
+
+    @rule(a=users, n=st.sampled_from((8, 15)), split=st.booleans(), review=st.booleans())
+    def burst(self, a: int, n: int, split: bool, review: bool) -> None:
+        """A burst from one author: past what the cost model pushes within the (short)
+        window, so its later posts go PULL; `split`: their splits run now, their batches
+        (and a switch's) may still wait when the next rule runs."""
+        FIGURES.bursts += 1
+        self.post(a, "PUBLIC", n)
+        if split:
+            self.run(self.pipeline.relay.drain())
+            self.run(self.pipeline.run_lane(lanes.DEFAULT))
+        if review:  # an earlier burst's window may be over by now
+            self.review()
+
+    @rule(a=users, choice=st.sampled_from(("push", "pull", "auto")), review=st.booleans())
+    def pin(self, a: int, choice: str, review: bool) -> None:
+        """The operator pins an author (`python -m app.fanout pin`), or lets the model decide
+        again; it takes effect at the author's next post or the next periodic pass."""
+        FIGURES.pins += 1
+        assert self.run(pin_author(self.state.sessions, self.state.redis, HANDLES[a], choice)) == 0
+        if review:
+            self.review()
+
+    def review(self) -> None:
+        """The periodic pass (a cron on the default lane) runs: modes may switch, and a switch
+        back to PUSH queues the pull-era posts' batches (left queued: the big lane's too)."""
+        FIGURES.reviews += 1
+
+        async def run() -> int:
+            job = await self.pipeline.arq.enqueue_job(REVIEW, _queue_name=lanes.DEFAULT)
+            await self.pipeline.run_lane(lanes.DEFAULT)
+            return int(await job.result(timeout=30))
+
+        FIGURES.switches += self.run(run())
+
     # -- reads -----------------------------------------------------------------------------
 
     def page(self, viewer: int, session: Session, first: int) -> None:
@@ -275,9 +326,11 @@ class FeedModel(RuleBasedStateMachine):
                 return
             self.page(viewer, session, first)
 
-    @rule(viewer=users, mode=modes, age=st.booleans())
-    def settle_and_check(self, viewer: int, mode: str, age: bool) -> None:
+    @rule(viewer=users, mode=modes, age=st.booleans(), review=st.booleans())
+    def settle_and_check(self, viewer: int, mode: str, age: bool, review: bool) -> None:
         """The write path settles; a full scroll holds everything it must (module doc)."""
+        if review:
+            self.review()
         self.run(self.pipeline.settle())
         if age:
             self.run(_age_follows())
@@ -335,7 +388,10 @@ async def _age_follows() -> None:
     )
 
 
-async def test_feed_matches_the_model(client, state, pipeline) -> None:
+async def test_feed_matches_the_model(client, state, pipeline, monkeypatch) -> None:
+    # A short posting-rate window (the workers share this process's settings): a burst is
+    # over within an example, and the periodic pass switches its author back.
+    monkeypatch.setattr(get_settings(), "fanout_window_seconds", WINDOW_SECONDS)
     FeedModel.loop = asyncio.get_running_loop()
     FeedModel.client, FeedModel.state, FeedModel.pipeline = client, state, pipeline
     run_settings = settings(

@@ -1,0 +1,148 @@
+"""Operators' say over the fan-out control plane (docs/decisions/0026-fanout-control-plane.md),
+on the PostgreSQL and Redis that DATABASE_URL and REDIS_URL name.
+
+    python -m app.fanout explain <handle>
+        the author's inputs, both costs, the decision the control plane would make now and
+        why, the current mode and the pin; changes nothing;
+    python -m app.fanout pin <handle> push|pull|auto
+        pins the author's mode (auto: clears the pin), recorded in users.fanout_pin; it takes
+        effect at the author's next decision (the next post, or the periodic pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from redis.asyncio import Redis
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings, get_settings
+from app.db.engine import make_engine, make_sessionmaker
+from app.db.models import User
+from app.fanout import lanes
+from app.fanout.control import (
+    PINS,
+    SECONDS_PER_INSERT,
+    SECONDS_PER_PULLED_SOURCE,
+    decide,
+    gather_inputs,
+    headroom_factor,
+    lane_of,
+    mark_for_review,
+)
+from app.fanout.modes import MODE_NAMES
+from app.redis_client import make_redis
+
+AUTO = "auto"
+
+
+def _seconds(value: float | None) -> str:
+    return "unknown" if value is None else f"{value * 1000:.3f} ms"
+
+
+def _known(value: object) -> str:
+    return "unknown" if value is None else str(value)
+
+
+async def explain(
+    settings: Settings, sessions: async_sessionmaker[AsyncSession], redis: Redis, handle: str
+) -> int:
+    async with sessions() as session:
+        row = (
+            await session.execute(
+                select(User.id, User.fanout_mode, User.fanout_mode_version).where(
+                    User.handle == handle
+                )
+            )
+        ).one_or_none()
+        if row is None:
+            print(f"no user @{handle}", file=sys.stderr)
+            return 1
+        inputs = await gather_inputs(session, redis, row.id, settings)
+    decision = decide(row.fanout_mode, inputs, settings)
+    cap = settings.fanout_active_count_cap
+    active = _known(inputs.active_followers)
+    if inputs.active_followers is not None and inputs.active_followers >= cap:
+        active = f">= {cap} (counted up to FANOUT_ACTIVE_COUNT_CAP)"
+    print(f"author @{handle} (id {row.id})")
+    print(f"  control:            FANOUT_CONTROL={settings.fanout_control}")
+    print(f"  pin:                {inputs.pin or AUTO}")
+    print(
+        f"  mode now:           {MODE_NAMES[row.fanout_mode]} (version {row.fanout_mode_version})"
+    )
+    print("inputs")
+    print(f"  followers:          {inputs.followers}")
+    print(f"  active followers:   {active} (active within ACTIVE_DAYS={settings.active_days})")
+    print(
+        f"  posts in window:    {_known(inputs.posts_per_window)}"
+        f" (FANOUT_WINDOW_SECONDS={settings.fanout_window_seconds})"
+    )
+    print(f"  lane:               {lanes.label(lane_of(inputs.followers, settings))}")
+    lag = "unknown" if inputs.lane_lag_seconds is None else f"{inputs.lane_lag_seconds:.3f} s"
+    print(f"  lane lag:           {lag}")
+    print(f"  lane queued jobs:   {_known(inputs.queued_jobs)}")
+    print(f"  headroom factor:    {headroom_factor(inputs, settings):.2f}")
+    print("costs (seconds of work per window)")
+    print(
+        f"  write (push):       {_seconds(decision.write_cost_seconds)}"
+        f"  [active x posts x {SECONDS_PER_INSERT * 1e6:.1f} us x headroom]"
+    )
+    print(
+        f"  read (pull):        {_seconds(decision.read_cost_seconds)}"
+        f"  [active x {settings.fanout_reads_per_active_follower:g} reads x"
+        f" {SECONDS_PER_PULLED_SOURCE * 1e6:.1f} us]"
+    )
+    print(f"  freshness budget:   {settings.fanout_freshness_budget_seconds:g} s")
+    print(f"Decision: {MODE_NAMES[decision.mode]} (reason: {decision.reason})")
+    return 0
+
+
+async def pin(
+    sessions: async_sessionmaker[AsyncSession], redis: Redis, handle: str, choice: str
+) -> int:
+    value = None if choice == AUTO else choice
+    async with sessions.begin() as session:
+        row = (
+            await session.execute(
+                select(User.id, User.fanout_pin).where(User.handle == handle).with_for_update()
+            )
+        ).one_or_none()
+        if row is None:
+            print(f"no user @{handle}", file=sys.stderr)
+            return 1
+        await session.execute(update(User).where(User.id == row.id).values(fanout_pin=value))
+    await mark_for_review(redis, row.id, int(time.time() * 1000))
+    print(
+        f"@{handle}: pin {row.fanout_pin or AUTO} -> {choice}; takes effect at the author's "
+        "next decision (next post or periodic pass)"
+    )
+    return 0
+
+
+async def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.fanout", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("explain", help="inputs, costs and decision").add_argument("handle")
+    pinning = sub.add_parser("pin", help="pin push or pull, or auto")
+    pinning.add_argument("handle")
+    pinning.add_argument("choice", choices=[*PINS, AUTO])
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    engine = make_engine(settings, pool_size=1)
+    redis = make_redis(settings)
+    handle = args.handle.removeprefix("@")
+    try:
+        if args.command == "explain":
+            return await explain(settings, make_sessionmaker(engine), redis, handle)
+        return await pin(make_sessionmaker(engine), redis, handle, args.choice)
+    finally:
+        await redis.aclose()
+        await engine.dispose()
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1:])))

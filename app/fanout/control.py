@@ -1,0 +1,232 @@
+"""The fan-out control plane: push or pull per author, decided by what each costs and by the
+freshness budget, not by a constant follower count (docs/decisions/0026-fanout-control-plane.md).
+
+write cost = active followers x posts in the window x SECONDS_PER_INSERT x lane headroom factor
+read cost  = active followers x reads per active follower x SECONDS_PER_PULLED_SOURCE
+
+Both are seconds of serving work per window. `decide` is pure; `gather_inputs` reads the
+inputs cheaply (a capped count cached a minute, a per-author sliding window in Redis, the lanes'
+lag). Owner of the key families `fcn:{<author_id>}`, `fcw:{<author_id>}` and `fcr:review`
+(docs/redis-keys.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import cast
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.db.models import FANOUT_PULL, FANOUT_PUSH, User
+from app.fanout import lanes
+from app.fanout.lag import lane_lag_seconds
+from app.fanout.queries import active_since
+from app.redis_scripts import AnyRedis
+
+# Measured on this machine (docs/benchmarks.md, "Timeline layouts: packed vs zset", "The
+# committed run"): a post to 50,000 empty packed timelines took 564 ms from commit to the last
+# timeline written (2 ARQ workers): 11.3 µs of fan-out time per insert, of which 2.77 µs is
+# Redis server time. Wall time, because the freshness budget is wall time.
+SECONDS_PER_INSERT = 11.3e-6
+# Same run, store level: "pull authors (50 x 50)", packed: 1,976 µs wall per call (client
+# included) for 50 pulled sources, 39.5 µs per source and read.
+SECONDS_PER_PULLED_SOURCE = 39.5e-6
+# Lane pressure (lag or queued work against the budget) multiplies the write cost up to this:
+# at 90% of the budget pushing costs 10x, past it pushing a big author is out of the question.
+MAX_HEADROOM_FACTOR = 10.0
+ACTIVE_COUNT_TTL_SECONDS = 60
+# The posting window is kept at most this long and this many posts per author (a bound, not a
+# limit on posting: past it the rate reads as "at least this many").
+WINDOW_MAX_SECONDS = 3600
+WINDOW_MAX_POSTS = 10_000
+REVIEW_KEY = "fcr:review"
+
+PIN_PUSH = "push"
+PIN_PULL = "pull"
+PINS = {PIN_PUSH: FANOUT_PUSH, PIN_PULL: FANOUT_PULL}
+
+
+@dataclass(frozen=True)
+class AuthorInputs:
+    followers: int  # users.follower_count (always known)
+    active_followers: int | None  # eligible (active within ACTIVE_DAYS) followers; None = unknown
+    posts_per_window: float | None  # the author's posts in the sliding window; None = unknown
+    lane_lag_seconds: float | None  # the author's lane: age of the oldest waiting job
+    queued_jobs: int | None  # the author's lane: jobs waiting
+    pin: str | None  # "push" | "pull" | None (auto)
+
+
+@dataclass(frozen=True)
+class CostDecision:
+    mode: int  # FANOUT_PUSH / FANOUT_PULL (app.db.models)
+    reason: str  # one of REASONS
+    write_cost_seconds: float | None
+    read_cost_seconds: float | None
+    inputs: AuthorInputs
+
+
+def threshold_mode(current: int, followers: int, settings: Settings) -> int:
+    """Today's rule: PULL at >= the pull threshold, back to PUSH below the push threshold."""
+    if current == FANOUT_PUSH and followers >= settings.fanout_pull_threshold:
+        return FANOUT_PULL
+    if current == FANOUT_PULL and followers < settings.fanout_push_threshold:
+        return FANOUT_PUSH
+    return current
+
+
+def headroom_factor(inputs: AuthorInputs, settings: Settings) -> float:
+    """1 on an idle lane, growing as its lag or its queued work (jobs x one batch's fan-out
+    time) nears the freshness budget: 1 / (1 - pressure), at most MAX_HEADROOM_FACTOR."""
+    budget = settings.fanout_freshness_budget_seconds
+    lag = inputs.lane_lag_seconds or 0.0
+    queued = (inputs.queued_jobs or 0) * settings.fanout_batch_size * SECONDS_PER_INSERT
+    pressure = max(lag, queued) / budget
+    return min(MAX_HEADROOM_FACTOR, 1.0 / max(1.0 / MAX_HEADROOM_FACTOR, 1.0 - pressure))
+
+
+def write_cost(inputs: AuthorInputs, settings: Settings) -> float:
+    assert inputs.active_followers is not None and inputs.posts_per_window is not None
+    raw = inputs.active_followers * inputs.posts_per_window * SECONDS_PER_INSERT
+    return raw * headroom_factor(inputs, settings)
+
+
+def read_cost(inputs: AuthorInputs, settings: Settings) -> float:
+    assert inputs.active_followers is not None
+    reads = inputs.active_followers * settings.fanout_reads_per_active_follower
+    return reads * SECONDS_PER_PULLED_SOURCE
+
+
+def decide(current_mode: int, inputs: AuthorInputs, settings: Settings) -> CostDecision:
+    """Push or pull for one author. Pure: the same inputs give the same decision.
+
+    A pin wins; missing inputs fall back to the follower thresholds; a burst (the window's
+    fan-out work, lane pressure included, past the freshness budget) goes PULL; otherwise
+    switch only when one cost beats the other by the hysteresis margin."""
+    if inputs.pin in PINS:
+        return CostDecision(PINS[inputs.pin], "pin", None, None, inputs)
+    if inputs.active_followers is None or inputs.posts_per_window is None:
+        mode = threshold_mode(current_mode, inputs.followers, settings)
+        return CostDecision(mode, "threshold_fallback", None, None, inputs)
+    write = write_cost(inputs, settings)
+    read = read_cost(inputs, settings)
+    h = settings.fanout_hysteresis
+
+    def made(mode: int, reason: str) -> CostDecision:
+        return CostDecision(mode, reason, write, read, inputs)
+
+    if write > settings.fanout_freshness_budget_seconds:
+        return made(FANOUT_PULL, "burst")
+    if current_mode == FANOUT_PUSH:
+        if write > read * (1 + h):
+            return made(FANOUT_PULL, "cost_pull")
+        return made(FANOUT_PUSH, "hysteresis_hold" if write > read else "cost_push")
+    if write == 0 or write < read * (1 - h):
+        return made(FANOUT_PUSH, "cost_push")
+    return made(FANOUT_PULL, "hysteresis_hold" if write < read else "cost_pull")
+
+
+def lane_of(followers: int, settings: Settings) -> str:
+    """The lane the author's batches go to (as FanoutService.lane_for)."""
+    return lanes.BIG if followers >= settings.big_author_followers else lanes.DEFAULT
+
+
+def _window_key(author_id: int) -> str:
+    return f"fcw:{{{author_id}}}"
+
+
+def _active_key(author_id: int) -> str:
+    return f"fcn:{{{author_id}}}"
+
+
+_COUNT_ACTIVE = text(
+    """
+    SELECT count(*) FROM (
+        SELECT 1 FROM follows f JOIN users u ON u.id = f.follower_id
+        WHERE f.followee_id = :author AND u.last_active_at >= :since
+        LIMIT :cap
+    ) capped
+    """
+)
+
+
+async def count_active_followers(
+    session: AsyncSession, redis: AnyRedis, author_id: int, settings: Settings
+) -> int:
+    """Active followers, at most FANOUT_ACTIVE_COUNT_CAP (an author past it reads as the cap:
+    its cost is already far past any other's), cached ACTIVE_COUNT_TTL_SECONDS: a follower
+    who becomes active or lapses counts within a minute."""
+    cached = await redis.get(_active_key(author_id))
+    if cached is not None:
+        return int(cached)
+    since = active_since(settings.active_days)
+    params = {"author": author_id, "since": since, "cap": settings.fanout_active_count_cap}
+    count = int(await session.scalar(_COUNT_ACTIVE, params) or 0)
+    await redis.set(_active_key(author_id), count, ex=ACTIVE_COUNT_TTL_SECONDS)
+    return count
+
+
+async def posts_in_window(redis: AnyRedis, author_id: int, now_ms: int, window_seconds: int) -> int:
+    return int(await redis.zcount(_window_key(author_id), now_ms - window_seconds * 1000, "+inf"))
+
+
+async def record_post(
+    redis: AnyRedis, author_id: int, now_ms: int, post_id: int | None = None
+) -> None:
+    """Count one post in the author's window. Keyed by the post id when given, so a replayed
+    split counts it once; the author joins the review set for the periodic pass."""
+    key = _window_key(author_id)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.zadd(key, {str(post_id if post_id is not None else now_ms): now_ms})
+        pipe.zremrangebyscore(key, "-inf", now_ms - WINDOW_MAX_SECONDS * 1000)
+        pipe.zremrangebyrank(key, 0, -WINDOW_MAX_POSTS - 1)
+        pipe.expire(key, WINDOW_MAX_SECONDS)
+        await pipe.execute()
+    await mark_for_review(redis, author_id, now_ms)
+
+
+async def mark_for_review(redis: AnyRedis, author_id: int, now_ms: int) -> None:
+    """The author's inputs changed (a post, a burst still on): the periodic pass looks again."""
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.zadd(REVIEW_KEY, {str(author_id): now_ms})
+        pipe.zremrangebyscore(REVIEW_KEY, "-inf", now_ms - 2 * WINDOW_MAX_SECONDS * 1000)
+        await pipe.execute()
+
+
+async def authors_to_review(redis: AnyRedis, limit: int) -> list[int]:
+    """Authors who posted lately or are PULL for a burst, most recently changed first. Kept
+    two windows (WINDOW_MAX_SECONDS) after the last change, so a burst's end is seen."""
+    members = await redis.zrevrange(REVIEW_KEY, 0, limit - 1)
+    return [int(m) for m in members]
+
+
+async def gather_inputs(
+    session: AsyncSession,
+    redis: AnyRedis,
+    author_id: int,
+    settings: Settings,
+    now_ms: int | None = None,
+) -> AuthorInputs:
+    """The author's inputs; a Redis failure leaves its inputs None (the thresholds decide)."""
+    row = (
+        await session.execute(
+            select(User.follower_count, User.fanout_pin).where(User.id == author_id)
+        )
+    ).one()
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    active: int | None = None
+    posts: float | None = None
+    lag: float | None = None
+    queued: int | None = None
+    try:
+        active = await count_active_followers(session, redis, author_id, settings)
+        posts = await posts_in_window(redis, author_id, now_ms, settings.fanout_window_seconds)
+        lane = lanes.label(lane_of(row.follower_count, settings))
+        lag, queued = (await lane_lag_seconds(cast(Redis, redis)))[lane]  # ARQ's own Redis API
+    except (RedisError, OSError):
+        pass
+    return AuthorInputs(row.follower_count, active, posts, lag, queued, row.fanout_pin)

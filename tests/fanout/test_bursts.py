@@ -1,0 +1,159 @@
+"""Bursts (issue 21): a mid-size author (below FANOUT_PULL_THRESHOLD, 10 in tests) whose
+posting rate would blow the freshness budget goes PULL for the burst, and the control plane's
+periodic pass (a real ARQ cron) brings it back to PUSH once the window has passed, pushing
+what it posted meanwhile; every follower sees every post exactly once throughout, and an
+ordinary author's posts reach their followers' timelines meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+from arq.worker import Worker
+
+from app.config import get_settings
+from app.db.models import FANOUT_PULL, FANOUT_PUSH
+from app.fanout import control, lanes
+from jobs.worker import REVIEW, lane_settings
+from tests.helpers import (
+    author_with_fans,
+    eventually,
+    fanout_mode,
+    follow,
+    full_scroll,
+    make_user,
+    post,
+    sql,
+    timeline_ids,
+)
+
+FANS = 8  # below the pull threshold (10) and above the push threshold (8 - 1): PUSH by count
+WINDOW_SECONDS = 4  # the posting-rate window, short so the burst is over soon
+BURST_POSTS = 5  # more posts than this within the window tip the model to PULL (FANS followers)
+
+
+@pytest.fixture
+def short_window(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The settings this process's app and the pipeline's workers share (get_settings is
+    cached), with a short posting-rate window, and reads made cheap enough that pushing more
+    than BURST_POSTS posts a window to FANS followers costs more than their pulling (at the
+    production constants it takes tens of thousands of followers)."""
+    settings = get_settings()
+    monkeypatch.setattr(settings, "fanout_control", "cost")
+    monkeypatch.setattr(settings, "fanout_window_seconds", WINDOW_SECONDS)
+    per_read = control.SECONDS_PER_PULLED_SOURCE * (1 + settings.fanout_hysteresis)
+    reads = BURST_POSTS * control.SECONDS_PER_INSERT / per_read
+    monkeypatch.setattr(settings, "fanout_reads_per_active_follower", reads)
+    return settings
+
+
+def burst_size(settings: Any) -> int:
+    """The fewest posts within the window the model takes for a burst from FANS active
+    followers on an idle lane (so the test follows the model's constants)."""
+    for posts in range(1, 200):
+        inputs = control.AuthorInputs(
+            followers=FANS,
+            active_followers=FANS,
+            posts_per_window=float(posts),
+            lane_lag_seconds=0.0,
+            queued_jobs=0,
+            pin=None,
+        )
+        if control.decide(FANOUT_PUSH, inputs, settings).mode == FANOUT_PULL:
+            return posts
+    raise AssertionError("no burst of FANS followers' author goes PULL")
+
+
+async def assert_every_post_once(client: Any, token: str, expected: set[int]) -> None:
+    chrono = await full_scroll(client, token, mode="CHRONOLOGICAL")
+    assert chrono == sorted(expected, reverse=True)
+    ranked = await full_scroll(client, token, mode="RANKED")
+    assert len(ranked) == len(set(ranked)), "a post shown twice"
+    assert set(ranked) == expected
+
+
+async def age_follows(state: Any) -> None:
+    """Follows and mode switches an hour old: only timelines or a PULL author's index can
+    supply a followee's posts now (not the read path's recent-follow pull)."""
+    await sql("UPDATE follows SET created_at = created_at - interval '1 hour'")
+    await sql(
+        "UPDATE users SET fanout_mode_changed_at = fanout_mode_changed_at - interval '1 hour'"
+        " WHERE fanout_mode_changed_at IS NOT NULL"
+    )
+    state.forget_local()
+
+
+async def test_a_burst_goes_pull_and_the_periodic_pass_brings_it_back_to_push(
+    client, state, pipeline, short_window, monkeypatch
+) -> None:
+    burst = burst_size(short_window) + 2
+    author, _, fans = await author_with_fans(client, FANS)
+    ordinary, _ = await make_user(client, "ordinary")
+    for token, _ in fans:
+        await follow(client, token, "ordinary")
+    await pipeline.settle()
+    await age_follows(state)
+    for token, _ in fans:
+        await full_scroll(client, token, mode="CHRONOLOGICAL")  # timelines exist
+    assert await fanout_mode(client, "author") == "PUSH"
+
+    made: set[int] = set()
+    plain: set[int] = set()
+    for i in range(burst):
+        made.add(await post(client, author, f"burst {i}"))
+        if i % 5 == 0:  # an ordinary author: a post or two in the window
+            plain.add(await post(client, ordinary, f"ordinary {i}"))
+    await pipeline.settle()
+    assert await fanout_mode(client, "author") == "PULL", "the burst did not go PULL"
+    for _, fan_id in fans:  # the ordinary author's posts were pushed meanwhile
+        assert plain <= set(await timeline_ids(state, fan_id))
+    await age_follows(state)
+    for token, _ in fans:
+        await assert_every_post_once(client, token, made | plain)
+
+    # The window passes; no post from the author: the periodic pass (a real cron, every
+    # second here) decides again and switches it back, pushing the pull-era posts.
+    # Only this worker runs the cron: the pipeline's burst workers would never drain.
+    monkeypatch.setattr(short_window, "fanout_review_seconds", 1)
+    settings = {**lane_settings(lanes.DEFAULT, 20), "poll_delay": 0.01}
+    monkeypatch.setattr(short_window, "fanout_review_seconds", 0)
+    worker = Worker(**settings, handle_signals=False)
+    running = asyncio.ensure_future(worker.async_run())
+    try:
+
+        async def back_to_push() -> bool:
+            return await fanout_mode(client, "author") == "PUSH"
+
+        await eventually(back_to_push, within=WINDOW_SECONDS + 15, what="back to PUSH")
+    finally:
+        await worker.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    await pipeline.settle()  # the re-push batches (the big lane's, too)
+    for _, fan_id in fans:  # the pull-era posts are in the timelines now
+        assert made <= set(await timeline_ids(state, fan_id))
+    await age_follows(state)
+    for token, _ in fans:
+        await assert_every_post_once(client, token, made | plain)
+
+    # PUSH again: a new post is fanned out, and still no post is shown twice.
+    later = await post(client, author, "after the burst")
+    await pipeline.settle()
+    assert await fanout_mode(client, "author") == "PUSH"
+    for token, fan_id in fans:
+        assert later in await timeline_ids(state, fan_id)
+        await assert_every_post_once(client, token, made | plain | {later})
+
+
+async def test_the_periodic_pass_can_be_enqueued_by_name_and_is_bounded(
+    client, state, pipeline, short_window
+) -> None:
+    """With nothing to review it switches nobody; it runs as a job on the default lane."""
+    await author_with_fans(client, 2)
+    await pipeline.settle()
+    job = await pipeline.arq.enqueue_job(REVIEW, _queue_name=lanes.DEFAULT)
+    await pipeline.settle()
+    assert await job.result(timeout=5) == 0
+    assert await fanout_mode(client, "author") == "PUSH"
