@@ -99,13 +99,21 @@ class Settings(BaseSettings):
     # The fan-out control plane (app.fanout.control, decision 0026): "cost" decides push or
     # pull per author by cost and the freshness budget (thresholds when inputs are missing);
     # "threshold" is the two constants above, exactly.
-    # Opt-in for now (decision 0026, "Why opt-in"): its read-cost constant is an assumption.
-    fanout_control: Literal["cost", "threshold"] = "threshold"
+    # The default since the read rate is measured (decision 0027); tests keep "threshold".
+    fanout_control: Literal["cost", "threshold"] = "cost"
     fanout_window_seconds: int = Field(default=600, ge=10, le=3600)  # posting-rate window
     fanout_hysteresis: float = Field(default=0.25, ge=0, lt=1)  # switch margin, cost terms
     fanout_freshness_budget_seconds: float = Field(default=5.0, gt=0)  # post-to-visible
-    # Feed reads per active follower per window: what one pulled source costs readers.
+    # Feed reads per active follower per window: what one pulled source costs readers. The
+    # prior: the control plane uses the measured rate (app.users.reads) once it has seen at
+    # least FANOUT_READ_RATE_MIN_READS reads in the window, this figure until then.
     fanout_reads_per_active_follower: float = Field(default=2.0, ge=0)
+    fanout_read_rate_min_reads: int = Field(default=100, ge=1)
+    # Below this many active followers an author is never sent PULL by cost (a pin or the
+    # burst rule still can): pushing it costs little, pulling it costs every reader.
+    fanout_pull_min_active_followers: int = Field(default=1_000, ge=0)
+    # Top authors by estimated cost exported by the periodic pass (feed_fanout_author_cost).
+    fanout_cost_top_authors: int = Field(default=10, ge=0, le=100)
     # Active followers counted at most (a bounded scan); above it the count reads ">= cap".
     fanout_active_count_cap: int = Field(default=100_000, ge=1)
     # The control plane's periodic pass (jobs.tasks.review_fanout_modes, a cron on the default

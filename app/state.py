@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings, get_settings
 from app.db.engine import make_engine, make_sessionmaker
+from app.fanout.control import published_costs
 from app.fanout.lag import LagProbe, lane_lag_seconds
 from app.fanout.service import FanoutService
 from app.feed.service import FeedService
@@ -28,6 +29,7 @@ from app.realtime.notifier import RedisNotifier
 from app.redis_client import make_redis
 from app.timelines.store import TimelineStore
 from app.users.activity import Activity
+from app.users.reads import ReadCounter
 
 
 @dataclass
@@ -49,6 +51,11 @@ class AppState:
         """For /metrics (app.observability.exposition.LiveSources)."""
         return await oldest_unpublished_seconds(self.engine)
 
+    async def author_costs(self) -> list[tuple[str, float, float]]:
+        """For /metrics (app.observability.exposition.LiveSources)."""
+        costs = await published_costs(self.redis)
+        return [(c.handle, c.write_seconds, c.read_seconds) for c in costs]
+
     def forget_local(self) -> None:
         """Forget what this process keeps in memory about users and posts: the pulled
         authors' cache, the open feed sessions and their verified windows, the activity
@@ -62,6 +69,7 @@ class AppState:
 
     async def close(self) -> None:
         await self.feed.impressions.close()  # flush what is buffered before Redis goes
+        await self.feed.read_counter.close()
         await self.redis.aclose()
         await self.engine.dispose()
 
@@ -87,6 +95,7 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
         rebuild=fanout.rebuild_timeline,
         activity=activity,
         reset_new_posts=partial(reset_new_post_count, redis),
+        read_counter=ReadCounter(redis),
     )
     return AppState(
         settings=settings,

@@ -13,7 +13,7 @@ from typing import Any
 
 from arq.jobs import Job
 
-from app.fanout import control, lanes
+from app.fanout import lanes
 from app.fanout.lanes import Enqueue
 from app.fanout.service import FanoutService
 from jobs import reconcile, tracking
@@ -135,16 +135,19 @@ async def post_changed(ctx: dict[str, Any], post_id: int) -> None:
     await _service(ctx).post_changed(post_id)
 
 
-async def review_fanout_modes(ctx: dict[str, Any], limit: int | None = None) -> int:
+async def review_fanout_modes(
+    ctx: dict[str, Any], limit: int | None = None, interval_seconds: float | None = None
+) -> int:
     """Cron (every FANOUT_REVIEW_SECONDS): decide again the mode of at most `limit`
     (FANOUT_REVIEW_MAX_AUTHORS) authors whose inputs changed lately, so an author whose burst
     is over goes back to PUSH without posting again; how many switched."""
     service = _service(ctx)
-    limit = limit or service.settings.fanout_review_max_authors
-    switched = 0
-    for author_id in await control.authors_to_review(ctx["state"].redis, limit):
-        switched += await service.review_mode(author_id, _enqueuer(ctx))
-    return switched
+    settings = service.settings
+    return await service.review_pass(
+        _enqueuer(ctx),
+        limit or settings.fanout_review_max_authors,
+        settings.fanout_review_seconds if interval_seconds is None else interval_seconds,
+    )
 
 
 async def reconcile_fanouts(ctx: dict[str, Any], grace_seconds: int | None = None) -> int:

@@ -33,6 +33,8 @@ from app.fanout.control import (
     headroom_factor,
     lane_of,
     mark_for_review,
+    one_post_cost,
+    read_rate,
 )
 from app.fanout.modes import MODE_NAMES
 from app.redis_client import make_redis
@@ -86,6 +88,15 @@ async def explain(
     print(f"  lane lag:           {lag}")
     print(f"  lane queued jobs:   {_known(inputs.queued_jobs)}")
     print(f"  headroom factor:    {headroom_factor(inputs, settings):.2f}")
+    if inputs.reads_per_active_user is None:
+        rate = (
+            f"{settings.fanout_reads_per_active_follower:g} per window (the prior,"
+            f" FANOUT_READS_PER_ACTIVE_FOLLOWER: fewer than FANOUT_READ_RATE_MIN_READS="
+            f"{settings.fanout_read_rate_min_reads} reads measured)"
+        )
+    else:
+        rate = f"{inputs.reads_per_active_user:.3g} per window (measured)"
+    print(f"  reads per active:   {rate}")
     print("costs (seconds of work per window)")
     print(
         f"  write (push):       {_seconds(decision.write_cost_seconds)}"
@@ -93,10 +104,16 @@ async def explain(
     )
     print(
         f"  read (pull):        {_seconds(decision.read_cost_seconds)}"
-        f"  [active x {settings.fanout_reads_per_active_follower:g} reads x"
+        f"  [active x {read_rate(inputs, settings):.3g} reads x"
         f" {SECONDS_PER_PULLED_SOURCE * 1e6:.1f} us]"
     )
+    one_post = None if inputs.active_followers is None else one_post_cost(inputs)
+    print(f"  one post (push):    {_seconds(one_post)}  [celebrity when over the budget]")
     print(f"  freshness budget:   {settings.fanout_freshness_budget_seconds:g} s")
+    print(
+        f"  small-author floor: {settings.fanout_pull_min_active_followers} active followers"
+        " (FANOUT_PULL_MIN_ACTIVE_FOLLOWERS: never PULL by cost below it)"
+    )
     print(f"Decision: {MODE_NAMES[decision.mode]} (reason: {decision.reason})")
     return 0
 

@@ -2,18 +2,19 @@
 freshness budget, not by a constant follower count (docs/decisions/0026-fanout-control-plane.md).
 
 write cost = active followers x posts in the window x SECONDS_PER_INSERT x lane headroom factor
-read cost  = active followers x reads per active follower x SECONDS_PER_PULLED_SOURCE
+read cost  = active followers x reads per active user x SECONDS_PER_PULLED_SOURCE
 
 Both are seconds of serving work per window. `decide` is pure; `gather_inputs` reads the
 inputs cheaply (a capped count cached a minute, a per-author sliding window in Redis, the lanes'
-lag). Owner of the key families `fcn:{<author_id>}`, `fcw:{<author_id>}` and `fcr:review`
-(docs/redis-keys.md).
+lag, the measured read rate of app.users.reads). Owner of the key families `fcn:{<author_id>}`,
+`fcw:{<author_id>}`, `fcr:review` and `fcr:costs` (docs/redis-keys.md).
 """
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import cast
 
 from redis.asyncio import Redis
@@ -27,6 +28,7 @@ from app.fanout import lanes
 from app.fanout.lag import lane_lag_seconds
 from app.fanout.queries import active_since
 from app.redis_scripts import AnyRedis
+from app.users.reads import reads_per_active_user
 
 # Measured on this machine (docs/benchmarks.md, "Timeline layouts: packed vs zset", "The
 # committed run"): a post to 50,000 empty packed timelines took 564 ms from commit to the last
@@ -45,6 +47,7 @@ ACTIVE_COUNT_TTL_SECONDS = 60
 WINDOW_MAX_SECONDS = 3600
 WINDOW_MAX_POSTS = 10_000
 REVIEW_KEY = "fcr:review"
+COSTS_KEY = "fcr:costs"  # the periodic pass's top authors by estimated cost, for /metrics
 
 PIN_PUSH = "push"
 PIN_PULL = "pull"
@@ -59,6 +62,9 @@ class AuthorInputs:
     lane_lag_seconds: float | None  # the author's lane: age of the oldest waiting job
     queued_jobs: int | None  # the author's lane: jobs waiting
     pin: str | None  # "push" | "pull" | None (auto)
+    # Measured feed reads per active user per window (app.users.reads); None: not enough
+    # reads seen yet, the prior FANOUT_READS_PER_ACTIVE_FOLLOWER applies.
+    reads_per_active_user: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,18 +101,34 @@ def write_cost(inputs: AuthorInputs, settings: Settings) -> float:
     return raw * headroom_factor(inputs, settings)
 
 
+def read_rate(inputs: AuthorInputs, settings: Settings) -> float:
+    """Reads per active follower per window: measured when known, else the prior."""
+    if inputs.reads_per_active_user is not None:
+        return inputs.reads_per_active_user
+    return settings.fanout_reads_per_active_follower
+
+
 def read_cost(inputs: AuthorInputs, settings: Settings) -> float:
     assert inputs.active_followers is not None
-    reads = inputs.active_followers * settings.fanout_reads_per_active_follower
+    reads = inputs.active_followers * read_rate(inputs, settings)
     return reads * SECONDS_PER_PULLED_SOURCE
+
+
+def one_post_cost(inputs: AuthorInputs) -> float:
+    """One post's fan-out on an idle lane: the audience alone, whatever the posting rate."""
+    assert inputs.active_followers is not None
+    return inputs.active_followers * SECONDS_PER_INSERT
 
 
 def decide(current_mode: int, inputs: AuthorInputs, settings: Settings) -> CostDecision:
     """Push or pull for one author. Pure: the same inputs give the same decision.
 
-    A pin wins; missing inputs fall back to the follower thresholds; a burst (the window's
-    fan-out work, lane pressure included, past the freshness budget) goes PULL; otherwise
-    switch only when one cost beats the other by the hysteresis margin."""
+    In order: a pin wins; missing inputs fall back to the follower thresholds; an audience
+    whose one post alone takes longer than the freshness budget to push goes PULL
+    (`celebrity`); a window's posting whose fan-out (lane pressure included) would blow the
+    budget goes PULL (`burst`); an author below FANOUT_PULL_MIN_ACTIVE_FOLLOWERS stays PUSH
+    (`small_author`); otherwise switch only when one cost beats the other by the hysteresis
+    margin."""
     if inputs.pin in PINS:
         return CostDecision(PINS[inputs.pin], "pin", None, None, inputs)
     if inputs.active_followers is None or inputs.posts_per_window is None:
@@ -115,12 +137,17 @@ def decide(current_mode: int, inputs: AuthorInputs, settings: Settings) -> CostD
     write = write_cost(inputs, settings)
     read = read_cost(inputs, settings)
     h = settings.fanout_hysteresis
+    budget = settings.fanout_freshness_budget_seconds
 
     def made(mode: int, reason: str) -> CostDecision:
         return CostDecision(mode, reason, write, read, inputs)
 
-    if write > settings.fanout_freshness_budget_seconds:
+    if one_post_cost(inputs) > budget:
+        return made(FANOUT_PULL, "celebrity")
+    if write > budget:
         return made(FANOUT_PULL, "burst")
+    if inputs.active_followers < settings.fanout_pull_min_active_followers:
+        return made(FANOUT_PUSH, "small_author")
     if current_mode == FANOUT_PUSH:
         if write > read * (1 + h):
             return made(FANOUT_PULL, "cost_pull")
@@ -222,11 +249,40 @@ async def gather_inputs(
     posts: float | None = None
     lag: float | None = None
     queued: int | None = None
+    rate: float | None = None
     try:
         active = await count_active_followers(session, redis, author_id, settings)
         posts = await posts_in_window(redis, author_id, now_ms, settings.fanout_window_seconds)
         lane = lanes.label(lane_of(row.follower_count, settings))
         lag, queued = (await lane_lag_seconds(cast(Redis, redis)))[lane]  # ARQ's own Redis API
+        rate = await reads_per_active_user(
+            session,
+            redis,
+            settings.fanout_window_seconds,
+            settings.active_days,
+            settings.fanout_read_rate_min_reads,
+        )
     except (RedisError, OSError):
         pass
-    return AuthorInputs(row.follower_count, active, posts, lag, queued, row.fanout_pin)
+    return AuthorInputs(row.follower_count, active, posts, lag, queued, row.fanout_pin, rate)
+
+
+@dataclass(frozen=True)
+class AuthorCost:
+    """One author's estimated costs, as the periodic pass exports the top ones."""
+
+    handle: str
+    write_seconds: float
+    read_seconds: float
+    mode: str
+
+
+async def publish_costs(redis: AnyRedis, costs: list[AuthorCost], ttl_seconds: int) -> None:
+    """The pass's top authors by cost, replaced as a whole (the label set stays bounded)."""
+    payload = json.dumps([asdict(c) for c in costs])
+    await redis.set(COSTS_KEY, payload, ex=max(1, ttl_seconds))
+
+
+async def published_costs(redis: AnyRedis) -> list[AuthorCost]:
+    raw = await redis.get(COSTS_KEY)
+    return [AuthorCost(**c) for c in json.loads(raw)] if raw else []

@@ -38,6 +38,9 @@ class ModeDecision:
     # `pull_since` live only in posts:{author} and must be pushed to followers now.
     pull_since: datetime | None = None
     reason: str = "threshold"
+    # The control plane's estimates (seconds of work per window); None without inputs.
+    write_cost_seconds: float | None = None
+    read_cost_seconds: float | None = None
 
 
 def next_mode(current: int, followers: int, settings: Settings) -> int:
@@ -82,9 +85,10 @@ async def resolve_mode(
         # Looked at again by the periodic pass until the burst is over.
         await mark_for_review(redis, author_id, int(datetime.now(UTC).timestamp() * 1000))
     mode = decision.mode
+    costs = (decision.write_cost_seconds, decision.read_cost_seconds)
     if mode == row.fanout_mode:
         return ModeDecision(
-            mode, row.fanout_mode_version, row.follower_count, reason=decision.reason
+            mode, row.fanout_mode_version, row.follower_count, None, decision.reason, *costs
         )
     FANOUT_MODE_SWITCHES.labels(MODE_NAMES[mode], decision.reason).inc()
     now = datetime.now(UTC)
@@ -101,5 +105,5 @@ async def resolve_mode(
     if mode == FANOUT_PUSH:
         pull_since = row.fanout_mode_changed_at or datetime.fromtimestamp(0, UTC)
     return ModeDecision(
-        mode, row.fanout_mode_version + 1, row.follower_count, pull_since, decision.reason
+        mode, row.fanout_mode_version + 1, row.follower_count, pull_since, decision.reason, *costs
     )

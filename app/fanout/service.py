@@ -9,19 +9,25 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, cast
 
+from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import FANOUT_PULL, Follow, Post, User, Visibility
 from app.fanout import lanes
-from app.fanout.control import record_post
+from app.fanout.control import AuthorCost, authors_to_review, publish_costs, record_post
+from app.fanout.lag import lane_lag_seconds
 from app.fanout.lanes import Enqueue
-from app.fanout.modes import ModeDecision, resolve_mode
+from app.fanout.modes import MODE_NAMES, ModeDecision, resolve_mode
 from app.fanout.queries import active_followers, active_since, followers, reaching_posts
-from app.observability.metrics import POST_TO_TIMELINE, TIMELINE_INSERTS
+from app.observability.metrics import (
+    FANOUT_LANE_OVER_BUDGET,
+    POST_TO_TIMELINE,
+    TIMELINE_INSERTS,
+)
 from app.posts.ids import created_ms
 from app.posts.queries import author_posts, followee_posts
 from app.timelines.store import TimelineStore
@@ -108,21 +114,70 @@ class FanoutService:
         )
         return SplitResult(decision.mode, batches, followers, reconciled)
 
-    async def review_mode(self, author_id: int, enqueue: Enqueue) -> bool:
-        """The periodic pass (jobs.tasks.review_fanout_modes): decide the author's mode again
-        without a post to split. A switch back to PUSH pushes the pull-era posts the way a
-        split does (`_reconcile_pull_era`, same job ids per mode version, so a retried pass
-        repeats nothing); no post is being split, so none is left out. True: it switched."""
+    async def review_mode(
+        self, author_id: int, enqueue: Enqueue
+    ) -> tuple[bool, ModeDecision | None]:
+        """The periodic pass (`review_pass`): decide the author's mode again without a post to
+        split. A switch back to PUSH pushes the pull-era posts the way a split does
+        (`_reconcile_pull_era`, same job ids per mode version, so a retried pass repeats
+        nothing); no post is being split, so none is left out. (switched, the decision;
+        None: no such user any more)."""
         async with self.sessions.begin() as session:
             before = await session.scalar(
                 select(User.fanout_mode_version).where(User.id == author_id).with_for_update()
             )
             if before is None:
-                return False  # no such user (any more)
+                return False, None
             decision = await resolve_mode(session, author_id, self.settings, redis=self.store.redis)
         if decision.pull_since is not None:
             await self._reconcile_pull_era(author_id, decision, enqueue, splitting=0)
-        return decision.version != before
+        return decision.version != before, decision
+
+    async def review_pass(self, enqueue: Enqueue, limit: int, interval_seconds: float) -> int:
+        """One round of the control loop (jobs.tasks.review_fanout_modes, every
+        `interval_seconds`): decide again the authors whose inputs changed lately, export the
+        top ones' estimated costs, and count the time each lane spends over the freshness
+        budget (a sample over it counts the whole interval). How many authors switched."""
+        redis = self.store.redis
+        switched = 0
+        costs: list[tuple[int, ModeDecision]] = []
+        for author_id in await authors_to_review(redis, limit):
+            changed, decision = await self.review_mode(author_id, enqueue)
+            switched += changed
+            if decision is not None and decision.write_cost_seconds is not None:
+                costs.append((author_id, decision))
+        await self._publish_top_costs(costs, interval_seconds)
+        budget = self.settings.fanout_freshness_budget_seconds
+        for lane, (age, _waiting) in (await lane_lag_seconds(cast(Redis, redis))).items():
+            if age > budget and interval_seconds > 0:
+                FANOUT_LANE_OVER_BUDGET.labels(lane).inc(interval_seconds)
+        return switched
+
+    async def _publish_top_costs(
+        self, costs: list[tuple[int, ModeDecision]], interval_seconds: float
+    ) -> None:
+        top = sorted(
+            costs,
+            key=lambda c: max(c[1].write_cost_seconds or 0.0, c[1].read_cost_seconds or 0.0),
+            reverse=True,
+        )[: self.settings.fanout_cost_top_authors]
+        if not top:
+            return
+        async with self.sessions() as session:
+            ids = [author_id for author_id, _ in top]
+            rows = await session.execute(select(User.id, User.handle).where(User.id.in_(ids)))
+            handles = {row.id: row.handle for row in rows}
+        published = [
+            AuthorCost(
+                handles.get(author_id, str(author_id)),
+                d.write_cost_seconds or 0.0,
+                d.read_cost_seconds or 0.0,
+                MODE_NAMES[d.mode],
+            )
+            for author_id, d in top
+        ]
+        # Kept a few rounds, so a scrape between two passes sees it; gone when passes stop.
+        await publish_costs(self.store.redis, published, int(max(60, 3 * interval_seconds)))
 
     def lane_for(self, follower_count: int) -> str:
         return lanes.BIG if follower_count >= self.settings.big_author_followers else lanes.DEFAULT
@@ -197,7 +252,12 @@ class FanoutService:
     ) -> int:
         """Back to PUSH: posts made while in PULL are only in posts:{author}; push them.
         Not `splitting`, the post being split: its own batches push it (if it reaches
-        followers), and they alone count its visibility (jobs.tracking)."""
+        followers), and they alone count its visibility (jobs.tracking).
+
+        On the BIG lane whatever the author's size: a catch-up is no news (readers pulled
+        these posts, and keep pulling the author for RECENT_WINDOW after the switch), and
+        after a burst it is the burst's whole fan-out (60 posts x 20,000 followers = 1.2M
+        inserts), which must not queue ahead of ordinary authors' posts (decision 0027)."""
         assert decision.pull_since is not None
         # A post created shortly before the switch to PULL may have been split after it;
         # re-pushing a post that was already pushed is a no-op, missing one is not.
@@ -213,7 +273,7 @@ class FanoutService:
             await self.enqueue_pages(
                 author_id,
                 entries,
-                self.lane_for(decision.follower_count),
+                lanes.BIG,
                 f"rc:{author_id}:{decision.version}",
                 0,
                 enqueue,

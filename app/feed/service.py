@@ -87,6 +87,7 @@ from app.posts.queries import author_posts
 from app.ranking.scoring import RankingTimeout, rank_columns
 from app.timelines.store import Entry, TimelineStore
 from app.users.activity import Activity
+from app.users.reads import ReadCounter
 
 log = logging.getLogger("app.feed")
 T = TypeVar("T")
@@ -288,8 +289,11 @@ class FeedService:
         rebuild: Callable[[int], Awaitable[int]],
         activity: Activity,
         reset_new_posts: Callable[[int], Awaitable[None]],
+        read_counter: ReadCounter,
     ) -> None:
         self.sessions = sessions
+        # Candidate-gathering reads counted for the fan-out control plane's read cost.
+        self.read_counter = read_counter
         # The read path only SELECTs: autocommit Core (see app.feed.rows), same engine.
         self.reads = Reads(sessions.kw["bind"], skip_filter=settings.feed_fault_skip_filter)
         self.read_sessions = read_sessions(sessions)
@@ -354,6 +358,7 @@ class FeedService:
         if isinstance(cursor, SessionPosition):
             page = await self._session_page(viewer_id, cursor, first, stages, extras)
         else:
+            self.read_counter.count()  # no I/O: pulled sources are read on these pages
             ranked_first = cursor is None and mode == FeedMode.RANKED
             before = cursor.post_id if isinstance(cursor, Keyset) else MAX_ID
             if isinstance(cursor, Keyset) and self.settings.feed_fault_repeat_post:

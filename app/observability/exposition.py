@@ -26,11 +26,17 @@ class LiveSources(Protocol):
         """Seconds since the oldest outbox event not yet relayed was written (0: none)."""
         ...
 
+    async def author_costs(self) -> list[tuple[str, float, float]]:
+        """(handle, write cost, read cost) in seconds per window: the fan-out control plane's
+        top authors by estimated cost, as its last periodic pass left them."""
+        ...
+
 
 class _Live(Collector):
     def __init__(self) -> None:
         self.lag: dict[str, tuple[float, int]] = {}
         self.outbox_age = 0.0
+        self.costs: list[tuple[str, float, float]] = []
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         lag = GaugeMetricFamily(
@@ -51,6 +57,16 @@ class _Live(Collector):
             "Age of the oldest outbox event not yet relayed",
             value=self.outbox_age,
         )
+        costs = GaugeMetricFamily(
+            "feed_fanout_author_cost_seconds",
+            "Estimated fan-out cost per window of the control plane's top authors (seconds of "
+            "work): cost=write (pushing their posts) or read (pulling them at read time)",
+            labels=["author", "cost"],
+        )
+        for handle, write, read in self.costs:
+            costs.add_metric([handle, "write"], write)
+            costs.add_metric([handle, "read"], read)
+        yield costs
 
 
 _live = _Live()
@@ -60,8 +76,9 @@ async def render(sources: LiveSources) -> bytes:
     try:
         _live.lag = await sources.lane_lag()
         _live.outbox_age = await sources.outbox_age()
+        _live.costs = await sources.author_costs()
     except Exception:  # a scrape must answer even when a backend is down
-        _live.lag, _live.outbox_age = {}, 0.0
+        _live.lag, _live.outbox_age, _live.costs = {}, 0.0, []
     registry = CollectorRegistry()
     registry.register(_live)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

@@ -70,13 +70,21 @@ _DECISION_REASONS = (
     "threshold_fallback",
     "cost_push",
     "cost_pull",
+    "celebrity",
     "burst",
+    "small_author",
     "hysteresis_hold",
 )
 for _reason in _DECISION_REASONS:  # exported at 0 from the start
     FANOUT_DECISIONS.labels(_reason)
     for _to in ("push", "pull"):
         FANOUT_MODE_SWITCHES.labels(_to, _reason)
+FANOUT_LANE_OVER_BUDGET = Counter(
+    "feed_fanout_lane_over_budget_seconds_total",
+    "Seconds a lane's lag (its oldest waiting job) spent over FANOUT_FRESHNESS_BUDGET_SECONDS, "
+    "sampled by the control plane's periodic pass (each sample over counts its interval)",
+    ["lane"],
+)
 FANOUT_RECONCILED = Counter(
     "feed_fanout_reconciled_total",
     "Posts whose fan-out never completed, re-run (rerun) or left to dead letters (gave_up)",

@@ -320,6 +320,13 @@ async def seed_demo(
                 await _demo_engagement(conn, rng, now)
                 await refresh_user_counts(conn, threshold)
                 await refresh_post_counts(conn)
+                # Pinned PULL (`python -m app.fanout pin celeb pull`), so the pull path is there
+                # to see: left to the control plane, celeb's ~14 active followers of 10,100
+                # would be pushed (`python -m app.fanout explain celeb` shows why).
+                await conn.execute(
+                    "UPDATE users SET fanout_pin = 'pull', fanout_mode = $1 WHERE handle = 'celeb'",
+                    FANOUT_PULL,
+                )
         with phases.phase("analyze"):
             await vacuum_analyze(conn)
         stats = await table_counts(conn)

@@ -42,6 +42,7 @@ def short_window(monkeypatch: pytest.MonkeyPatch) -> Any:
     production constants it takes tens of thousands of followers)."""
     settings = get_settings()
     monkeypatch.setattr(settings, "fanout_control", "cost")
+    monkeypatch.setattr(settings, "fanout_pull_min_active_followers", 0)
     monkeypatch.setattr(settings, "fanout_window_seconds", WINDOW_SECONDS)
     per_read = control.SECONDS_PER_PULLED_SOURCE * (1 + settings.fanout_hysteresis)
     reads = BURST_POSTS * control.SECONDS_PER_INSERT / per_read

@@ -392,6 +392,10 @@ async def test_feed_matches_the_model(client, state, pipeline, monkeypatch) -> N
     # A short posting-rate window (the workers share this process's settings): a burst is
     # over within an example, and the periodic pass switches its author back.
     monkeypatch.setattr(get_settings(), "fanout_window_seconds", WINDOW_SECONDS)
+    # The control plane decides (tests/conftest.py runs the rest with the thresholds); no
+    # small-author floor: FANS followers.
+    monkeypatch.setattr(get_settings(), "fanout_control", "cost")
+    monkeypatch.setattr(get_settings(), "fanout_pull_min_active_followers", 0)
     FeedModel.loop = asyncio.get_running_loop()
     FeedModel.client, FeedModel.state, FeedModel.pipeline = client, state, pipeline
     run_settings = settings(
