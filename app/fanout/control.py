@@ -7,7 +7,7 @@ read cost  = active followers x reads per active user x SECONDS_PER_PULLED_SOURC
 Both are seconds of serving work per window. `decide` is pure; `gather_inputs` reads the
 inputs cheaply (a capped count cached a minute, a per-author sliding window in Redis, the lanes'
 lag, the measured read rate of app.users.reads). Owner of the key families `fcn:{<author_id>}`,
-`fcw:{<author_id>}`, `fcr:review` and `fcr:costs` (docs/redis-keys.md).
+`fcw:{<author_id>}`, `fcc:{<author_id>}`, `fcr:review` and `fcr:costs` (docs/redis-keys.md).
 """
 
 from __future__ import annotations
@@ -222,6 +222,34 @@ async def mark_for_review(redis: AnyRedis, author_id: int, now_ms: int) -> None:
         pipe.zadd(REVIEW_KEY, {str(author_id): now_ms})
         pipe.zremrangebyscore(REVIEW_KEY, "-inf", now_ms - 2 * WINDOW_MAX_SECONDS * 1000)
         await pipe.execute()
+
+
+def _catchup_key(author_id: int) -> str:
+    return f"fcc:{{{author_id}}}"
+
+
+async def note_catchup(redis: AnyRedis, author_id: int, version: int, since_ms: int) -> None:
+    """Written inside the transaction that switches the author back to PUSH, before it
+    commits: if the process dies between the commit and the catch-up's enqueue, the next
+    decision for the author (its next post, the periodic pass: the author is put up for
+    review) finds it and queues the catch-up (job ids per mode version: never twice)."""
+    await redis.set(_catchup_key(author_id), f"{version}:{since_ms}", ex=2 * WINDOW_MAX_SECONDS)
+    await mark_for_review(redis, author_id, int(time.time() * 1000))
+
+
+async def pending_catchup(redis: AnyRedis, author_id: int) -> tuple[int, int] | None:
+    """(mode version, pull era start ms) of a catch-up noted and not known done."""
+    raw = await redis.get(_catchup_key(author_id))
+    if raw is None:
+        return None
+    version, since_ms = (
+        int(x) for x in (raw.decode() if isinstance(raw, bytes) else raw).split(":")
+    )
+    return version, since_ms
+
+
+async def catchup_done(redis: AnyRedis, author_id: int) -> None:
+    await redis.delete(_catchup_key(author_id))
 
 
 async def authors_to_review(redis: AnyRedis, limit: int) -> list[int]:

@@ -22,6 +22,7 @@ from app.fanout.control import (
     decide,
     gather_inputs,
     mark_for_review,
+    note_catchup,
     threshold_mode,
 )
 from app.observability.metrics import FANOUT_DECISIONS, FANOUT_MODE_SWITCHES
@@ -104,6 +105,9 @@ async def resolve_mode(
     pull_since = None
     if mode == FANOUT_PUSH:
         pull_since = row.fanout_mode_changed_at or datetime.fromtimestamp(0, UTC)
+        if redis is not None:  # before the commit: a crash after it still finds the catch-up
+            since_ms = int(pull_since.timestamp() * 1000)
+            await note_catchup(redis, author_id, row.fanout_mode_version + 1, since_ms)
     return ModeDecision(
         mode, row.fanout_mode_version + 1, row.follower_count, pull_since, decision.reason, *costs
     )

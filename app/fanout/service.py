@@ -16,9 +16,16 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.db.models import FANOUT_PULL, Follow, Post, User, Visibility
+from app.db.models import FANOUT_PULL, FANOUT_PUSH, Follow, Post, User, Visibility
 from app.fanout import lanes
-from app.fanout.control import AuthorCost, authors_to_review, publish_costs, record_post
+from app.fanout.control import (
+    AuthorCost,
+    authors_to_review,
+    catchup_done,
+    pending_catchup,
+    publish_costs,
+    record_post,
+)
 from app.fanout.lag import lane_lag_seconds
 from app.fanout.lanes import Enqueue
 from app.fanout.modes import MODE_NAMES, ModeDecision, resolve_mode
@@ -99,9 +106,7 @@ class FanoutService:
             )
         score = created_ms(post.id)
         await self.store.push_author_post(post.author_id, post.id, score)
-        reconciled = 0
-        if decision.pull_since is not None:
-            reconciled = await self._reconcile_pull_era(post.author_id, decision, enqueue, post.id)
+        reconciled = await self._catch_up(post.author_id, decision, enqueue, post.id)
         if post.visibility == Visibility.PRIVATE:
             return SplitResult(decision.mode, 0, 0, reconciled)
         if decision.mode == FANOUT_PULL:
@@ -129,8 +134,7 @@ class FanoutService:
             if before is None:
                 return False, None
             decision = await resolve_mode(session, author_id, self.settings, redis=self.store.redis)
-        if decision.pull_since is not None:
-            await self._reconcile_pull_era(author_id, decision, enqueue, splitting=0)
+        await self._catch_up(author_id, decision, enqueue, splitting=0)
         return decision.version != before, decision
 
     async def review_pass(self, enqueue: Enqueue, limit: int, interval_seconds: float) -> int:
@@ -247,8 +251,36 @@ class FanoutService:
         batches = min(len(pages), SPLIT_PAGES)
         return batches, sum(len(p) for p in pages[:SPLIT_PAGES])
 
-    async def _reconcile_pull_era(
+    async def _catch_up(
         self, author_id: int, decision: ModeDecision, enqueue: Enqueue, splitting: int
+    ) -> int:
+        """After a decision: the catch-up of a switch back to PUSH, this one's or one noted by
+        a process that died between its commit and the enqueue (app.fanout.control.
+        note_catchup); a note of another mode version is stale. Posts queued for pushing."""
+        redis = self.store.redis
+        pull_since = decision.pull_since
+        if pull_since is None:
+            pending = await pending_catchup(redis, author_id)
+            if pending is None:
+                return 0
+            version, since_ms = pending
+            if version != decision.version or decision.mode != FANOUT_PUSH:
+                await catchup_done(redis, author_id)
+                return 0
+            pull_since = datetime.fromtimestamp(since_ms / 1000, UTC)
+        queued = await self._reconcile_pull_era(
+            author_id, decision.version, pull_since, enqueue, splitting
+        )
+        await catchup_done(redis, author_id)
+        return queued
+
+    async def _reconcile_pull_era(
+        self,
+        author_id: int,
+        version: int,
+        pull_since: datetime,
+        enqueue: Enqueue,
+        splitting: int,
     ) -> int:
         """Back to PUSH: posts made while in PULL are only in posts:{author}; push them.
         Not `splitting`, the post being split: its own batches push it (if it reaches
@@ -258,10 +290,9 @@ class FanoutService:
         these posts, and keep pulling the author for RECENT_WINDOW after the switch), and
         after a burst it is the burst's whole fan-out (60 posts x 20,000 followers = 1.2M
         inserts), which must not queue ahead of ordinary authors' posts (decision 0027)."""
-        assert decision.pull_since is not None
         # A post created shortly before the switch to PULL may have been split after it;
         # re-pushing a post that was already pushed is a no-op, missing one is not.
-        since_ms = int((decision.pull_since - PULL_SWITCH_MARGIN).timestamp() * 1000)
+        since_ms = int((pull_since - PULL_SWITCH_MARGIN).timestamp() * 1000)
         entries = [
             (post_id, score)
             for post_id, score in await self.store.author_latest(
@@ -274,7 +305,7 @@ class FanoutService:
                 author_id,
                 entries,
                 lanes.BIG,
-                f"rc:{author_id}:{decision.version}",
+                f"rc:{author_id}:{version}",
                 0,
                 enqueue,
             )

@@ -16,6 +16,7 @@ from arq.worker import Worker
 from app.config import get_settings
 from app.db.models import FANOUT_PULL, FANOUT_PUSH
 from app.fanout import control, lanes
+from app.fanout.__main__ import pin as pin_author
 from jobs.worker import REVIEW, lane_settings
 from tests.helpers import (
     author_with_fans,
@@ -132,6 +133,9 @@ async def test_a_burst_goes_pull_and_the_periodic_pass_brings_it_back_to_push(
         await worker.close()
         with contextlib.suppress(asyncio.CancelledError):
             await running
+    # The worker may have been closed between the switch's commit and its catch-up's enqueue
+    # (as a crash would): the next pass finds the noted catch-up (or the queued one: same ids).
+    await pipeline.arq.enqueue_job(REVIEW, _queue_name=lanes.DEFAULT)
     await pipeline.settle()  # the re-push batches (the big lane's, too)
     for _, fan_id in fans:  # the pull-era posts are in the timelines now
         assert made <= set(await timeline_ids(state, fan_id))
@@ -158,3 +162,39 @@ async def test_the_periodic_pass_can_be_enqueued_by_name_and_is_bounded(
     await pipeline.settle()
     assert await job.result(timeout=5) == 0
     assert await fanout_mode(client, "author") == "PUSH"
+
+
+async def test_a_catch_up_lost_between_the_switch_and_its_enqueue_is_queued_by_the_next_pass(
+    client, state, pipeline, short_window
+) -> None:
+    """The switch back to PUSH commits, then the process dies before queueing the posts made
+    while PULL (here: the enqueue fails). The next decision for the author queues them."""
+    token, author_id, fans = await author_with_fans(client, 3)
+    await pipeline.settle()  # the follows' backfills, before any post
+    await pin_author(state.sessions, state.redis, "author", "pull")
+    pulled = {await post(client, token, f"pulled {i}") for i in range(2)}
+    await pipeline.settle()
+    assert await fanout_mode(client, "author") == "PULL"
+    await pin_author(state.sessions, state.redis, "author", "auto")
+
+    async def dies(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("the worker died here")
+
+    with pytest.raises(ExceptionGroup) as died:  # the enqueue runs in a task group
+        await state.fanout.review_mode(author_id, dies)
+    assert died.group_contains(ConnectionError)
+    assert await fanout_mode(client, "author") == "PUSH"  # the switch committed
+    await pipeline.settle()
+    for _, fan_id in fans:
+        assert not pulled & set(await timeline_ids(state, fan_id))  # nothing queued yet
+
+    job = await pipeline.arq.enqueue_job(REVIEW, _queue_name=lanes.DEFAULT)
+    await pipeline.settle()
+    assert await job.result(timeout=5) == 0  # no switch this time, only the catch-up
+    for _, fan_id in fans:
+        assert pulled <= set(await timeline_ids(state, fan_id))
+    # Done once: another pass queues nothing more.
+    again = await pipeline.arq.enqueue_job(REVIEW, _queue_name=lanes.DEFAULT)
+    await pipeline.settle()
+    assert await again.result(timeout=5) == 0
+    assert await control.pending_catchup(state.redis, author_id) is None
