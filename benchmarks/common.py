@@ -76,6 +76,12 @@ def redis_db(url: str) -> int:
     return int(path) if path else 0
 
 
+def redis_address(url: str) -> tuple[str, int, int]:
+    """(host, port, db) of a Redis URL, for tools that take them apart (redis-benchmark)."""
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 6379, redis_db(url)
+
+
 def scratch_redis_url(url: str) -> str:
     """`url` itself, refused when it names db 0: the benchmarks FLUSH the db they are given."""
     if redis_db(url) == 0:

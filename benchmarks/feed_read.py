@@ -48,7 +48,6 @@ import os
 import random
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,7 +57,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
@@ -79,6 +77,14 @@ from app.api.documents import operations
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings, asyncpg_url
 from app.timelines.store import timeline_key
+from benchmarks.common import (
+    base_database_url,
+    base_redis_url,
+    free_port,
+    percentile,
+    scratch_redis_url,
+    with_redis_db,
+)
 from devtools.provision import create_database, drop_database, migrate
 from devtools.seed import seed_bulk
 
@@ -164,17 +170,6 @@ def variants() -> dict[str, Variant]:
 
 
 # -- infrastructure ----------------------------------------------------------------------
-
-
-def _with_path(url: str, path: str) -> str:
-    p = urlsplit(url)
-    return urlunsplit((p.scheme, p.netloc, path, p.query, p.fragment))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def database_ready(dsn: str) -> bool:
@@ -331,10 +326,7 @@ class Result:
         return self.requests / self.seconds if self.seconds else 0.0
 
     def pct(self, q: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+        return percentile(self.latencies, q) * 1000
 
     def cpu_ms(self, seconds: float) -> float:
         return seconds * 1000 / self.requests if self.requests else float("nan")
@@ -497,14 +489,8 @@ def targets(results: dict[tuple[str, str, int], Result], clients: Sequence[int])
 
 
 async def run(args: argparse.Namespace) -> None:
-    base_db = asyncpg_url(
-        os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    )
-    redis_url = _with_path(
-        os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{args.redis_db}"
-    )
-    if args.redis_db == 0:
-        raise SystemExit("--redis-db 0 is not a scratch db: it gets FLUSHED")
+    base_db = base_database_url()
+    redis_url = scratch_redis_url(with_redis_db(base_redis_url(), args.redis_db))
     clients = [int(c) for c in args.clients.split(",")]
     chosen = [v for v in args.variants.split(",") if v]
     classes = [c for c in args.classes.split(",") if c]

@@ -73,14 +73,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 from redis.asyncio import Redis
 
 from app.auth.tokens import issue_token
-from app.config import PROJECT_ROOT, Settings, asyncpg_url
+from app.config import PROJECT_ROOT, Settings
 from app.timelines.store import timeline_key
+from benchmarks.common import (
+    base_database_url,
+    free_port,
+    is_loopback,
+    percentile,
+    private_redis,
+    scratch_redis_url,
+    stop_process,
+    wait_for_redis,
+)
 from benchmarks.feed_read import (
     API_APP,
     PAGE,
@@ -90,7 +99,6 @@ from benchmarks.feed_read import (
     data_set,
     each,
     ensure_seeded,
-    free_port,
     pick_viewers,
     process_tree,
     start_server,
@@ -124,25 +132,6 @@ TARGET_DEGRADED = 0.01
 
 
 # -- processes and CPU ---------------------------------------------------------------------
-
-
-def start_redis(port: int, workdir: Path, log: Path) -> subprocess.Popen[bytes]:
-    binary = shutil.which("redis-server") or str(PROJECT_ROOT / ".venv" / "bin" / "redis-server")
-    argv = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(workdir),
-    ]
-    with log.open("wb") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
 
 def is_worker(pid: int) -> bool:
@@ -335,12 +324,6 @@ def read_timings(directory: Path, inflight_since: str, seconds: float) -> Timing
         answered = sent + seconds * 1e6
     waited = [(answered - v) / 1000 for v in pending if v < answered]
     return Timings(found, (answered - sent) / 1e6, sorted(waited))
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    if not ordered:
-        return float("nan")
-    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))]
 
 
 # -- one measured run ----------------------------------------------------------------------
@@ -727,9 +710,7 @@ async def warm_up(
 
 
 async def run(args: argparse.Namespace, wrk: str) -> None:
-    base_db = asyncpg_url(
-        os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    )
+    base_db = base_database_url()
     classes = [c for c in args.classes.split(",") if c]
     chosen = [v for v in args.variants.split(",") if v]
     name = args.reuse_db or f"bench_feed_{uuid.uuid4().hex[:6]}"
@@ -746,23 +727,14 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
         counts = await data_set(dsn)
 
         if args.redis_url:
-            if urlsplit(args.redis_url).path.strip("/") in ("", "0"):
-                raise SystemExit("--redis-url must name a scratch db (not 0): it gets FLUSHED")
-            redis_url = args.redis_url
+            redis_url = scratch_redis_url(args.redis_url)
         else:
-            port = free_port()
-            redis_proc = start_redis(port, workdir, workdir / "redis.log")
-            redis_url = f"redis://127.0.0.1:{port}/0"
+            redis_proc, redis_url = private_redis(workdir, workdir / "redis.log")
         redis = Redis.from_url(redis_url)
-        for _ in range(100):
-            with contextlib.suppress(Exception):
-                if await redis.ping():
-                    break
-            await asyncio.sleep(0.1)
+        await wait_for_redis(redis)
         await redis.flushdb()
 
-        host = urlsplit(base_db).hostname or ""
-        if host in ("127.0.0.1", "localhost", "::1", ""):
+        if is_loopback(base_db):
             admin = await asyncpg.connect(base_db)
 
         secret = secrets.token_urlsafe(48)
@@ -904,12 +876,7 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
             with contextlib.suppress(Exception):
                 await redis.flushdb()
             await redis.aclose()
-        if redis_proc is not None:
-            redis_proc.terminate()
-            try:
-                redis_proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                redis_proc.kill()
+        stop_process(redis_proc)
         if admin is not None:
             await admin.close()
         if owned:
