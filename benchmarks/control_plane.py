@@ -108,7 +108,7 @@ async def run_variant(
     from app.outbox.relay import OutboxRelay
     from app.posts.service import create_post
     from app.state import create_state
-    from jobs.worker import redis_settings
+    from jobs.connections import redis_settings
 
     await redis.flushdb()
     conn = await asyncpg.connect(dsn)

@@ -272,7 +272,7 @@ async def measure(
         from app.outbox.relay import OutboxRelay
         from app.posts.service import create_post
         from app.state import create_state
-        from jobs.worker import redis_settings
+        from jobs.connections import redis_settings
 
         state = create_state()
         arq = await create_pool(redis_settings())

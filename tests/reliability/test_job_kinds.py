@@ -21,7 +21,7 @@ from app.config import PROJECT_ROOT
 from app.fanout import lanes
 from app.outbox import events
 from app.outbox.relay import jobs_for
-from jobs import dead_letters, event_tracking, faults
+from jobs import dead_letters, event_tracking, faults, marks
 from jobs.worker import RECONCILE, lane_settings
 from tests.helpers import (
     block,
@@ -104,11 +104,11 @@ async def test_a_lost_follow_backfill_is_rerun_by_the_reconciler(
 
     await _reconcile(pipeline)
     assert await timeline_ids(state, fan_id) == list(reversed(made))
-    assert await event_tracking.attempts(state.redis, job_id) == 1
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
 
     # Done now: the next pass re-runs nothing.
     await _reconcile(pipeline)
-    assert await event_tracking.attempts(state.redis, job_id) == 1
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
     assert await dead_letters.count(state.redis) == 0
 
 
@@ -131,7 +131,7 @@ async def test_a_lost_unfollow_cleanup_is_rerun_by_the_reconciler(
 
     await _reconcile(pipeline)
     assert await timeline_ids(state, fan_id) == []
-    assert await event_tracking.attempts(state.redis, job_id) == 1
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
 
 
 async def test_a_lost_block_cleanup_is_rerun_alone(client: Any, state: Any, pipeline: Any) -> None:
@@ -155,8 +155,9 @@ async def test_a_lost_block_cleanup_is_rerun_alone(client: Any, state: Any, pipe
 
     await _reconcile(pipeline)
     assert await timeline_ids(state, fan_id) == []
-    assert await event_tracking.attempts(state.redis, blocked_side) == 1
-    assert await event_tracking.attempts(state.redis, blocker_side) == 0  # it had run
+    assert await marks.attempts(state.redis, event_tracking.state_key(blocked_side)) == 1
+    # it had run
+    assert await marks.attempts(state.redis, event_tracking.state_key(blocker_side)) == 0
 
 
 async def test_a_lost_post_change_job_is_reconciled(client: Any, state: Any, pipeline: Any) -> None:
@@ -178,7 +179,7 @@ async def test_a_lost_post_change_job_is_reconciled(client: Any, state: Any, pip
 
     await _reconcile(pipeline)
     assert await indexed() == [kept]
-    assert await event_tracking.attempts(state.redis, job_id) == 1
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
 
 
 async def test_a_pass_checks_a_bounded_number_of_events_and_the_next_goes_on(
@@ -202,7 +203,7 @@ async def test_a_pass_checks_a_bounded_number_of_events_and_the_next_goes_on(
     assert [await timeline_ids(state, fan_id) for _, fan_id in fans] == [[made], [made]]
     await _reconcile(pipeline)  # from the start again: nothing left to re-run
     for job_id in await _event_jobs(events.FOLLOWED):
-        assert await event_tracking.attempts(state.redis, job_id) == 1
+        assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
 
 
 async def test_an_event_job_failing_every_rerun_ends_as_a_dead_letter(
@@ -231,7 +232,7 @@ async def test_an_event_job_failing_every_rerun_ends_as_a_dead_letter(
     assert "reconciler" in letters[1].error
     listed = await _cli("list")
     assert all(d.job_id in listed for d in letters)
-    assert await event_tracking.attempts(state.redis, job_id) == 2
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 2
 
     await state.redis.delete(faults.fail_key(lanes.BACKFILL_FOLLOW))  # the bug is fixed
     await _cli("replay", "--all")

@@ -24,7 +24,7 @@ from app.fanout import lanes
 from app.outbox import events
 from app.outbox.relay import OutboxRelay, jobs_for
 from devtools.provision import REDIS_EXTRA_CONFIG, _redis_server
-from jobs import dead_letters, faults, tracking
+from jobs import dead_letters, faults, marks, tracking
 from jobs.worker import RECONCILE
 from tests.helpers import (
     author_with_fans,
@@ -59,7 +59,7 @@ async def _holders(state: Any, fans: list[tuple[str, int]], post_id: int) -> int
 
 
 async def _fanned_out(state: Any, post_id: int) -> bool:
-    return (await tracking.finished(state.redis, [post_id])) == [True]
+    return (await marks.finished(state.redis, [tracking.state_key(post_id)])) == [True]
 
 
 async def _cli(*args: str) -> str:
