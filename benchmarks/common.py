@@ -7,11 +7,13 @@ results. Key and job-id strings come from their owners (`arq.constants`, `app.fa
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -115,16 +117,25 @@ def private_redis(workdir: Path, log: Path | None = None) -> tuple[subprocess.Po
     return start_redis(port, workdir, log), f"redis://127.0.0.1:{port}/0"
 
 
+def stop_processes(
+    procs: Iterable[subprocess.Popen[bytes]], sig: int = signal.SIGTERM, timeout: float = 10
+) -> None:
+    """`sig` to every process at once, then SIGKILL to those still running after `timeout`."""
+    procs = list(procs)
+    for proc in procs:
+        proc.send_signal(sig)
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 10) -> None:
-    """SIGTERM, then SIGKILL after `timeout` seconds."""
-    if proc is None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    """SIGTERM, then SIGKILL after `timeout` seconds; nothing for None (none was started)."""
+    if proc is not None:
+        stop_processes([proc], timeout=timeout)
 
 
 async def wait_for_redis(redis: Redis, seconds: float = 10) -> None:
@@ -135,6 +146,23 @@ async def wait_for_redis(redis: Redis, seconds: float = 10) -> None:
                 return
         await asyncio.sleep(0.05)
     await redis.ping()  # the error, if it still does not answer
+
+
+async def wait_for_timelines(redis: Redis, user_ids: Sequence[int], seconds: float = 60) -> int:
+    """Until every user's home timeline exists (the first reads rebuild cold ones from
+    PostgreSQL in the background); how many are still missing when `seconds` ran out."""
+    from app.timelines.store import timeline_key
+
+    missing = len(user_ids)
+    for _ in range(int(seconds / 0.1)):
+        async with redis.pipeline(transaction=False) as pipe:
+            for uid in user_ids:
+                pipe.exists(timeline_key(uid))
+            missing = len(user_ids) - sum(await pipe.execute())
+        if not missing:
+            break
+        await asyncio.sleep(0.1)
+    return missing
 
 
 # -- scratch servers ----------------------------------------------------------------------
@@ -177,6 +205,32 @@ async def scratch(
             await redis.flushdb()
         await redis.aclose()
         drop_database(base_db, name)
+
+
+def seeded_parser(
+    doc: str | None, users: int, avg_following: float, posts: int
+) -> argparse.ArgumentParser:
+    """The command line of a benchmark that seeds with devtools.seed (`feed_read.ensure_seeded`):
+    its docstring as help, the data set, whether the database is reused or kept
+    (`release_database`)."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--users", type=int, default=users)
+    parser.add_argument("--avg-following", type=float, default=avg_following)
+    parser.add_argument("--posts", type=int, default=posts)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    return parser
+
+
+def release_database(base_db: str, name: str, owned: bool) -> None:
+    """Drop the benchmark's database, or say how to once it is done with a kept one."""
+    if owned:
+        drop_database(base_db, name)
+    else:
+        print(f"database {name} kept (drop it with: dropdb {name})")
 
 
 # -- ARQ ----------------------------------------------------------------------------------

@@ -30,8 +30,8 @@ import asyncpg
 from redis.asyncio import Redis
 
 from app.fanout import lanes
-from benchmarks.common import job_results, percentile, scratch
-from benchmarks.fanout_path import batches_of, materialize, start_workers, stop_workers
+from benchmarks.common import job_results, percentile, scratch, stop_processes
+from benchmarks.fanout_path import batches_of, materialize, start_workers
 
 BENCH_ENV = {
     "FANOUT_PULL_THRESHOLD": "50000",  # the constant rule keeps the 20,000-follower author PUSH
@@ -186,7 +186,7 @@ async def run_variant(
         result.visible_ms.append((done.timestamp() - at) * 1000)
     await arq.aclose()
     await state.close()
-    stop_workers(workers)
+    stop_processes(workers)
     return result
 
 

@@ -60,12 +60,14 @@ from strawberry.http import process_result
 from benchmarks.common import (
     base_database_url,
     private_redis,
+    release_database,
     scratch_redis_url,
+    seeded_parser,
     stop_process,
     wait_for_redis,
 )
 from benchmarks.feed_read import ensure_seeded
-from devtools.provision import create_database, drop_database
+from devtools.provision import create_database
 
 PAGE = 20
 EXECUTORS = ("fast", "plain")
@@ -325,10 +327,7 @@ async def run(args: argparse.Namespace) -> None:
         await redis.aclose()
         stop_process(redis_proc)
         shutil.rmtree(workdir, ignore_errors=True)
-        if owned:
-            drop_database(base_db, name)
-        else:
-            print(f"database {name} kept (drop it with: dropdb {name})")
+        release_database(base_db, name, owned)
 
 
 def _ranked() -> Any:
@@ -338,13 +337,7 @@ def _ranked() -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--users", type=int, default=20_000)
-    parser.add_argument("--avg-following", type=float, default=60)
-    parser.add_argument("--posts", type=int, default=400_000)
-    parser.add_argument("--seed", type=int, default=42)
+    parser = seeded_parser(__doc__, users=20_000, avg_following=60, posts=400_000)
     parser.add_argument("--viewers", type=int, default=50)
     parser.add_argument("--requests", type=int, default=200, help="per executor and round")
     parser.add_argument("--rounds", type=int, default=7)
@@ -352,8 +345,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--redis-url", help="a scratch Redis db (FLUSHED); default: a private server"
     )
-    parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     asyncio.run(run(parser.parse_args(argv)))
 
 

@@ -33,7 +33,7 @@ from app.config import PROJECT_ROOT
 from app.fanout import lanes
 from app.fanout.service import batch_job_id, post_job_prefix
 from app.posts.ids import EPOCH_MS
-from benchmarks.common import job_results, redis_address, result_keys, scratch
+from benchmarks.common import job_results, redis_address, result_keys, scratch, stop_processes
 
 BENCH_ENV = {
     "FANOUT_PULL_THRESHOLD": "100000000",  # keep the author in PUSH whatever the size
@@ -187,16 +187,6 @@ def start_spies(
     ]  # fmt: skip
 
 
-def stop_workers(workers: list[subprocess.Popen[bytes]], sig: int = signal.SIGTERM) -> None:
-    for w in workers:
-        w.send_signal(sig)
-    for w in workers:
-        try:
-            w.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            w.kill()
-
-
 @dataclass
 class Row:
     encoding: str
@@ -338,7 +328,7 @@ async def measure(
                 await wait_batches(redis, made, author, args.followers, 0.005)
                 elapsed = time.perf_counter() - t0
                 after = await _commandstats(redis)
-                stop_workers(spies, signal.SIGINT)
+                stop_processes(spies, signal.SIGINT)
                 usec = after["evalsha"][1] - before["evalsha"][1]
                 inserts = args.posts * args.followers
                 results.append(
@@ -347,7 +337,7 @@ async def measure(
                 held = await holding(redis, encoding, author + 1, args.followers, post_id)
                 assert held == args.followers, f"only {held} timelines hold the post"
                 load.append(os.getloadavg()[0])
-            stop_workers(workers)
+            stop_processes(workers)
             workers = []
         await arq.aclose()
         await state.close()
@@ -400,7 +390,7 @@ async def measure(
             )
             print(timeline_encoding.report(store_figures))
     finally:
-        stop_workers(workers)
+        stop_processes(workers)
 
 
 def main() -> None:

@@ -76,16 +76,19 @@ from redis.asyncio import Redis
 from app.api.documents import operations
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings, asyncpg_url
-from app.timelines.store import timeline_key
 from benchmarks.common import (
     base_database_url,
     base_redis_url,
     free_port,
     percentile,
+    release_database,
     scratch_redis_url,
+    seeded_parser,
+    stop_processes,
+    wait_for_timelines,
     with_redis_db,
 )
-from devtools.provision import create_database, drop_database, migrate
+from devtools.provision import create_database, migrate
 from devtools.seed import seed_bulk
 
 VARIANTS = ("ranked", "chrono", "next", "naive", "memory")
@@ -543,14 +546,7 @@ async def run(args: argparse.Namespace) -> None:
         chrono = kinds["chrono"]
         replies = await each(base, chrono, [(headers[u], chrono.body()) for u in everyone], 10)
         cold_degraded = sum(check(r, "feed")[1] for r in replies)
-        for _ in range(600):
-            async with redis.pipeline(transaction=False) as pipe:
-                for uid in everyone:
-                    pipe.exists(timeline_key(uid))
-                missing = len(everyone) - sum(await pipe.execute())
-            if not missing:
-                break
-            await asyncio.sleep(0.1)
+        missing = await wait_for_timelines(redis, everyone)
         for key in chosen:
             variant = kinds[key]
             await each(
@@ -621,29 +617,14 @@ async def run(args: argparse.Namespace) -> None:
         print()
         print(targets(results, clients))
     finally:
-        for server in servers.values():
-            server.send_signal(signal.SIGINT)
-        for server in servers.values():
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop_processes(servers.values(), signal.SIGINT, timeout=15)
         await redis.flushdb()
         await redis.aclose()
-        if owned:
-            drop_database(base_db, name)
-        else:
-            print(f"database {name} kept (drop it with: dropdb {name})")
+        release_database(base_db, name, owned)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--users", type=int, default=100_000)
-    parser.add_argument("--avg-following", type=float, default=50)
-    parser.add_argument("--posts", type=int, default=2_000_000)
-    parser.add_argument("--seed", type=int, default=42)
+    parser = seeded_parser(__doc__, users=100_000, avg_following=50, posts=2_000_000)
     parser.add_argument("--clients", default="1,10,50")
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--workers", type=int, default=1)
@@ -651,8 +632,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--classes", default=",".join(CLASSES))
     parser.add_argument("--redis-db", type=int, default=12)
-    parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args(argv)
     try:
         import uvloop

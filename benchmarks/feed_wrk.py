@@ -79,16 +79,19 @@ from redis.asyncio import Redis
 
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
-from app.timelines.store import timeline_key
 from benchmarks.common import (
     base_database_url,
     free_port,
     is_loopback,
     percentile,
     private_redis,
+    release_database,
     scratch_redis_url,
+    seeded_parser,
     stop_process,
+    stop_processes,
     wait_for_redis,
+    wait_for_timelines,
 )
 from benchmarks.feed_read import (
     API_APP,
@@ -105,7 +108,7 @@ from benchmarks.feed_read import (
     variants,
     wait_ready,
 )
-from devtools.provision import create_database, drop_database
+from devtools.provision import create_database
 
 LUA_SCRIPT = Path(__file__).with_name("wrk") / "feed.lua"
 START_DELAY_S = 1  # the script's first requests wait this long (connections opened first)
@@ -686,15 +689,7 @@ async def warm_up(
         bases[API_APP], chrono, [(headers[u], chrono.body()) for u in everyone], 10
     )
     cold = sum(check(r, "feed")[1] for r in replies)
-    missing = len(everyone)
-    for _ in range(600):
-        async with redis.pipeline(transaction=False) as pipe:
-            for uid in everyone:
-                pipe.exists(timeline_key(uid))
-            missing = len(everyone) - sum(await pipe.execute())
-        if not missing:
-            break
-        await asyncio.sleep(0.1)
+    missing = await wait_for_timelines(redis, everyone)
     failures = 0
     for key in ("ranked", "chrono", "naive", "memory"):
         variant = kinds[key]
@@ -865,13 +860,7 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
             print(json.dumps(r.record(stock_rate)))
         print(f"\nlogs: {workdir}")
     finally:
-        for server in servers.values():
-            server.send_signal(signal.SIGINT)
-        for server in servers.values():
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop_processes(servers.values(), signal.SIGINT, timeout=15)
         if redis is not None:
             with contextlib.suppress(Exception):
                 await redis.flushdb()
@@ -879,20 +868,11 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
         stop_process(redis_proc)
         if admin is not None:
             await admin.close()
-        if owned:
-            drop_database(base_db, name)
-        else:
-            print(f"database {name} kept (drop it with: dropdb {name})")
+        release_database(base_db, name, owned)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--users", type=int, default=100_000)
-    parser.add_argument("--avg-following", type=float, default=50)
-    parser.add_argument("--posts", type=int, default=2_000_000)
-    parser.add_argument("--seed", type=int, default=42)
+    parser = seeded_parser(__doc__, users=100_000, avg_following=50, posts=2_000_000)
     parser.add_argument("--connections", type=int, default=50)
     parser.add_argument("--seconds", type=int, default=10, help="measured seconds per run")
     parser.add_argument(
@@ -909,8 +889,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--classes", default=",".join(CLASSES))
     parser.add_argument("--redis-url", help="use this Redis db (FLUSHED) instead of a private one")
-    parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument(
         "--profile", metavar="KEY[:CLASS],...", help="py-spy the API workers in those runs"
     )
