@@ -29,6 +29,7 @@ from app.api.export_schema import SDL_PATH
 from app.config import PROJECT_ROOT, Settings
 from app.probe.settings import ProbeSettings
 from app.realtime.settings import RealtimeSettings
+from tests.helpers import readme_bulk_seed_command
 
 API_DOC = PROJECT_ROOT / "docs" / "API.md"
 README = PROJECT_ROOT / "README.md"
@@ -208,18 +209,6 @@ def test_readme_commands_use_the_venv() -> None:
             words = shlex.split(line, comments=True)
             if words and words[0] in ("python", "python3"):
                 raise AssertionError(f"use .venv/bin/python in the README: {line}")
-
-
-def readme_bulk_seed_command() -> list[str]:
-    """The README's bulk-seed command, as argv (tests/test_seed.py runs it)."""
-    lines = [
-        line
-        for block in re.findall(r"```sh\n(.*?)```", README.read_text(), re.S)
-        for line in block.splitlines()
-        if "-m devtools.seed bulk" in line
-    ]
-    assert len(lines) == 1, lines
-    return shlex.split(lines[0], comments=True)
 
 
 def test_readme_bulk_seed_command_shape() -> None:

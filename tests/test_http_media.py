@@ -16,7 +16,7 @@ import pytest
 
 from app.api.documents import document_id, operations
 from app.api.http_media import GRAPHQL_RESPONSE, negotiate
-from tests.helpers import make_user
+from tests.helpers import codes, make_user
 
 GRAPHQL_RESPONSE_TYPE = "application/graphql-response+json; charset=utf-8"
 NO_ACCEPT = None
@@ -43,10 +43,6 @@ async def send(
     if accept is not NO_ACCEPT:
         request.headers["accept"] = accept
     return await client.send(request)
-
-
-def codes(body: dict[str, Any]) -> list[str]:
-    return [e["extensions"]["code"] for e in body["errors"]]
 
 
 @pytest.mark.parametrize(

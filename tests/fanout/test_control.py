@@ -4,18 +4,13 @@ operator's CLI (python -m app.fanout) in a subprocess."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import subprocess
-import sys
-
 import pytest
 
-from app.config import PROJECT_ROOT, Settings, get_settings
+from app.config import Settings, get_settings
 from app.db.models import FANOUT_PULL, FANOUT_PUSH
 from app.fanout.control import AuthorInputs, decide, read_cost, write_cost
 from app.state import create_state
-from tests.helpers import author_with_fans, fanout_mode, post, sql, timeline_ids
+from tests.helpers import author_with_fans, cli, fanout_mode, post, sql, timeline_ids
 from tests.pipeline import Pipeline
 
 # -- decide: pure ----------------------------------------------------------------------------
@@ -150,18 +145,7 @@ async def _lapse(user_ids: list[int]) -> None:
 
 
 async def _cli(*args: str) -> str:
-    env = {**os.environ, "FANOUT_CONTROL": "cost"}
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "app.fanout", *args],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return await cli("app.fanout", *args, env={"FANOUT_CONTROL": "cost"})
 
 
 async def test_many_followers_few_active_stays_push_by_cost(

@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from typing import Any
 
 import pytest
 from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 from arq.worker import Worker
 
-from app.config import PROJECT_ROOT
 from app.fanout import lanes
 from app.outbox import events
 from app.outbox.relay import jobs_for
@@ -25,6 +23,7 @@ from jobs import dead_letters, event_tracking, faults, marks
 from jobs.worker import RECONCILE, lane_settings
 from tests.helpers import (
     block,
+    cli,
     eventually,
     follow,
     gql,
@@ -78,13 +77,20 @@ async def _reconcile(pipeline: Any) -> None:
 
 
 async def _cli(*args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jobs.dead_letters", *args, cwd=PROJECT_ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+    return await cli("jobs.dead_letters", *args)
+
+
+async def _follow_relayed(client: Any, pipeline: Any) -> tuple[int, int, str]:
+    """`fan` follows `author` (who posted once): the follow's backfill job is relayed, not
+    run. (the post's id, the fan's id, the job's id)"""
+    author, _ = await make_user(client, "author")
+    made = await post(client, author, "before the follow")
+    fan, fan_id = await make_user(client, "fan")
+    await pipeline.settle()
+    await follow(client, fan, "author")
+    await pipeline.relay.drain()
+    [job_id] = await _event_jobs(events.FOLLOWED)
+    return made, fan_id, job_id
 
 
 @pytest.mark.parametrize("fault", [_lose, _expire], ids=["lost", "expired"])
@@ -210,13 +216,7 @@ async def test_an_event_job_failing_every_rerun_ends_as_a_dead_letter(
     client: Any, state: Any, pipeline: Any, faulty: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(state.settings, "reconcile_max_attempts", 1)
-    author, _ = await make_user(client, "author")
-    made = await post(client, author, "before the follow")
-    fan, fan_id = await make_user(client, "fan")
-    await pipeline.settle()
-    await follow(client, fan, "author")
-    await pipeline.relay.drain()
-    [job_id] = await _event_jobs(events.FOLLOWED)
+    made, fan_id, job_id = await _follow_relayed(client, pipeline)
     await _lose(state, job_id)
     await faults.fail_next(state.redis, lanes.BACKFILL_FOLLOW, 100)  # and every run fails
 
@@ -244,13 +244,7 @@ async def test_an_event_job_failing_every_rerun_ends_as_a_dead_letter(
 async def test_a_job_whose_worker_stops_in_every_try_is_a_dead_letter(
     client: Any, state: Any, pipeline: Any, faulty: None
 ) -> None:
-    author, _ = await make_user(client, "author")
-    made = await post(client, author, "before the follow")
-    fan, fan_id = await make_user(client, "fan")
-    await pipeline.settle()
-    await follow(client, fan, "author")
-    await pipeline.relay.drain()
-    [job_id] = await _event_jobs(events.FOLLOWED)
+    made, fan_id, job_id = await _follow_relayed(client, pipeline)
 
     # Its workers stopped during every try but the last (ARQ counts a try at each start)...
     settings = lane_settings(lanes.DEFAULT, max_jobs=20)

@@ -6,7 +6,6 @@ docs/RELIABILITY.md lists these scenarios."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -28,6 +27,7 @@ from jobs import dead_letters, faults, marks, tracking
 from jobs.worker import RECONCILE
 from tests.helpers import (
     author_with_fans,
+    cli,
     eventually,
     feed_ids,
     metric_value,
@@ -63,13 +63,7 @@ async def _fanned_out(state: Any, post_id: int) -> bool:
 
 
 async def _cli(*args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jobs.dead_letters", *args, cwd=PROJECT_ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+    return await cli("jobs.dead_letters", *args)
 
 
 def _spawn(*argv: str) -> subprocess.Popen[bytes]:
