@@ -12,7 +12,6 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -25,7 +24,6 @@ from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
 from devtools.seed import BULK_PASSWORD, DEMO_PASSWORD, SeedError, seed_bulk, seed_demo
 from tests.helpers import cli, readme_bulk_seed_command
 
-ROOT = Path(__file__).resolve().parent.parent
 ADMIN_URL = asyncpg_url(
     os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
 )

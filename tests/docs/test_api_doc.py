@@ -1,9 +1,9 @@
 """docs/API.md and the README must not drift from the code, and the README's commands must work.
 
 docs/API.md is the API reference a clone carries: its schema block must equal the exported
-SDL (which tests/test_schema_sdl.py holds equal to the code), every root field needs a row in
+SDL (which tests/api/test_schema_sdl.py holds equal to the code), every root field needs a row in
 its operation tables, and every error code and setting must be documented, defaults included.
-The README's quick commands run here (the bulk-seed one, slower, in tests/test_seed.py).
+The README's quick commands run here (the bulk-seed one, slower, in tests/devtools/test_seed.py).
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def _readme_python_modules() -> list[str]:
 
 def test_readme_python_commands_answer_help() -> None:
     """Every `.venv/bin/python -m <module>` the README names exists and parses its arguments
-    (the bulk seed itself runs in tests/test_seed.py)."""
+    (the bulk seed itself runs in tests/devtools/test_seed.py)."""
     modules = _readme_python_modules()
     assert "devtools.launcher" in modules and "devtools.seed" in modules
     for module in modules:
