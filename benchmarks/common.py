@@ -51,7 +51,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return float("nan")
-    rank = math.ceil(q * len(ordered) - 1e-9)  # 0.99 * 100 is 99.00000000000001
+    rank = math.ceil(q * len(ordered) - 1e-9)  # 0.07 * 100 is 7.000000000000001
     return ordered[max(0, min(len(ordered) - 1, rank - 1))]
 
 
