@@ -15,7 +15,7 @@ UV_COMPILE := $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-vers
   --python-platform x86_64-manylinux_2_28 --custom-compile-command 'make lock'
 # The browser tests (tests/e2e) drive Debian's chromium package through Playwright.
 CHROMIUM := /usr/bin/chromium
-# tests/test_ops_files.py checks ops/prometheus/ with promtool from Debian's prometheus package.
+# tests/ops/test_ops_files.py checks ops/prometheus/ with promtool from Debian's prometheus package.
 PROMTOOL := /usr/bin/promtool
 
 .PHONY: run test lint schema clean venv browser promtool lock stop
@@ -62,14 +62,14 @@ browser:
 	fi
 
 # Like browser: Debian's prometheus package brings promtool, which checks and unit-tests the alert
-# rules in ops/prometheus/ (`promtool check rules`, `promtool test rules`, tests/test_ops_files.py),
+# rules in ops/prometheus/ (`promtool check rules`, `promtool test rules`, tests/ops/test_ops_files.py),
 # and the prometheus server that benchmarks/dashboard_plot.py runs; the tests start no server.
 promtool:
 	@if [ -x $(PROMTOOL) ]; then \
 	  echo "promtool: $(PROMTOOL) is installed"; \
 	elif ! command -v apt-get >/dev/null; then \
 	  echo "promtool: $(PROMTOOL) is missing and there is no apt-get: install Prometheus's" \
-	    "promtool there yourself (tests/test_ops_files.py needs it)"; exit 1; \
+	    "promtool there yourself (tests/ops/test_ops_files.py needs it)"; exit 1; \
 	else \
 	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
 	  echo "promtool: installing Debian's prometheus package for the alert-rule tests:"; \

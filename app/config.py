@@ -208,9 +208,10 @@ class Settings(BaseSettings):
     job_retry_max_seconds: float = Field(default=60.0, ge=0)
     # Test-only: workers read injected faults from Redis (jobs/faults.py). Never in production.
     job_fault_hook: bool = False
-    # Test-only read-path faults (app/feed/) for the synthetic probe's tests (tests/test_probe.py):
-    # the authoritative filter lets every candidate through; a keyset cursor is inclusive, so a
-    # next page repeats the post the previous one ended at. Refused with PROFILE=production.
+    # Test-only read-path faults (app/feed/) for the synthetic probe's tests
+    # (tests/probe/test_probe.py): the authoritative filter lets every candidate through; a
+    # keyset cursor is inclusive, so a next page repeats the post the previous one ended at.
+    # Refused with PROFILE=production.
     feed_fault_skip_filter: bool = False
     feed_fault_repeat_post: bool = False
     # ARQ's `expires`: a job still queued this long after it was due is dropped by ARQ unrun

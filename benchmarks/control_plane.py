@@ -24,15 +24,14 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
 import asyncpg
 from redis.asyncio import Redis
 
-from benchmarks.fanout_path import _with_db, materialize, start_workers, stop_workers
-from devtools.provision import create_database, drop_database, migrate
+from app.fanout import lanes
+from benchmarks.common import job_results, percentile, scratch, stop_processes
+from benchmarks.fanout_path import batches_of, materialize, start_workers
 
 BENCH_ENV = {
     "FANOUT_PULL_THRESHOLD": "50000",  # the constant rule keeps the 20,000-follower author PUSH
@@ -99,17 +98,6 @@ class Variant:
     seconds: float = 0.0  # first post -> every fan-out done
 
 
-async def _results(redis: Redis) -> dict[str, Any]:
-    from arq.jobs import deserialize_result
-
-    found: dict[str, Any] = {}
-    async for key in redis.scan_iter(match="arq:result:*", count=2000):
-        raw = await redis.get(key)
-        if raw:
-            found[key.decode()[len("arq:result:") :]] = deserialize_result(raw)
-    return found
-
-
 async def run_variant(
     args: argparse.Namespace, name: str, dsn: str, redis: Redis, env: dict[str, str], first: int,
     ordinary: list[int],
@@ -120,7 +108,7 @@ async def run_variant(
     from app.outbox.relay import OutboxRelay
     from app.posts.service import create_post
     from app.state import create_state
-    from jobs.worker import redis_settings
+    from jobs.connections import redis_settings
 
     await redis.flushdb()
     conn = await asyncpg.connect(dsn)
@@ -175,21 +163,17 @@ async def run_variant(
     while True:
         _, queued = (await lane_lag_seconds(redis))["default"]
         if queued == 0:
-            results = await _results(redis)
-            splits = [k for k in results if results[k].function == "fanout_post"]
+            results = await job_results(redis)
+            splits = [r for r in results.values() if r.function == lanes.FANOUT_POST]
             if len(splits) >= args.burst + len(plain):
                 break
         await asyncio.sleep(0.1)
     result.seconds = time.perf_counter() - t0
     stop.set()
     await asyncio.gather(*background)
-    by_post: dict[int, list[Any]] = {}
-    split_of: dict[int, Any] = {}
-    for key, r in results.items():
-        if r.function == "fanout_post" and r.args:
-            split_of[int(r.args[0])] = r
-        elif key.startswith("fb:"):
-            by_post.setdefault(int(key.split(":")[1]), []).append(r)
+    split_of = {
+        int(r.args[0]): r for r in results.values() if r.function == lanes.FANOUT_POST and r.args
+    }
     for post_id in burst_ids:
         result.burst_pulled += split_of[post_id].result == 0
     for post_id, at in committed.items():
@@ -198,43 +182,25 @@ async def run_variant(
             result.ordinary_pulled += 1
             done = split.finish_time
         else:
-            done = max(b.finish_time for b in by_post[post_id])
+            done = max(b.finish_time for b in batches_of(results, post_id))
         result.visible_ms.append((done.timestamp() - at) * 1000)
     await arq.aclose()
     await state.close()
-    stop_workers(workers)
+    stop_processes(workers)
     return result
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def run(args: argparse.Namespace) -> None:
-    base_db = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    redis_url = _with_db(
-        os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{args.redis_db}"
-    )
-    if args.redis_db == 0:
-        raise SystemExit("refusing to FLUSHDB db 0")
-    name = f"bench_control_{uuid.uuid4().hex[:6]}"
-    dsn = create_database(base_db, name)
-    redis = Redis.from_url(redis_url)
     load = [os.getloadavg()[0]]
-    try:
-        migrate(dsn)
+    async with scratch("bench_control", args.redis_db) as servers:
+        dsn, redis = servers.dsn, servers.redis
         first, ordinary = await seed(dsn, args.followers, args.ordinary, args.ordinary_followers)
-        env = {**os.environ, **BENCH_ENV, "DATABASE_URL": dsn, "REDIS_URL": redis_url}
+        env = servers.env(**BENCH_ENV)
         os.environ.update(env)
         variants = []
         for variant in args.variants.split(","):
             variants.append(await run_variant(args, variant, dsn, redis, env, first, ordinary))
             load.append(os.getloadavg()[0])
-    finally:
-        await redis.flushdb()
-        await redis.aclose()
-        drop_database(base_db, name)
     print(
         f"\nControl plane: a burst of {args.burst} posts in {args.burst_seconds:g} s from an "
         f"author with {args.followers:,} active followers while {args.ordinary} ordinary authors "
@@ -251,7 +217,7 @@ async def run(args: argparse.Namespace) -> None:
         within = sum(1 for x in v.visible_ms if x <= 5000) / len(v.visible_ms)
         print(
             f"| {v.name} | {len(v.visible_ms)} | {statistics.median(v.visible_ms):,.0f} ms "
-            f"| {_pct(v.visible_ms, 0.99):,.0f} ms | {max(v.visible_ms):,.0f} ms "
+            f"| {percentile(v.visible_ms, 0.99):,.0f} ms | {max(v.visible_ms):,.0f} ms "
             f"| {within:.0%} | {v.burst_pulled}/{args.burst} | {v.ordinary_pulled} "
             f"| {max(v.lag):.1f} s | {v.seconds:.1f} s |"
         )

@@ -37,6 +37,7 @@ import httpx
 import psutil
 
 from app.config import PROJECT_ROOT
+from benchmarks.common import free_port
 
 PROMETHEUS = "/usr/bin/prometheus"
 DASHBOARD = PROJECT_ROOT / "ops" / "grafana" / "hybridfeed.json"
@@ -44,14 +45,6 @@ OUT = PROJECT_ROOT / "docs" / "screenshots" / "dashboard.png"
 COLUMNS = 4
 UNITS = {"s": "seconds", "ops": "per second", "reqps": "per second", "percentunit": "share",
          "short": ""}  # fmt: skip
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- the system under the soak ----------------------------------------------------------------

@@ -44,26 +44,30 @@ import asyncio
 import os
 import random
 import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 import orjson
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 from strawberry.http import process_result
 
+from benchmarks.common import (
+    base_database_url,
+    private_redis,
+    release_database,
+    scratch_redis_url,
+    seeded_parser,
+    stop_process,
+    wait_for_redis,
+)
 from benchmarks.feed_read import ensure_seeded
-from devtools.provision import create_database, drop_database
+from devtools.provision import create_database
 
 PAGE = 20
 EXECUTORS = ("fast", "plain")
@@ -79,19 +83,6 @@ query Feed($first: Int = 20, $after: String, $mode: FeedMode = RANKED) {
   }
 }
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_redis(port: int, workdir: Path) -> subprocess.Popen[bytes]:
-    binary = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
-    argv += ["--appendonly", "no", "--dir", str(workdir)]
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 async def _viewers(dsn: str, n: int, seed: int) -> list[int]:
@@ -178,21 +169,15 @@ async def measure(
 
 
 async def run(args: argparse.Namespace) -> None:
-    base_db = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    base_db = base_database_url()
     workdir = Path(tempfile.mkdtemp(prefix="bench_exec_"))
     redis_proc = None
     if args.redis_url:
-        redis_url = args.redis_url
-        if urlsplit(redis_url).path.strip("/") in ("", "0"):
-            raise SystemExit("--redis-url must name a scratch db (not 0): it gets FLUSHED")
+        redis_url = scratch_redis_url(args.redis_url)
     else:
-        port = _free_port()
-        redis_proc = _start_redis(port, workdir)
-        redis_url = f"redis://127.0.0.1:{port}/0"
-    from app.config import asyncpg_url
-
+        redis_proc, redis_url = private_redis(workdir)
     name = args.reuse_db or f"bench_exec_{uuid.uuid4().hex[:6]}"
-    dsn = create_database(asyncpg_url(base_db), name)
+    dsn = create_database(base_db, name)
     owned = args.reuse_db is None and not args.keep
     # Settings are read once per process: point them at the scratch servers first.
     os.environ.update({"DATABASE_URL": dsn, "REDIS_URL": redis_url})
@@ -200,12 +185,7 @@ async def run(args: argparse.Namespace) -> None:
     redis = Redis.from_url(redis_url)
     state = None
     try:
-        for _ in range(100):  # a private server: until it answers
-            try:
-                await redis.ping()
-                break
-            except RedisError:
-                await asyncio.sleep(0.05)
+        await wait_for_redis(redis)  # a private server: until it answers
         await ensure_seeded(dsn, name, args.users, args.avg_following, args.posts, args.seed)
         await redis.flushdb()
 
@@ -345,14 +325,9 @@ async def run(args: argparse.Namespace) -> None:
             await state.close()
         await redis.flushdb()
         await redis.aclose()
-        if redis_proc is not None:
-            redis_proc.terminate()
-            redis_proc.wait(10)
+        stop_process(redis_proc)
         shutil.rmtree(workdir, ignore_errors=True)
-        if owned:
-            drop_database(asyncpg_url(base_db), name)
-        else:
-            print(f"database {name} kept (drop it with: dropdb {name})")
+        release_database(base_db, name, owned)
 
 
 def _ranked() -> Any:
@@ -362,13 +337,7 @@ def _ranked() -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--users", type=int, default=20_000)
-    parser.add_argument("--avg-following", type=float, default=60)
-    parser.add_argument("--posts", type=int, default=400_000)
-    parser.add_argument("--seed", type=int, default=42)
+    parser = seeded_parser(__doc__, users=20_000, avg_following=60, posts=400_000)
     parser.add_argument("--viewers", type=int, default=50)
     parser.add_argument("--requests", type=int, default=200, help="per executor and round")
     parser.add_argument("--rounds", type=int, default=7)
@@ -376,8 +345,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--redis-url", help="a scratch Redis db (FLUSHED); default: a private server"
     )
-    parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     asyncio.run(run(parser.parse_args(argv)))
 
 

@@ -22,18 +22,18 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 from redis.asyncio import Redis
 
 from app.config import PROJECT_ROOT
+from app.fanout import lanes
+from app.fanout.service import batch_job_id, post_job_prefix
 from app.posts.ids import EPOCH_MS
-from devtools.provision import create_database, drop_database, migrate
+from benchmarks.common import job_results, redis_address, result_keys, scratch, stop_processes
 
 BENCH_ENV = {
     "FANOUT_PULL_THRESHOLD": "100000000",  # keep the author in PUSH whatever the size
@@ -42,11 +42,7 @@ BENCH_ENV = {
     "TIMELINE_MAX": "800",
     "FANOUT_BATCH_SIZE": "1000",
 }
-
-
-def _with_db(url: str, path: str) -> str:
-    p = urlsplit(url)
-    return urlunsplit((p.scheme, p.netloc, path, p.query, p.fragment))
+RAW_KEY = "raw:{{{}}}"  # the baselines' own keys (hash-tagged like a timeline)
 
 
 async def _commandstats(redis: Redis) -> dict[str, tuple[int, int]]:
@@ -55,21 +51,22 @@ async def _commandstats(redis: Redis) -> dict[str, tuple[int, int]]:
 
 
 async def raw_rates(redis: Redis, url: str, n: int = 200_000) -> dict[str, float]:
-    """The baselines: redis-benchmark's pipelined ZADD and a redis-py pipeline of ZADD."""
+    """The baselines: redis-benchmark's pipelined ZADD and a redis-py pipeline of ZADD, into
+    keys of their own (`raw:{n}`, no family of the service's)."""
     rates: dict[str, float] = {}
     binary = shutil.which("redis-benchmark")
     if binary:
-        p = urlsplit(url)
+        host, port, db = redis_address(url)
         done = await asyncio.to_thread(
             subprocess.run,
             [
                 binary,
                 "-h",
-                p.hostname or "127.0.0.1",
+                host,
                 "-p",
-                str(p.port or 6379),
+                str(port),
                 "--dbnum",
-                p.path.strip("/") or "0",
+                str(db),
                 "-P",
                 "64",
                 "-r",
@@ -79,7 +76,7 @@ async def raw_rates(redis: Redis, url: str, n: int = 200_000) -> dict[str, float
                 "-q",
                 "--csv",
                 "zadd",
-                "tl:__rand_int__",
+                RAW_KEY.format("__rand_int__"),
                 "__rand_int__",
                 "m:__rand_int__",
             ],
@@ -95,7 +92,7 @@ async def raw_rates(redis: Redis, url: str, n: int = 200_000) -> dict[str, float
     for base in range(0, n, 1000):
         async with redis.pipeline(transaction=False) as pipe:
             for i in range(base, base + 1000):
-                pipe.zadd(f"raw:{{{i % 50_000}}}", {f"{1_790_000_000_000_000_000 + i}": i})
+                pipe.zadd(RAW_KEY.format(i % 50_000), {f"{1_790_000_000_000_000_000 + i}": i})
             await pipe.execute()
     rates["redis-py pipeline ZADD x1000"] = n / (time.perf_counter() - start)
     await redis.flushdb()
@@ -146,12 +143,13 @@ async def materialize(redis: Redis, encoding: str, first_id: int, count: int, fi
 async def wait_batches(
     redis: Redis, post_ids: list[int], author: int, followers: int, every: float
 ) -> None:
-    """Done when every FanoutBatch job has a result: ids are fb:<post>:<first follower>."""
-    keys = [
-        f"arq:result:fb:{p}:{first}"
+    """Done when every FanoutBatch job has a result (the benchmark's followers are the ids
+    after the author's, batches of 1,000: the first follower of each batch is known)."""
+    keys = result_keys(
+        batch_job_id(post_job_prefix(p), first)
         for p in post_ids
         for first in range(author + 1, author + followers + 1, 1000)
-    ]
+    )
     while await redis.exists(*keys) < len(keys):
         await asyncio.sleep(every)
 
@@ -189,16 +187,6 @@ def start_spies(
     ]  # fmt: skip
 
 
-def stop_workers(workers: list[subprocess.Popen[bytes]], sig: int = signal.SIGTERM) -> None:
-    for w in workers:
-        w.send_signal(sig)
-    for w in workers:
-        try:
-            w.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            w.kill()
-
-
 @dataclass
 class Row:
     encoding: str
@@ -212,15 +200,11 @@ class Row:
 
 async def trace(redis: Redis, post_id: int) -> str:
     """Where one post's time went, from its jobs' ARQ results (ms after the split started)."""
-    from arq.jobs import deserialize_result
-
-    results = []
-    async for key in redis.scan_iter(match="arq:result:*", count=1000):
-        raw = await redis.get(key)
-        if raw:
-            results.append((key.decode(), deserialize_result(raw)))
-    split = [r for k, r in results if r.function == "fanout_post" and r.args == (post_id,)]
-    batches = [r for k, r in results if k.startswith(f"arq:result:fb:{post_id}:")]
+    results = await job_results(redis)
+    split = [
+        r for r in results.values() if r.function == lanes.FANOUT_POST and r.args == (post_id,)
+    ]
+    batches = batches_of(results, post_id)
     if not split or not batches:
         return "no results"
     t0 = split[0].start_time
@@ -240,6 +224,15 @@ async def trace(redis: Redis, post_id: int) -> str:
     )
 
 
+def batches_of(results: dict[str, Any], post_id: int) -> list[Any]:
+    """The post's FanoutBatch results (their arguments: author, [(post, ms), ...], page)."""
+    return [
+        r
+        for r in results.values()
+        if r.function == lanes.FANOUT_BATCH and any(e[0] == post_id for e in r.args[1])
+    ]
+
+
 async def holding(redis: Redis, encoding: str, first: int, count: int, post_id: int) -> int:
     """How many of the timelines hold the post (through the store: either layout)."""
     from app.timelines.store import TimelineStore
@@ -250,30 +243,26 @@ async def holding(redis: Redis, encoding: str, first: int, count: int, post_id: 
 
 
 async def run(args: argparse.Namespace) -> None:
-    base_db = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    redis_url = _with_db(
-        os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{args.redis_db}"
-    )
-    if args.redis_db == 0:
-        raise SystemExit("refusing to FLUSHDB db 0")
-    name = f"bench_fanout_{uuid.uuid4().hex[:6]}"
-    dsn = create_database(base_db, name)
-    redis = Redis.from_url(redis_url)
+    async with scratch("bench_fanout", args.redis_db) as servers:
+        await measure(args, servers.dsn, servers.redis_url, servers.redis, servers.env())
+
+
+async def measure(
+    args: argparse.Namespace, dsn: str, redis_url: str, redis: Redis, env: dict[str, str]
+) -> None:
     workers: list[subprocess.Popen[bytes]] = []
     load = [os.getloadavg()[0]]
     try:
-        migrate(dsn)
-        await redis.flushdb()
         baselines = {k: [v] for k, v in (await raw_rates(redis, redis_url)).items()}
         author = await seed(dsn, args.followers)
-        env = {**os.environ, **BENCH_ENV, "DATABASE_URL": dsn, "REDIS_URL": redis_url}
+        env = {**env, **BENCH_ENV}
         os.environ.update(env)
         from arq import create_pool
 
         from app.outbox.relay import OutboxRelay
         from app.posts.service import create_post
         from app.state import create_state
-        from jobs.worker import redis_settings
+        from jobs.connections import redis_settings
 
         state = create_state()
         arq = await create_pool(redis_settings())
@@ -339,7 +328,7 @@ async def run(args: argparse.Namespace) -> None:
                 await wait_batches(redis, made, author, args.followers, 0.005)
                 elapsed = time.perf_counter() - t0
                 after = await _commandstats(redis)
-                stop_workers(spies, signal.SIGINT)
+                stop_processes(spies, signal.SIGINT)
                 usec = after["evalsha"][1] - before["evalsha"][1]
                 inserts = args.posts * args.followers
                 results.append(
@@ -348,7 +337,7 @@ async def run(args: argparse.Namespace) -> None:
                 held = await holding(redis, encoding, author + 1, args.followers, post_id)
                 assert held == args.followers, f"only {held} timelines hold the post"
                 load.append(os.getloadavg()[0])
-            stop_workers(workers)
+            stop_processes(workers)
             workers = []
         await arq.aclose()
         await state.close()
@@ -401,10 +390,7 @@ async def run(args: argparse.Namespace) -> None:
             )
             print(timeline_encoding.report(store_figures))
     finally:
-        stop_workers(workers)
-        await redis.flushdb()
-        await redis.aclose()
-        drop_database(base_db, name)
+        stop_processes(workers)
 
 
 def main() -> None:

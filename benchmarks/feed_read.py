@@ -48,7 +48,6 @@ import os
 import random
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,7 +57,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
@@ -78,8 +76,19 @@ from redis.asyncio import Redis
 from app.api.documents import operations
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings, asyncpg_url
-from app.timelines.store import timeline_key
-from devtools.provision import create_database, drop_database, migrate
+from benchmarks.common import (
+    base_database_url,
+    base_redis_url,
+    free_port,
+    percentile,
+    release_database,
+    scratch_redis_url,
+    seeded_parser,
+    stop_processes,
+    wait_for_timelines,
+    with_redis_db,
+)
+from devtools.provision import create_database, migrate
 from devtools.seed import seed_bulk
 
 VARIANTS = ("ranked", "chrono", "next", "naive", "memory")
@@ -164,17 +173,6 @@ def variants() -> dict[str, Variant]:
 
 
 # -- infrastructure ----------------------------------------------------------------------
-
-
-def _with_path(url: str, path: str) -> str:
-    p = urlsplit(url)
-    return urlunsplit((p.scheme, p.netloc, path, p.query, p.fragment))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def database_ready(dsn: str) -> bool:
@@ -331,10 +329,7 @@ class Result:
         return self.requests / self.seconds if self.seconds else 0.0
 
     def pct(self, q: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+        return percentile(self.latencies, q) * 1000
 
     def cpu_ms(self, seconds: float) -> float:
         return seconds * 1000 / self.requests if self.requests else float("nan")
@@ -497,14 +492,8 @@ def targets(results: dict[tuple[str, str, int], Result], clients: Sequence[int])
 
 
 async def run(args: argparse.Namespace) -> None:
-    base_db = asyncpg_url(
-        os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    )
-    redis_url = _with_path(
-        os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{args.redis_db}"
-    )
-    if args.redis_db == 0:
-        raise SystemExit("--redis-db 0 is not a scratch db: it gets FLUSHED")
+    base_db = base_database_url()
+    redis_url = scratch_redis_url(with_redis_db(base_redis_url(), args.redis_db))
     clients = [int(c) for c in args.clients.split(",")]
     chosen = [v for v in args.variants.split(",") if v]
     classes = [c for c in args.classes.split(",") if c]
@@ -557,14 +546,7 @@ async def run(args: argparse.Namespace) -> None:
         chrono = kinds["chrono"]
         replies = await each(base, chrono, [(headers[u], chrono.body()) for u in everyone], 10)
         cold_degraded = sum(check(r, "feed")[1] for r in replies)
-        for _ in range(600):
-            async with redis.pipeline(transaction=False) as pipe:
-                for uid in everyone:
-                    pipe.exists(timeline_key(uid))
-                missing = len(everyone) - sum(await pipe.execute())
-            if not missing:
-                break
-            await asyncio.sleep(0.1)
+        missing = await wait_for_timelines(redis, everyone)
         for key in chosen:
             variant = kinds[key]
             await each(
@@ -635,29 +617,14 @@ async def run(args: argparse.Namespace) -> None:
         print()
         print(targets(results, clients))
     finally:
-        for server in servers.values():
-            server.send_signal(signal.SIGINT)
-        for server in servers.values():
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop_processes(servers.values(), signal.SIGINT, timeout=15)
         await redis.flushdb()
         await redis.aclose()
-        if owned:
-            drop_database(base_db, name)
-        else:
-            print(f"database {name} kept (drop it with: dropdb {name})")
+        release_database(base_db, name, owned)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--users", type=int, default=100_000)
-    parser.add_argument("--avg-following", type=float, default=50)
-    parser.add_argument("--posts", type=int, default=2_000_000)
-    parser.add_argument("--seed", type=int, default=42)
+    parser = seeded_parser(__doc__, users=100_000, avg_following=50, posts=2_000_000)
     parser.add_argument("--clients", default="1,10,50")
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--workers", type=int, default=1)
@@ -665,8 +632,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--classes", default=",".join(CLASSES))
     parser.add_argument("--redis-db", type=int, default=12)
-    parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args(argv)
     try:
         import uvloop

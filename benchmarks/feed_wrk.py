@@ -73,14 +73,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 from redis.asyncio import Redis
 
 from app.auth.tokens import issue_token
-from app.config import PROJECT_ROOT, Settings, asyncpg_url
-from app.timelines.store import timeline_key
+from app.config import PROJECT_ROOT, Settings
+from benchmarks.common import (
+    base_database_url,
+    free_port,
+    is_loopback,
+    percentile,
+    private_redis,
+    release_database,
+    scratch_redis_url,
+    seeded_parser,
+    stop_process,
+    stop_processes,
+    wait_for_redis,
+    wait_for_timelines,
+)
 from benchmarks.feed_read import (
     API_APP,
     PAGE,
@@ -90,14 +102,13 @@ from benchmarks.feed_read import (
     data_set,
     each,
     ensure_seeded,
-    free_port,
     pick_viewers,
     process_tree,
     start_server,
     variants,
     wait_ready,
 )
-from devtools.provision import create_database, drop_database
+from devtools.provision import create_database
 
 LUA_SCRIPT = Path(__file__).with_name("wrk") / "feed.lua"
 START_DELAY_S = 1  # the script's first requests wait this long (connections opened first)
@@ -124,25 +135,6 @@ TARGET_DEGRADED = 0.01
 
 
 # -- processes and CPU ---------------------------------------------------------------------
-
-
-def start_redis(port: int, workdir: Path, log: Path) -> subprocess.Popen[bytes]:
-    binary = shutil.which("redis-server") or str(PROJECT_ROOT / ".venv" / "bin" / "redis-server")
-    argv = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(workdir),
-    ]
-    with log.open("wb") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
 
 def is_worker(pid: int) -> bool:
@@ -335,12 +327,6 @@ def read_timings(directory: Path, inflight_since: str, seconds: float) -> Timing
         answered = sent + seconds * 1e6
     waited = [(answered - v) / 1000 for v in pending if v < answered]
     return Timings(found, (answered - sent) / 1e6, sorted(waited))
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    if not ordered:
-        return float("nan")
-    return ordered[max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))]
 
 
 # -- one measured run ----------------------------------------------------------------------
@@ -703,15 +689,7 @@ async def warm_up(
         bases[API_APP], chrono, [(headers[u], chrono.body()) for u in everyone], 10
     )
     cold = sum(check(r, "feed")[1] for r in replies)
-    missing = len(everyone)
-    for _ in range(600):
-        async with redis.pipeline(transaction=False) as pipe:
-            for uid in everyone:
-                pipe.exists(timeline_key(uid))
-            missing = len(everyone) - sum(await pipe.execute())
-        if not missing:
-            break
-        await asyncio.sleep(0.1)
+    missing = await wait_for_timelines(redis, everyone)
     failures = 0
     for key in ("ranked", "chrono", "naive", "memory"):
         variant = kinds[key]
@@ -727,9 +705,7 @@ async def warm_up(
 
 
 async def run(args: argparse.Namespace, wrk: str) -> None:
-    base_db = asyncpg_url(
-        os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    )
+    base_db = base_database_url()
     classes = [c for c in args.classes.split(",") if c]
     chosen = [v for v in args.variants.split(",") if v]
     name = args.reuse_db or f"bench_feed_{uuid.uuid4().hex[:6]}"
@@ -746,23 +722,14 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
         counts = await data_set(dsn)
 
         if args.redis_url:
-            if urlsplit(args.redis_url).path.strip("/") in ("", "0"):
-                raise SystemExit("--redis-url must name a scratch db (not 0): it gets FLUSHED")
-            redis_url = args.redis_url
+            redis_url = scratch_redis_url(args.redis_url)
         else:
-            port = free_port()
-            redis_proc = start_redis(port, workdir, workdir / "redis.log")
-            redis_url = f"redis://127.0.0.1:{port}/0"
+            redis_proc, redis_url = private_redis(workdir, workdir / "redis.log")
         redis = Redis.from_url(redis_url)
-        for _ in range(100):
-            with contextlib.suppress(Exception):
-                if await redis.ping():
-                    break
-            await asyncio.sleep(0.1)
+        await wait_for_redis(redis)
         await redis.flushdb()
 
-        host = urlsplit(base_db).hostname or ""
-        if host in ("127.0.0.1", "localhost", "::1", ""):
+        if is_loopback(base_db):
             admin = await asyncpg.connect(base_db)
 
         secret = secrets.token_urlsafe(48)
@@ -893,39 +860,19 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
             print(json.dumps(r.record(stock_rate)))
         print(f"\nlogs: {workdir}")
     finally:
-        for server in servers.values():
-            server.send_signal(signal.SIGINT)
-        for server in servers.values():
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop_processes(servers.values(), signal.SIGINT, timeout=15)
         if redis is not None:
             with contextlib.suppress(Exception):
                 await redis.flushdb()
             await redis.aclose()
-        if redis_proc is not None:
-            redis_proc.terminate()
-            try:
-                redis_proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                redis_proc.kill()
+        stop_process(redis_proc)
         if admin is not None:
             await admin.close()
-        if owned:
-            drop_database(base_db, name)
-        else:
-            print(f"database {name} kept (drop it with: dropdb {name})")
+        release_database(base_db, name, owned)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--users", type=int, default=100_000)
-    parser.add_argument("--avg-following", type=float, default=50)
-    parser.add_argument("--posts", type=int, default=2_000_000)
-    parser.add_argument("--seed", type=int, default=42)
+    parser = seeded_parser(__doc__, users=100_000, avg_following=50, posts=2_000_000)
     parser.add_argument("--connections", type=int, default=50)
     parser.add_argument("--seconds", type=int, default=10, help="measured seconds per run")
     parser.add_argument(
@@ -942,8 +889,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--classes", default=",".join(CLASSES))
     parser.add_argument("--redis-url", help="use this Redis db (FLUSHED) instead of a private one")
-    parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
-    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     parser.add_argument(
         "--profile", metavar="KEY[:CLASS],...", help="py-spy the API workers in those runs"
     )

@@ -37,7 +37,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -56,8 +55,14 @@ from redis.asyncio import Redis
 
 from app.api.documents import operations
 from app.auth.tokens import issue_token
-from app.config import PROJECT_ROOT, Settings, asyncpg_url
-from benchmarks import feed_wrk
+from app.config import PROJECT_ROOT, Settings
+from benchmarks.common import (
+    base_database_url,
+    free_port,
+    percentile,
+    private_redis,
+    stop_process,
+)
 from benchmarks.ws_client import LeanSocket, open_lean
 from devtools.launcher import PROCESSES
 from devtools.provision import create_database, drop_database, migrate
@@ -71,12 +76,6 @@ SUBSCRIBE = {
     "payload": {"query": "subscription { feedUpdates { newPostCount latestPostAt } }"},
 }
 SECRET = "soak-benchmark-secret-key-that-is-long-enough-for-hs256"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -105,13 +104,6 @@ class Soak:
     frames_expected: int = 0
     frames_seen: int = 0
     stop: bool = False
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 # -- processes --------------------------------------------------------------------------------
@@ -323,12 +315,6 @@ async def make_users(dsn: str, n: int, subscribers: int, rng: random.Random) -> 
         await conn.close()
 
 
-def start_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A private redis-server (no persistence), as the feed benchmark starts one."""
-    port = free_port()
-    return feed_wrk.start_redis(port, workdir, workdir / "redis.log"), f"redis://127.0.0.1:{port}/0"
-
-
 async def wait_healthy(base: str, procs: Processes, seconds: float = 60) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=2) as client:
         deadline = time.monotonic() + seconds
@@ -345,10 +331,10 @@ async def wait_healthy(base: str, procs: Processes, seconds: float = 60) -> None
 async def run(args: argparse.Namespace) -> bool:
     rng = random.Random(args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="soak_"))
-    redis_proc, redis_url = start_redis(workdir)
-    base_db = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    redis_proc, redis_url = private_redis(workdir, workdir / "redis.log")
+    base_db = base_database_url()
     name = f"soak_{uuid.uuid4().hex[:6]}"
-    dsn = create_database(asyncpg_url(base_db), name)
+    dsn = create_database(base_db, name)
     port = free_port()
     env = {
         **os.environ,
@@ -428,10 +414,10 @@ async def run(args: argparse.Namespace) -> bool:
                 "errors": window.errors,
                 "error_pct": 100 * window.errors / max(1, requests),
                 "refusals": window.refusals,
-                "read_p50": _pct(window.read_ms, 0.5),
-                "read_p99": _pct(window.read_ms, 0.99),
-                "lag_p50": _pct(window.lag_ms, 0.5),
-                "lag_p99": _pct(window.lag_ms, 0.99),
+                "read_p50": percentile(window.read_ms, 0.5),
+                "read_p99": percentile(window.read_ms, 0.99),
+                "lag_p50": percentile(window.lag_ms, 0.5),
+                "lag_p99": percentile(window.lag_ms, 0.99),
                 "seen": soak.frames_seen - seen0,
                 "expected": soak.frames_expected - expected0,
                 "api": api,
@@ -467,10 +453,9 @@ async def run(args: argparse.Namespace) -> bool:
         for ws in sockets:
             ws.close()
         procs.stop()
-        redis_proc.terminate()
-        redis_proc.wait()
+        stop_process(redis_proc)
         if not args.keep:
-            drop_database(asyncpg_url(base_db), name)
+            drop_database(base_db, name)
             if stable:
                 shutil.rmtree(workdir, ignore_errors=True)
 

@@ -32,15 +32,12 @@ import gc
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
@@ -52,6 +49,7 @@ from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
 from app.realtime.notifier import RedisNotifier
 from app.realtime.settings import RealtimeSettings
+from benchmarks.common import free_port, percentile, scratch_redis_url, with_redis_db
 from benchmarks.ws_client import LeanSocket, open_lean
 from devtools import provision
 
@@ -65,19 +63,6 @@ SUBSCRIBE_MESSAGE: dict[str, object] = {
     "payload": {"query": "subscription { feedUpdates { newPostCount latestPostAt } }"},
 }
 BASE_POST_ID = 1_600_000_000_000_000_000  # 19 digits, any value works for counting
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -294,11 +279,6 @@ async def measure(
     }
 
 
-def with_db(url: str, db: int) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{db}"))
-
-
 def raise_fd_limit(wanted: int) -> None:
     """20,000 sockets need 20,000 descriptors on each side; root may raise the hard limit
     (the server subprocess inherits it)."""
@@ -321,7 +301,7 @@ async def main(args: argparse.Namespace) -> int:
     env = provision.ensure_services()
     database_url = await provision.acreate_database(env["DATABASE_URL"], DB_NAME, replace=True)
     await asyncio.to_thread(provision.migrate, database_url)
-    redis_url = with_db(env["REDIS_URL"], REDIS_DB)
+    redis_url = scratch_redis_url(with_redis_db(env["REDIS_URL"], REDIS_DB))
     server_env = {
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,

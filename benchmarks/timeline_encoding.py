@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
 
@@ -41,6 +40,7 @@ from app.timelines.store import (
     author_posts_key,
     timeline_key,
 )
+from benchmarks.common import is_loopback, scratch_redis_url
 
 FULL = 800
 BASE_MS = 1_790_000_000_000  # late 2026: ids are 19 digits and below 2^63
@@ -76,9 +76,8 @@ class Bench:
 
     async def setup(self) -> None:
         info = await self.r.info("server")
-        host = urlsplit(self.args.redis_url).hostname or ""
         stat = f"/proc/{info['process_id']}/stat"
-        if host in ("127.0.0.1", "localhost", "::1") and os.path.exists(stat):  # noqa: ASYNC240
+        if is_loopback(self.args.redis_url) and os.path.exists(stat):  # noqa: ASYNC240
             self.pid = int(info["process_id"])
 
     # -- measurement helpers --------------------------------------------------------------
@@ -383,9 +382,7 @@ def report(figures: Sequence[Figures]) -> str:
 
 
 async def run(args: argparse.Namespace) -> list[Figures]:
-    if _db(args.redis_url) == 0:
-        raise SystemExit("refusing to FLUSHDB db 0: pass a dedicated db, e.g. redis://.../15")
-    redis = Redis.from_url(args.redis_url)
+    redis = Redis.from_url(scratch_redis_url(args.redis_url))
     try:
         bench = Bench(redis, args)
         await bench.setup()
@@ -399,11 +396,6 @@ async def run(args: argparse.Namespace) -> list[Figures]:
     finally:
         await redis.flushdb()
         await redis.aclose()
-
-
-def _db(url: str) -> int:
-    path = urlsplit(url).path.strip("/")
-    return int(path) if path else 0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

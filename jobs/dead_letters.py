@@ -25,6 +25,7 @@ from arq.constants import result_key_prefix, retry_key_prefix
 from redis.asyncio import Redis
 
 from app.fanout import lanes
+from jobs.connections import arq_pool
 
 DEAD_LETTERS = "dl:jobs"  # hash: job id -> JSON of a DeadLetter
 
@@ -113,8 +114,6 @@ def _line(d: DeadLetter) -> str:
 
 
 async def _main(argv: list[str]) -> int:
-    from jobs.worker import arq_pool
-
     parser = argparse.ArgumentParser(prog="python -m jobs.dead_letters", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="one line per dead letter: id, time, tries, call, error")

@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import functools
 import re
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from arq.constants import in_progress_key_prefix, job_key_prefix
 from redis.asyncio import Redis
 
-from app.config import get_settings
+from jobs.marks import ATTEMPTS, DONE, mark
 
-DONE = "done"
-ATTEMPTS = "attempts"
-GAVE_UP = "gave_up"
 _RERUN = re.compile(r"^(?P<root>.+):r(?P<attempt>\d+)$")
 
 Task = Callable[..., Awaitable[Any]]
@@ -45,43 +41,16 @@ def root_of(job_id: str) -> str:
     return match.group("root") if match else job_id
 
 
-def _ttl() -> int:
-    """Kept past the reconciler's window, then forgotten."""
-    return get_settings().reconcile_window_seconds + 3600
-
-
-async def mark(redis: Redis, root: str, field: str) -> None:
-    key = state_key(root)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hset(key, field, str(int(time.time() * 1000)))
-        pipe.expire(key, _ttl())
-        await pipe.execute()
-
-
 def settling(task: Task) -> Task:
     """`task` that marks its root done when it succeeds (an event job's last step)."""
 
     @functools.wraps(task)
     async def run(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         result = await task(ctx, *args, **kwargs)
-        await mark(ctx["redis"], root_of(str(ctx["job_id"])), DONE)
+        await mark(ctx["redis"], state_key(root_of(str(ctx["job_id"]))), DONE)
         return result
 
     return run
-
-
-async def finished(redis: Redis, roots: Sequence[str]) -> list[bool]:
-    """Per root: done, or the reconciler gave up on it (a dead letter)."""
-    async with redis.pipeline(transaction=False) as pipe:
-        for root in roots:
-            pipe.hmget(state_key(root), [DONE, GAVE_UP])
-        replies = await pipe.execute()
-    return [any(v is not None for v in reply) for reply in replies]
-
-
-async def attempts(redis: Redis, root: str) -> int:
-    value = await redis.hget(state_key(root), ATTEMPTS)  # type: ignore[misc]
-    return int(value or 0)
 
 
 async def alive(redis: Redis, roots: Sequence[str]) -> list[bool]:
@@ -99,13 +68,3 @@ async def alive(redis: Redis, roots: Sequence[str]) -> list[bool]:
                 *(job_key_prefix + i for i in ids), *(in_progress_key_prefix + i for i in ids)
             )
         return [int(found) > 0 for found in await pipe.execute()]
-
-
-async def next_attempt(redis: Redis, root: str) -> int:
-    """Count one more re-run by the reconciler; the attempt's number (1, 2, ...)."""
-    key = state_key(root)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hincrby(key, ATTEMPTS, 1)
-        pipe.expire(key, _ttl())
-        replies = await pipe.execute()
-    return int(replies[0])

@@ -32,7 +32,7 @@ from app.fanout import lanes
 from app.observability.metrics import FANOUT_RECONCILED, JOBS_DEAD_LETTERED
 from app.outbox import events
 from app.outbox.relay import Job, Published, jobs_for, published_events
-from jobs import dead_letters, event_tracking, tracking
+from jobs import dead_letters, event_tracking, marks, tracking
 
 log = logging.getLogger("jobs.reconcile")
 CHUNK = 2000  # events read and checked per round trip
@@ -79,12 +79,16 @@ async def _check(ctx: dict[str, Any], rows: list[Published], budget: int) -> tup
         for job in jobs_for(r.event_id, r.event_type, r.payload)
     ]
     posts_done = dict(
-        zip(posts, await tracking.finished(redis, [p for _, p in posts]), strict=True)
+        zip(
+            posts,
+            await marks.finished(redis, [tracking.state_key(p) for _, p in posts]),
+            strict=True,
+        )
     )
     jobs_done = dict(
         zip(
             [job.job_id for _, job in jobs],
-            await event_tracking.finished(redis, [job.job_id for _, job in jobs]),
+            await marks.finished(redis, [event_tracking.state_key(job.job_id) for _, job in jobs]),
             strict=True,
         )
     )
@@ -112,10 +116,10 @@ async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> in
     if await tracking.alive(redis, post_id, relayed):
         return 0
     settings = get_settings()
-    attempt = await tracking.next_attempt(redis, post_id)
+    attempt = await marks.next_attempt(redis, tracking.state_key(post_id))
     job_id = rerun_job_id(post_id, attempt)
     if attempt > settings.reconcile_max_attempts:
-        await tracking.mark(redis, post_id, tracking.GAVE_UP)
+        await marks.mark(redis, tracking.state_key(post_id), marks.GAVE_UP)
         await tracking.restart(redis, post_id, job_id)  # a replay of it then completes it
         await dead_letters.record(
             redis,
@@ -142,10 +146,10 @@ async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> in
 
 async def _rerun_job(redis: ArqRedis, job: Job) -> int:
     """An event's job that is neither done nor alive: run it again as `<id>:r<attempt>`."""
-    attempt = await event_tracking.next_attempt(redis, job.job_id)
+    attempt = await marks.next_attempt(redis, event_tracking.state_key(job.job_id))
     job_id = event_tracking.rerun_id(job.job_id, attempt)
     if attempt > get_settings().reconcile_max_attempts:
-        await event_tracking.mark(redis, job.job_id, event_tracking.GAVE_UP)
+        await marks.mark(redis, event_tracking.state_key(job.job_id), marks.GAVE_UP)
         await dead_letters.record(
             redis,
             dead_letters.DeadLetter(

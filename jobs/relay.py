@@ -10,7 +10,7 @@ from typing import Any
 from app.config import get_settings
 from app.db.engine import make_engine
 from app.outbox.relay import OutboxRelay
-from jobs.worker import arq_pool
+from jobs.connections import arq_pool
 
 
 async def main() -> None:

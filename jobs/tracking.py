@@ -25,15 +25,12 @@ from dataclasses import dataclass
 from arq.constants import in_progress_key_prefix, job_key_prefix
 from redis.asyncio import Redis
 
-from app.config import get_settings
 from app.fanout import lanes
 from app.observability.metrics import POST_FIRST_VISIBLE, POST_VISIBLE_95
 from app.posts.ids import created_ms
 from app.redis_scripts import LuaScript, run_script
+from jobs.marks import ttl
 
-DONE = "done"
-ATTEMPTS = "attempts"
-GAVE_UP = "gave_up"
 FIRST, P95 = "first", "p95"  # ms the post was first / 95% visible (set once)
 VISIBLE_SHARE_PERCENT = 95
 # What one run of the fan-out has counted so far; a re-run by the reconciler starts afresh.
@@ -56,17 +53,12 @@ def state_key(post_id: int) -> str:
     return f"fo:{post_id}"
 
 
-def _ttl() -> int:
-    """Kept past the reconciler's window, then forgotten."""
-    return get_settings().reconcile_window_seconds + 3600
-
-
 async def owe(redis: Redis, post_id: int, job_ids: Iterable[str]) -> None:
     """These jobs belong to the post's fan-out and have not succeeded yet."""
     key = pending_key(post_id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.sadd(key, *job_ids)
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl())
         await pipe.execute()
 
 
@@ -141,7 +133,7 @@ async def settle(
     args = [
         job_id,
         now_ms,
-        _ttl(),
+        ttl(),
         progress.planned,
         progress.written,
         "" if progress.chunk is None else progress.chunk,
@@ -162,7 +154,7 @@ async def visible_at_once(redis: Redis, post_id: int) -> None:
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hsetnx(key, FIRST, str(now_ms))
         pipe.hsetnx(key, P95, str(now_ms))
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl())
         first, p95, _ = await pipe.execute()
     _observe(post_id, now_ms, lanes.PULL_LABEL, bool(first), bool(p95))
 
@@ -173,23 +165,6 @@ def _observe(post_id: int, now_ms: int, label: str, first: bool, p95: bool) -> N
         POST_FIRST_VISIBLE.labels(label).observe(seconds)
     if p95:
         POST_VISIBLE_95.labels(label).observe(seconds)
-
-
-async def mark(redis: Redis, post_id: int, field: str) -> None:
-    key = state_key(post_id)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hset(key, field, str(int(time.time() * 1000)))
-        pipe.expire(key, _ttl())
-        await pipe.execute()
-
-
-async def finished(redis: Redis, post_ids: list[int]) -> list[bool]:
-    """Per post: its fan-out completed, or the reconciler gave up on it."""
-    async with redis.pipeline(transaction=False) as pipe:
-        for post_id in post_ids:
-            pipe.hmget(state_key(post_id), [DONE, GAVE_UP])
-        replies = await pipe.execute()
-    return [any(v is not None for v in reply) for reply in replies]
 
 
 async def alive(redis: Redis, post_id: int, also: Iterable[str] = ()) -> bool:
@@ -203,16 +178,6 @@ async def alive(redis: Redis, post_id: int, also: Iterable[str] = ()) -> bool:
     return int(await redis.exists(*keys)) > 0
 
 
-async def next_attempt(redis: Redis, post_id: int) -> int:
-    """Count one more re-run by the reconciler; the attempt's number (1, 2, ...)."""
-    key = state_key(post_id)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hincrby(key, ATTEMPTS, 1)
-        pipe.expire(key, _ttl())
-        replies = await pipe.execute()
-    return int(replies[0])
-
-
 async def restart(redis: Redis, post_id: int, job_id: str) -> None:
     """The fan-out runs again as `job_id`: forget what the lost run owed and counted (not
     the visibility marks: those are observed once per post)."""
@@ -223,12 +188,7 @@ async def restart(redis: Redis, post_id: int, job_id: str) -> None:
     async with redis.pipeline(transaction=True) as pipe:
         pipe.delete(key)
         pipe.sadd(key, job_id)
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl())
         if counted:
             pipe.hdel(state_key(post_id), *counted)
         await pipe.execute()
-
-
-async def attempts(redis: Redis, post_id: int) -> int:
-    value = await redis.hget(state_key(post_id), ATTEMPTS)  # type: ignore[misc]
-    return int(value or 0)

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from arq import cron
-from arq.connections import ArqRedis, RedisSettings, create_pool
 from arq.cron import CronJob
 from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
@@ -20,26 +19,12 @@ from app.config import get_settings
 from app.fanout import lanes
 from app.state import create_state
 from jobs import tasks
+from jobs.connections import expires_ms, redis_settings
 from jobs.event_tracking import settling
 from jobs.reliability import ARQ_TIMEOUT_MARGIN_SECONDS, arq_max_tries, reliable
 
 RECONCILE = "reconcile_fanouts"
 REVIEW = "review_fanout_modes"
-
-
-def redis_settings() -> RedisSettings:
-    return RedisSettings.from_dsn(get_settings().redis_url)
-
-
-def expires_ms() -> int:
-    """How long ARQ keeps a queued job before dropping it unrun (its `expires`)."""
-    return get_settings().job_expires_seconds * 1000
-
-
-async def arq_pool() -> ArqRedis:
-    """An ARQ connection whose jobs expire after JOB_EXPIRES_SECONDS (the relay's, the CLI's;
-    the workers' own connection gets it from `expires_extra_ms` below)."""
-    return await create_pool(redis_settings(), expires_extra_ms=expires_ms())
 
 
 def _startup(lane: str) -> Callable[[dict[str, Any]], Awaitable[None]]:

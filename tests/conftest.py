@@ -139,3 +139,13 @@ async def client(state: object) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+async def trusted_server(test_database: str) -> AsyncIterator[object]:
+    """`uvicorn app.web:app` with TRUSTED_DOCUMENTS_ONLY=1 (tests.servers.ApiServer), one per
+    test module that asks for it."""
+    from tests.servers import ApiServer
+
+    async with ApiServer(env={"TRUSTED_DOCUMENTS_ONLY": "1"}) as api:
+        yield api

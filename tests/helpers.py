@@ -7,7 +7,11 @@
   and `author_with_fans` (an author and N followers: the fan-out tests' usual start).
 - Peeks behind the API: `sql` (Postgres), `timeline_ids` (a Redis home timeline),
   `metric_value` (one sample of a /metrics text).
+- Reading answers: `ids` (the node ids of a connection), `codes` (the error codes of a body).
 - `post_id_at`: a post id of a given millisecond, for tests that build timelines directly.
+- `run_module`: `python -m <module> ...` of the project (its command lines), to the end;
+  `readme_bulk_seed_command`: the README's bulk-seed command line, as argv;
+  `counting_statements`: the SQL statements the app sends meanwhile.
 - `eventually`: poll a condition instead of sleeping for a guessed time; `MonotonicClock`:
   a clock to put in place of a module's `time` (monkeypatch), to let hours pass at once.
 """
@@ -16,9 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+import shlex
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -27,6 +34,7 @@ import asyncpg
 import httpx
 
 from app.api.documents import operations
+from app.config import PROJECT_ROOT
 from app.posts import keyset
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
 from tests.conftest import TEST_DATABASE_URL
@@ -147,8 +155,17 @@ async def feed_ids(
 ) -> list[int]:
     """The ids of the viewer's first feed page."""
     variables = {"first": first, "mode": mode}
-    data = (await gql(client, "Feed", variables, token=token)).ok()
-    return [int(e["node"]["id"]) for e in data["feed"]["edges"]]
+    return ids((await gql(client, "Feed", variables, token=token)).ok()["feed"])
+
+
+def ids(connection: dict[str, Any]) -> list[int]:
+    """The node ids of a connection's edges (a feed page, a list of posts), in order."""
+    return [int(e["node"]["id"]) for e in connection["edges"]]
+
+
+def codes(body: dict[str, Any]) -> list[str]:
+    """The `extensions.code` of each error of a GraphQL response body ([] for none)."""
+    return [e.get("extensions", {}).get("code") for e in body.get("errors") or []]
 
 
 async def fanout_mode(client: httpx.AsyncClient, handle: str) -> str:
@@ -356,3 +373,59 @@ async def followed_pair(
     }
     await pipeline.settle()
     return viewer, viewer_id, authors, made
+
+
+# -- command lines and statements ----------------------------------------------------------
+
+
+async def run_module(
+    *argv: str, env: dict[str, str] | None = None, seconds: float = 60
+) -> tuple[int, str, str]:
+    """`python -m <argv>` in the project's root, to the end (at most `seconds`), with the
+    test session's environment plus `env`: (exit code, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", *argv, cwd=PROJECT_ROOT, env={**os.environ, **(env or {})},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), seconds)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def cli(*argv: str, env: dict[str, str] | None = None) -> str:
+    """`run_module` that must succeed: its stdout."""
+    code, out, err = await run_module(*argv, env=env)
+    assert code == 0, err
+    return out
+
+
+@contextmanager
+def counting_statements(state: Any) -> Iterator[list[str]]:
+    """The SQL statements the app's engine sends inside the block, in order."""
+    from sqlalchemy import event
+
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    engine = state.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+def readme_bulk_seed_command() -> list[str]:
+    """The README's bulk-seed command, as argv (the docs test checks its shape, the seed test
+    runs it)."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    lines = [
+        line
+        for block in re.findall(r"```sh\n(.*?)```", readme, re.S)
+        for line in block.splitlines()
+        if "-m devtools.seed bulk" in line
+    ]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0], comments=True)

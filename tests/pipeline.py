@@ -11,7 +11,8 @@ from arq.worker import Worker
 from app.fanout import lanes
 from app.outbox.relay import OutboxRelay
 from app.state import AppState
-from jobs.worker import lane_settings, redis_settings
+from jobs.connections import redis_settings
+from jobs.worker import lane_settings
 
 
 class Pipeline:

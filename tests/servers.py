@@ -13,7 +13,7 @@ Session-wide servers are the `server` fixtures (tests/realtime/conftest.py, test
 
 `npm_ci(folder)` puts a node client's pinned packages in place (its committed
 package-lock.json, `npm ci` when node_modules is missing or stale): the graphql-ws reference
-client (tests/realtime/reference_client) and the graphql-http audit (tests/graphql_http_audit).
+client (tests/realtime/reference_client) and the graphql-http audit (tests/api/graphql_http_audit).
 """
 
 from __future__ import annotations

@@ -52,6 +52,17 @@ WITHDRAW_PAGE = 5000
 PULL_SWITCH_MARGIN = timedelta(hours=1)
 
 
+def post_job_prefix(post_id: int) -> str:
+    """The prefix of the job ids of a post's first fan-out (its batches and continuations);
+    the reconciler's re-runs pass their own prefix."""
+    return f"fb:{post_id}"
+
+
+def batch_job_id(job_prefix: str, first_follower: int) -> str:
+    """A FanoutBatch job's id: deterministic, so a replayed split re-enqueues the same batch."""
+    return f"{job_prefix}:{first_follower}"
+
+
 class FanoutNotifier(Protocol):
     """Tells live clients that posts arrived (Redis pub/sub); implemented in app.realtime."""
 
@@ -115,7 +126,12 @@ class FanoutService:
             return SplitResult(decision.mode, 0, 0, reconciled, pulled=True)
         lane = self.lane_for(decision.follower_count)
         batches, followers = await self.enqueue_pages(
-            post.author_id, [(post.id, score)], lane, job_prefix or f"fb:{post.id}", 0, enqueue
+            post.author_id,
+            [(post.id, score)],
+            lane,
+            job_prefix or post_job_prefix(post.id),
+            0,
+            enqueue,
         )
         return SplitResult(decision.mode, batches, followers, reconciled)
 
@@ -209,14 +225,13 @@ class FanoutService:
         gate = asyncio.Semaphore(ENQUEUE_CONCURRENCY)
 
         async def batch(page: list[int]) -> None:
-            # Deterministic id: a replayed split re-enqueues the same batch, not a new one.
             async with gate:
                 await enqueue(
                     lanes.FANOUT_BATCH,
                     author_id,
                     entries,
                     page,
-                    job_id=f"{job_prefix}:{page[0]}",
+                    job_id=batch_job_id(job_prefix, page[0]),
                     lane=lane,
                 )
 

@@ -5,7 +5,6 @@ know an id, and works against a server that accepts registered documents only.""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -84,12 +83,6 @@ async def test_an_unknown_id_falls_back_to_the_text(page, http, pipeline, stale:
     else:
         assert subscribes[0].get("documentId") == ids["FeedUpdates"]
         assert subscribes[1].get("query") == operations()["FeedUpdates"]
-
-
-@pytest.fixture(scope="module")
-async def trusted_server(test_database: str) -> AsyncIterator[ApiServer]:
-    async with ApiServer(env={"TRUSTED_DOCUMENTS_ONLY": "1"}) as api:
-        yield api
 
 
 async def test_the_page_works_with_registered_documents_only(

@@ -4,17 +4,13 @@ operator's CLI (python -m app.fanout) in a subprocess."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from app.config import PROJECT_ROOT, Settings, get_settings
+from app.config import Settings, get_settings
 from app.db.models import FANOUT_PULL, FANOUT_PUSH
 from app.fanout import lanes
 from app.fanout.control import AuthorInputs, decide, read_cost, write_cost
@@ -23,6 +19,7 @@ from app.users import reads
 from jobs.worker import REVIEW
 from tests.helpers import (
     author_with_fans,
+    cli,
     eventually,
     fanout_mode,
     feed_ids,
@@ -210,23 +207,8 @@ async def _cli(*args: str) -> str:
 
 
 async def _cli_with(extra_env: dict[str, str], *args: str) -> str:
-    env = {
-        **os.environ,
-        "FANOUT_CONTROL": "cost",
-        "FANOUT_PULL_MIN_ACTIVE_FOLLOWERS": "0",
-        **extra_env,
-    }
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "app.fanout", *args],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    env = {"FANOUT_CONTROL": "cost", "FANOUT_PULL_MIN_ACTIVE_FOLLOWERS": "0", **extra_env}
+    return await cli("app.fanout", *args, env=env)
 
 
 async def test_many_followers_few_active_stays_push_by_cost(

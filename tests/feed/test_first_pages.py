@@ -19,6 +19,7 @@ from tests.helpers import (
     follow,
     followed_pair,
     gql,
+    ids,
     make_user,
     metric_value,
     post,
@@ -41,10 +42,6 @@ async def first_page(client, token, first=10, mode="RANKED") -> dict:
 async def next_page(client, token, after, first=10) -> dict:
     variables = {"first": first, "after": after}
     return (await gql(client, "Feed", variables, token=token)).ok()["feed"]
-
-
-def ids(page: dict) -> list[int]:
-    return [int(e["node"]["id"]) for e in page["edges"]]
 
 
 async def sessions_of(state, viewer_id: int) -> set[bytes]:

@@ -10,16 +10,12 @@ owner module), never with a sleep.
 from __future__ import annotations
 
 from app.feed.impressions import MAX_REPORTED, impressions_key
-from tests.helpers import eventually, followed_pair, gql, make_user, post
+from tests.helpers import eventually, followed_pair, gql, ids, make_user, post
 
 
 async def feed(client, token, first: int, after: str | None = None) -> dict:
     variables = {"first": first, "mode": "RANKED", "after": after}
     return (await gql(client, "Feed", variables, token=token)).ok()["feed"]
-
-
-def ids(page: dict) -> list[int]:
-    return [int(e["node"]["id"]) for e in page["edges"]]
 
 
 async def recorded(state, viewer_id: int) -> set[int]:

@@ -9,24 +9,15 @@ of one socket arrive in order), never by waiting.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 import pytest
 
 from app.fanout import lanes
 from app.posts.ids import created_ms
-from tests.helpers import author_with_fans, fanout_mode, gql, post
-from tests.realtime.live import LiveClient, subscribed_fan
+from tests.helpers import gql, post
+from tests.realtime.live import LiveClient, pull_mode_fan, sentinel, shown, subscribed_fan
 from tests.servers import ApiServer
 
 NONE_NEW = {"newPostCount": 0, "latestPostAt": None}
-
-
-def _shown(frame: dict[str, Any]) -> tuple[int, int | None]:
-    at = frame["latestPostAt"]
-    ms = None if at is None else round(datetime.fromisoformat(at).timestamp() * 1000)
-    return frame["newPostCount"], ms
 
 
 async def _delete(http, token: str, post_id: int) -> None:
@@ -38,21 +29,13 @@ async def _set_visibility(http, token: str, post_id: int, visibility: str) -> No
     (await gql(http, "SetPostVisibility", variables, token=token)).ok()
 
 
-async def _sentinel(http, pipeline, live: LiveClient, token: str, count: int) -> None:
-    """The author posts again: the very next frame carries exactly `count` and this post's
-    time, so nothing was announced in between."""
-    post_id = await post(http, token, "sentinel")
-    await pipeline.settle()
-    assert _shown(await live.next_update(seconds=2)) == (count, created_ms(post_id))
-
-
 async def test_a_deleted_post_leaves_the_count(server: ApiServer, pipeline) -> None:
     async with server.http() as http:
         fan = await subscribed_fan(server, http, pipeline)
         post_id = await post(http, fan.author, "soon gone")
         await pipeline.settle()
         frame = (await fan.live.until_count(1))[-1]
-        assert _shown(frame) == (1, created_ms(post_id))
+        assert shown(frame) == (1, created_ms(post_id))
 
         await _delete(http, fan.author, post_id)
         await pipeline.settle()
@@ -68,14 +51,14 @@ async def test_a_post_made_private_leaves_the_count_and_followers_only_does_not(
         older = await post(http, fan.author, "stays: followers still see it")
         newer = await post(http, fan.author, "goes private")
         await pipeline.settle()
-        assert _shown((await fan.live.until_count(2))[-1]) == (2, created_ms(newer))
+        assert shown((await fan.live.until_count(2))[-1]) == (2, created_ms(newer))
 
         await _set_visibility(http, fan.author, older, "FOLLOWERS")  # hides nothing from fans
         await pipeline.settle()
         await _set_visibility(http, fan.author, newer, "PRIVATE")
         await pipeline.settle()
         # The first frame since: one post left, the newest remaining one's time.
-        assert _shown(await fan.live.next_update(seconds=2)) == (1, created_ms(older))
+        assert shown(await fan.live.next_update(seconds=2)) == (1, created_ms(older))
         await fan.live.close()
 
 
@@ -89,12 +72,12 @@ async def test_a_replayed_delete_lowers_nothing_more(server: ApiServer, pipeline
 
         await _delete(http, fan.author, gone)
         await pipeline.settle()
-        assert _shown(await fan.live.next_update(seconds=2)) == (1, created_ms(kept))
+        assert shown(await fan.live.next_update(seconds=2)) == (1, created_ms(kept))
 
         # The post-change job again (a retry or a replayed outbox event: a fresh job id).
         await pipeline.enqueue(lanes.POST_CHANGED, gone, job_id="replay", lane=lanes.DEFAULT)
         assert await pipeline.run_lane(lanes.DEFAULT) == 1
-        await _sentinel(http, pipeline, fan.live, fan.author, 2)
+        await sentinel(http, pipeline, fan.live, fan.author, 2)
         await fan.live.close()
 
 
@@ -115,7 +98,7 @@ async def test_a_batch_queued_before_the_post_was_hidden_counts_nothing(
             await _set_visibility(http, fan.author, post_id, "PRIVATE")
         assert await pipeline.run_lane(lanes.DEFAULT) == 1  # the lagging batch, nothing else
 
-        await _sentinel(http, pipeline, fan.live, fan.author, 1)
+        await sentinel(http, pipeline, fan.live, fan.author, 1)
         await fan.live.close()
 
 
@@ -125,16 +108,9 @@ async def test_a_pull_mode_authors_deleted_post_leaves_the_count(
     """Pull-mode posts are counted by the API hub, not by a fan-out batch: a delete lowers
     those counts too."""
     async with server.http() as http:
-        celeb, _, fans = await author_with_fans(http, 10, author="celeb")
-        await post(http, celeb, "now I have 10 followers")  # the split switches to PULL
-        await pipeline.settle()
-        assert await fanout_mode(http, "celeb") == "PULL"
-        live = await LiveClient.open(server, fans[0][0])
-        assert (await live.next_update())["newPostCount"] == 0
-        post_id = await post(http, celeb, "pulled, then deleted")
-        await pipeline.settle()
-        await live.until_count(1)
-
+        celeb, _, live, post_id = await pull_mode_fan(
+            server, http, pipeline, "pulled, then deleted"
+        )
         await _delete(http, celeb, post_id)
         await pipeline.settle()
         assert await live.next_update(seconds=2) == NONE_NEW
@@ -157,5 +133,5 @@ async def test_a_follower_away_during_the_delete_reconnects_to_a_lower_count(
         await _delete(http, fan.author, gone)
         await pipeline.settle()
         again = await LiveClient.open(server, fan.token)
-        assert _shown(await again.next_update()) == (1, created_ms(kept))
+        assert shown(await again.next_update()) == (1, created_ms(kept))
         await again.close()

@@ -4,72 +4,28 @@ plus this API's own socket rules: fresh state per operation, token expiry, a siz
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
-from app.api.documents import operations
 from tests.helpers import follow, gql, make_user, post
-from tests.realtime.live import PROTOCOL
+from tests.realtime.live import (
+    FEED_UPDATES,
+    authed,
+    closed_with,
+    open_socket,
+    receive,
+    run_query,
+    send,
+    two_frames,
+)
 from tests.servers import ApiServer
 
-FEED_UPDATES = operations()["FeedUpdates"]
 POST_QUERY = "query Post($id: ID!) { post(id: $id) { id body } }"
-
-
-async def open_socket(server: ApiServer) -> ClientConnection:
-    return await connect(server.ws_url, subprotocols=[PROTOCOL])  # type: ignore[list-item]
-
-
-async def send(ws: ClientConnection, message: dict[str, Any]) -> None:
-    await ws.send(json.dumps(message))
-
-
-async def receive(ws: ClientConnection, seconds: float = 5.0) -> dict[str, Any]:
-    frame = await asyncio.wait_for(ws.recv(), seconds)
-    assert isinstance(frame, str), f"a binary frame: {frame!r}"  # the protocol is JSON text
-    return dict(json.loads(frame))
-
-
-async def two_frames(ws: ClientConnection, seconds: float = 10.0) -> list[str]:
-    """The next two text frames (one per operation), in a stable order; fails, never hangs."""
-    frames = [await asyncio.wait_for(ws.recv(), seconds) for _ in range(2)]
-    assert all(isinstance(f, str) for f in frames), frames
-    return sorted(str(f) for f in frames)
-
-
-async def closed_with(ws: ClientConnection, seconds: float = 5.0) -> tuple[int, str]:
-    """Read until the server closes; (code, reason)."""
-    with pytest.raises(ConnectionClosed):
-        while True:
-            await asyncio.wait_for(ws.recv(), seconds)
-    assert ws.close_code is not None
-    return ws.close_code, ws.close_reason or ""
-
-
-async def authed(server: ApiServer, token: str) -> ClientConnection:
-    ws = await open_socket(server)
-    await send(ws, {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
-    assert (await receive(ws))["type"] == "connection_ack"
-    return ws
-
-
-async def run_query(
-    ws: ClientConnection, op_id: str, query: str, variables: dict[str, Any]
-) -> dict[str, Any]:
-    """One query over the socket: its `next` payload (then `complete`)."""
-    await send(
-        ws, {"id": op_id, "type": "subscribe", "payload": {"query": query, "variables": variables}}
-    )
-    message = await receive(ws)
-    assert message["type"] == "next" and message["id"] == op_id, message
-    assert await receive(ws) == {"id": op_id, "type": "complete"}
-    return dict(message["payload"])
 
 
 @pytest.fixture
@@ -294,7 +250,7 @@ async def test_prepared_frames_are_byte_identical_to_strawberrys(
             await pipeline.settle()
             sockets = []
             for server, (token, _) in zip(servers, fans, strict=True):
-                ws = await connect(server.ws_url, subprotocols=[PROTOCOL])  # type: ignore[list-item]
+                ws = await open_socket(server)
                 init = {"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}}
                 await send(ws, init)
                 assert (await receive(ws))["type"] == "connection_ack"

@@ -14,7 +14,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from tests.helpers import eventually, make_user
-from tests.realtime.test_protocol import (
+from tests.realtime.live import (
     FEED_UPDATES,
     authed,
     closed_with,

@@ -39,6 +39,7 @@ from tests.helpers import (
     follow,
     full_scroll,
     gql,
+    ids,
     make_user,
     metric_value,
     post,
@@ -358,10 +359,6 @@ async def feed_of(http: httpx.AsyncClient, token: str) -> dict[str, Any]:
     return (await gql(http, "Feed", variables, token=token)).ok()["feed"]
 
 
-def ids_of(feed: dict[str, Any]) -> list[int]:
-    return [int(e["node"]["id"]) for e in feed["edges"]]
-
-
 async def test_redis_unreachable_for_a_while_degrades_then_delivers_once(state, tmp_path) -> None:
     port = free_port()
     env = {
@@ -406,7 +403,7 @@ async def test_redis_unreachable_for_a_while_degrades_then_delivers_once(state, 
                     written.append(await post(http, bob, f"during {len(written)}"))
                     feed = await feed_of(http, alice)
                     assert feed["degraded"] is True
-                    assert ids_of(feed) == [*reversed(written), warm]  # from PostgreSQL
+                    assert ids(feed) == [*reversed(written), warm]  # from PostgreSQL
                     await asyncio.sleep(0.5)
                 unpublished = await sql("SELECT count(*) FROM outbox WHERE published_at IS NULL")
                 assert unpublished[0][0] >= len(written)  # accepted, waiting in the outbox
@@ -436,7 +433,7 @@ async def test_redis_unreachable_for_a_while_degrades_then_delivers_once(state, 
                     await eventually(caught_up, within=30, interval=0.2, what="delivered")
                     feed = await feed_of(http, alice)
                     assert not feed["degraded"]
-                    assert ids_of(feed) == [*reversed(written), warm]
+                    assert ids(feed) == [*reversed(written), warm]
                     assert await timeline_ids(side, alice_id) == [*reversed(written), warm]
                     left = await sql("SELECT count(*) FROM outbox WHERE published_at IS NULL")
                     assert left[0][0] == 0

@@ -10,21 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from typing import Any
 
 import pytest
 from arq.constants import in_progress_key_prefix, job_key_prefix, retry_key_prefix
 from arq.worker import Worker
 
-from app.config import PROJECT_ROOT
 from app.fanout import lanes
 from app.outbox import events
 from app.outbox.relay import jobs_for
-from jobs import dead_letters, event_tracking, faults
+from jobs import dead_letters, event_tracking, faults, marks
 from jobs.worker import RECONCILE, lane_settings
 from tests.helpers import (
     block,
+    cli,
     eventually,
     follow,
     gql,
@@ -78,13 +77,20 @@ async def _reconcile(pipeline: Any) -> None:
 
 
 async def _cli(*args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jobs.dead_letters", *args, cwd=PROJECT_ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+    return await cli("jobs.dead_letters", *args)
+
+
+async def _follow_relayed(client: Any, pipeline: Any) -> tuple[int, int, str]:
+    """`fan` follows `author` (who posted once): the follow's backfill job is relayed, not
+    run. (the post's id, the fan's id, the job's id)"""
+    author, _ = await make_user(client, "author")
+    made = await post(client, author, "before the follow")
+    fan, fan_id = await make_user(client, "fan")
+    await pipeline.settle()
+    await follow(client, fan, "author")
+    await pipeline.relay.drain()
+    [job_id] = await _event_jobs(events.FOLLOWED)
+    return made, fan_id, job_id
 
 
 @pytest.mark.parametrize("fault", [_lose, _expire], ids=["lost", "expired"])
@@ -104,11 +110,11 @@ async def test_a_lost_follow_backfill_is_rerun_by_the_reconciler(
 
     await _reconcile(pipeline)
     assert await timeline_ids(state, fan_id) == list(reversed(made))
-    assert await event_tracking.attempts(state.redis, job_id) == 1
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
 
     # Done now: the next pass re-runs nothing.
     await _reconcile(pipeline)
-    assert await event_tracking.attempts(state.redis, job_id) == 1
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
     assert await dead_letters.count(state.redis) == 0
 
 
@@ -131,7 +137,7 @@ async def test_a_lost_unfollow_cleanup_is_rerun_by_the_reconciler(
 
     await _reconcile(pipeline)
     assert await timeline_ids(state, fan_id) == []
-    assert await event_tracking.attempts(state.redis, job_id) == 1
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
 
 
 async def test_a_lost_block_cleanup_is_rerun_alone(client: Any, state: Any, pipeline: Any) -> None:
@@ -155,8 +161,9 @@ async def test_a_lost_block_cleanup_is_rerun_alone(client: Any, state: Any, pipe
 
     await _reconcile(pipeline)
     assert await timeline_ids(state, fan_id) == []
-    assert await event_tracking.attempts(state.redis, blocked_side) == 1
-    assert await event_tracking.attempts(state.redis, blocker_side) == 0  # it had run
+    assert await marks.attempts(state.redis, event_tracking.state_key(blocked_side)) == 1
+    # it had run
+    assert await marks.attempts(state.redis, event_tracking.state_key(blocker_side)) == 0
 
 
 async def test_a_lost_post_change_job_is_reconciled(client: Any, state: Any, pipeline: Any) -> None:
@@ -178,7 +185,7 @@ async def test_a_lost_post_change_job_is_reconciled(client: Any, state: Any, pip
 
     await _reconcile(pipeline)
     assert await indexed() == [kept]
-    assert await event_tracking.attempts(state.redis, job_id) == 1
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
 
 
 async def test_a_pass_checks_a_bounded_number_of_events_and_the_next_goes_on(
@@ -202,20 +209,14 @@ async def test_a_pass_checks_a_bounded_number_of_events_and_the_next_goes_on(
     assert [await timeline_ids(state, fan_id) for _, fan_id in fans] == [[made], [made]]
     await _reconcile(pipeline)  # from the start again: nothing left to re-run
     for job_id in await _event_jobs(events.FOLLOWED):
-        assert await event_tracking.attempts(state.redis, job_id) == 1
+        assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 1
 
 
 async def test_an_event_job_failing_every_rerun_ends_as_a_dead_letter(
     client: Any, state: Any, pipeline: Any, faulty: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(state.settings, "reconcile_max_attempts", 1)
-    author, _ = await make_user(client, "author")
-    made = await post(client, author, "before the follow")
-    fan, fan_id = await make_user(client, "fan")
-    await pipeline.settle()
-    await follow(client, fan, "author")
-    await pipeline.relay.drain()
-    [job_id] = await _event_jobs(events.FOLLOWED)
+    made, fan_id, job_id = await _follow_relayed(client, pipeline)
     await _lose(state, job_id)
     await faults.fail_next(state.redis, lanes.BACKFILL_FOLLOW, 100)  # and every run fails
 
@@ -231,7 +232,7 @@ async def test_an_event_job_failing_every_rerun_ends_as_a_dead_letter(
     assert "reconciler" in letters[1].error
     listed = await _cli("list")
     assert all(d.job_id in listed for d in letters)
-    assert await event_tracking.attempts(state.redis, job_id) == 2
+    assert await marks.attempts(state.redis, event_tracking.state_key(job_id)) == 2
 
     await state.redis.delete(faults.fail_key(lanes.BACKFILL_FOLLOW))  # the bug is fixed
     await _cli("replay", "--all")
@@ -243,13 +244,7 @@ async def test_an_event_job_failing_every_rerun_ends_as_a_dead_letter(
 async def test_a_job_whose_worker_stops_in_every_try_is_a_dead_letter(
     client: Any, state: Any, pipeline: Any, faulty: None
 ) -> None:
-    author, _ = await make_user(client, "author")
-    made = await post(client, author, "before the follow")
-    fan, fan_id = await make_user(client, "fan")
-    await pipeline.settle()
-    await follow(client, fan, "author")
-    await pipeline.relay.drain()
-    [job_id] = await _event_jobs(events.FOLLOWED)
+    made, fan_id, job_id = await _follow_relayed(client, pipeline)
 
     # Its workers stopped during every try but the last (ARQ counts a try at each start)...
     settings = lane_settings(lanes.DEFAULT, max_jobs=20)

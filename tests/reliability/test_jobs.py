@@ -6,7 +6,6 @@ docs/RELIABILITY.md lists these scenarios."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -24,10 +23,11 @@ from app.fanout import lanes
 from app.outbox import events
 from app.outbox.relay import OutboxRelay, jobs_for
 from devtools.provision import REDIS_EXTRA_CONFIG, _redis_server
-from jobs import dead_letters, faults, tracking
+from jobs import dead_letters, faults, marks, tracking
 from jobs.worker import RECONCILE
 from tests.helpers import (
     author_with_fans,
+    cli,
     eventually,
     feed_ids,
     metric_value,
@@ -59,17 +59,11 @@ async def _holders(state: Any, fans: list[tuple[str, int]], post_id: int) -> int
 
 
 async def _fanned_out(state: Any, post_id: int) -> bool:
-    return (await tracking.finished(state.redis, [post_id])) == [True]
+    return (await marks.finished(state.redis, [tracking.state_key(post_id)])) == [True]
 
 
 async def _cli(*args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jobs.dead_letters", *args, cwd=PROJECT_ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+    return await cli("jobs.dead_letters", *args)
 
 
 def _spawn(*argv: str) -> subprocess.Popen[bytes]:

@@ -28,7 +28,7 @@ from websockets.typing import Subprotocol
 
 from app.api.documents import operations
 from app.auth.revocation import version_key
-from tests.helpers import block, eventually, follow, gql, make_user, post
+from tests.helpers import block, eventually, follow, gql, ids, make_user, post
 from tests.realtime.live import PROTOCOL
 from tests.reliability.private_postgres import private_postgres
 from tests.servers import ApiServer
@@ -90,10 +90,6 @@ async def refused_socket(api: ApiServer, token: str) -> tuple[int, str]:
             raise AssertionError(f"the socket was answered: {message}")
         assert ws.close_code is not None
         return ws.close_code, ws.close_reason or ""
-
-
-def ids(feed: dict[str, Any]) -> list[int]:
-    return [int(e["node"]["id"]) for e in feed["edges"]]
 
 
 async def test_postgres_stopped_serves_recently_verified_pages_then_unavailable() -> None:

@@ -8,21 +8,29 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 from graphql import parse, validate
-from sqlalchemy import event
 
 from app.api.documents import operations
 from app.api.schema import build_schema
 from app.config import PROJECT_ROOT, get_settings
 from app.state import AppState, create_state
 from app.web import create_app
-from tests.helpers import PASSWORD, app_client, follow, gql, make_user, post, sign_up
+from tests.helpers import (
+    PASSWORD,
+    app_client,
+    counting_statements,
+    follow,
+    gql,
+    make_user,
+    post,
+    sign_up,
+)
 from tests.pipeline import Pipeline
 from tests.servers import ApiServer
 
@@ -82,21 +90,6 @@ def test_registered_documents_are_within_the_budget() -> None:
         costs[name] = errors[0].extensions["cost"] if errors else 0  # type: ignore[index]
     assert costs["Feed"] == 450 and costs["UserProfile"] == 552, costs
     assert max(costs.values()) <= limit
-
-
-@contextmanager
-def counting_statements(state: AppState) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    engine = state.engine.sync_engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
 
 
 async def test_user_posts_of_many_authors_take_one_query(

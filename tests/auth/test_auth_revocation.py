@@ -4,18 +4,16 @@ open websockets follow within TOKEN_RECHECK_SECONDS (decision 0013), all through
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import httpx
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.asyncio.client import ClientConnection
 
-from app.api.documents import operations
 from app.auth.revocation import revoked_key, version_key
 from app.auth.tokens import token_claims
-from tests.helpers import PASSWORD, app_client, gql, make_user
+from tests.helpers import PASSWORD, app_client, eventually, gql, make_user
+from tests.realtime.live import FEED_UPDATES, authed, closed_with, open_socket, receive, send
 from tests.servers import ApiServer
 
 NEW_PASSWORD = "a-new-password-456"
@@ -102,8 +100,11 @@ async def test_another_process_revocation_holds_within_the_check_cache(
         assert await viewer_codes(cached, token) == []
         await state.redis.set(revoked_key(claims.user_id, claims.token_id), b"1", ex=60)
         assert await viewer_codes(cached, token) == []  # trusted a little longer
-        await asyncio.sleep(0.35)
-        assert await viewer_codes(cached, token) == ["UNAUTHENTICATED"]
+
+        async def refused() -> bool:
+            return await viewer_codes(cached, token) == ["UNAUTHENTICATED"]
+
+        await eventually(refused, within=3, interval=0.05, what="the cached check expired")
     other, _ = await make_user(client, "fay")
     claims = token_claims(state.settings, other)
     async with app_client(state, token_check_cache_ms=0) as uncached:
@@ -117,34 +118,17 @@ async def test_another_process_revocation_holds_within_the_check_cache(
 RECHECK_SECONDS = 0.3
 
 
-async def open_socket(api: ApiServer, token: str) -> ClientConnection:
-    ws = await connect(api.ws_url, subprotocols=["graphql-transport-ws"])  # type: ignore[list-item]
-    init = {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}
-    await ws.send(json.dumps(init))
+async def initialised_socket(api: ApiServer, token: str) -> ClientConnection:
+    """A socket whose connection_init carries `token` (its answer not read)."""
+    ws = await open_socket(api)
+    await send(ws, {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
     return ws
 
 
-async def first_message(ws: ClientConnection) -> dict[str, Any]:
-    return dict(json.loads(await asyncio.wait_for(ws.recv(), 5)))
-
-
-async def closed_with(ws: ClientConnection, seconds: float) -> tuple[int, str]:
-    """Read (answering pings) until the server closes; (code, reason)."""
-    with pytest.raises(ConnectionClosed):
-        while True:
-            message = json.loads(await asyncio.wait_for(ws.recv(), seconds))
-            if message.get("type") == "ping":
-                await ws.send(json.dumps({"type": "pong"}))
-    assert ws.close_code is not None
-    return ws.close_code, ws.close_reason or ""
-
-
 async def live_socket(api: ApiServer, token: str) -> ClientConnection:
-    ws = await open_socket(api, token)
-    assert (await first_message(ws))["type"] == "connection_ack"
-    query = operations()["FeedUpdates"]
-    await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": query}}))
-    assert (await first_message(ws))["type"] == "next"
+    ws = await authed(api, token)
+    await send(ws, {"id": "1", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+    assert (await receive(ws))["type"] == "next"
     return ws
 
 
@@ -165,7 +149,7 @@ async def test_revoked_tokens_close_their_sockets_and_open_none(test_database: s
             await asyncio.wait_for(sockets[laptop].recv(), RECHECK_SECONDS * 4)
         for token in (laptop, tablet):
             assert sockets[token].close_code is None
-        refused = await open_socket(api, phone)
+        refused = await initialised_socket(api, phone)
         code, reason = await closed_with(refused, 5)
         assert code == 4403 and "logged out" in reason, reason
 
@@ -174,7 +158,7 @@ async def test_revoked_tokens_close_their_sockets_and_open_none(test_database: s
         for token in (laptop, tablet):
             code, reason = await closed_with(sockets[token], RECHECK_SECONDS * 10)
             assert code == 4403 and "revoked" in reason, (code, reason)
-        code, reason = await closed_with(await open_socket(api, tablet), 5)
+        code, reason = await closed_with(await initialised_socket(api, tablet), 5)
         assert code == 4403 and "password was changed" in reason, reason
         ws = await live_socket(api, fresh)
         await ws.close()

@@ -29,8 +29,7 @@ from app.api.document_limits import (
 )
 from app.api.schema import build_schema
 from app.config import get_settings
-from tests.helpers import add_comment, follow, gql, make_user, post
-from tests.reliability.test_surface import counting_statements
+from tests.helpers import add_comment, counting_statements, follow, gql, make_user, post
 from tests.servers import ApiServer
 
 # Refusing a document in process: generous against a loaded 2-core machine (a few ms here).

@@ -177,7 +177,7 @@ async def test_delete_comment_by_its_author_or_the_posts_author(client) -> None:
 
 async def test_a_commenter_deletes_their_comment_on_a_post_hidden_from_them(client) -> None:
     """Moderation is not reading (decision 0018): losing sight of the post (here an unfollow
-    of a FOLLOWERS post; a block: tests/test_blocks_hold.py) leaves the comment theirs."""
+    of a FOLLOWERS post; a block: tests/social/test_blocks_hold.py) leaves the comment theirs."""
     alice = await sign_up(client, "alice")
     fan = await sign_up(client, "fan")
     stranger = await sign_up(client, "stranger")

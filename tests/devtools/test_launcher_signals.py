@@ -99,6 +99,15 @@ class Run:
 
         await eventually(up, START_SECONDS, 0.2, "the launcher's API answers /healthz")
 
+    async def children_started(self) -> None:
+        """Until the launcher starts its children (seeding, or not, is done by then) or exits."""
+        await eventually(
+            lambda: "started api" in self.output() or self.proc.poll() is not None,
+            START_SECONDS,
+            0.1,
+            "the launcher starts its children",
+        )
+
     async def exited(self) -> int:
         code = await eventually(lambda: self.proc.poll() is not None, STOP_SECONDS, 0.1, "exit")
         assert code
@@ -321,13 +330,7 @@ async def test_an_external_database_gets_demo_data_only_when_asked(
         SEED_DEMO=seed_demo,
     )
     try:
-        # Seeding (or not) is done once the launcher starts its children.
-        await eventually(
-            lambda: "started api" in run.output() or run.proc.poll() is not None,
-            START_SECONDS,
-            0.1,
-            "the launcher starts its children",
-        )
+        await run.children_started()
         users = await _users_in(database_url)
         run.proc.send_signal(signal.SIGTERM)
         assert await run.exited() == 0, run.output()
@@ -365,12 +368,7 @@ async def test_a_busy_default_port_moves_the_api_and_says_so(tmp_path: Path) -> 
             PORT=None,
         )
         try:
-            await eventually(
-                lambda: "started api" in run.output() or run.proc.poll() is not None,
-                START_SECONDS,
-                0.1,
-                "the launcher starts its children",
-            )
+            await run.children_started()
             run.proc.send_signal(signal.SIGTERM)
             assert await run.exited() == 0, run.output()
         finally:

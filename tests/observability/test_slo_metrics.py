@@ -17,7 +17,7 @@ from app.fanout import service as fanout_service
 from app.posts.ids import created_ms
 from app.state import create_state
 from app.web import create_app
-from jobs import dead_letters, faults, tracking
+from jobs import dead_letters, faults, marks, tracking
 from tests.helpers import (
     author_with_fans,
     feed_ids,
@@ -91,7 +91,7 @@ async def test_a_post_is_first_and_95_percent_visible_once_whatever_runs_again(
     await pipeline.arq.enqueue_job(lanes.FANOUT_POST, post_id, rerun, _job_id=rerun)
     assert await pipeline.run_lane(lanes.DEFAULT) >= len(fans) + 3  # replays, split, batches
     assert await _visible(client, "default") == after
-    assert (await tracking.finished(state.redis, [post_id])) == [True]
+    assert (await marks.finished(state.redis, [tracking.state_key(post_id)])) == [True]
 
 
 async def test_95_percent_waits_for_a_dead_lettered_batch_and_counts_its_replay_once(

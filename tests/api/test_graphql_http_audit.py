@@ -1,7 +1,7 @@
 """Conformance: the `graphql-http` server audits (the GraphQL over HTTP spec's reference
 implementation, npm `graphql-http`) against a real uvicorn serving /graphql.
 
-The audit script is tests/graphql_http_audit/audit.mjs, its packages pinned by the committed
+The audit script is tests/api/graphql_http_audit/audit.mjs, its packages pinned by the committed
 package-lock.json and installed with `npm ci` (tests/servers.py `npm_ci`). A warning is a
 SHOULD of the spec the server misses, an error a MUST; both fail the test, naming the audit.
 """

@@ -1,9 +1,9 @@
 """docs/API.md and the README must not drift from the code, and the README's commands must work.
 
 docs/API.md is the API reference a clone carries: its schema block must equal the exported
-SDL (which tests/test_schema_sdl.py holds equal to the code), every root field needs a row in
+SDL (which tests/api/test_schema_sdl.py holds equal to the code), every root field needs a row in
 its operation tables, and every error code and setting must be documented, defaults included.
-The README's quick commands run here (the bulk-seed one, slower, in tests/test_seed.py).
+The README's quick commands run here (the bulk-seed one, slower, in tests/devtools/test_seed.py).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from app.api.export_schema import SDL_PATH
 from app.config import PROJECT_ROOT, Settings
 from app.probe.settings import ProbeSettings
 from app.realtime.settings import RealtimeSettings
+from tests.helpers import readme_bulk_seed_command
 
 API_DOC = PROJECT_ROOT / "docs" / "API.md"
 README = PROJECT_ROOT / "README.md"
@@ -186,7 +187,7 @@ def _readme_python_modules() -> list[str]:
 
 def test_readme_python_commands_answer_help() -> None:
     """Every `.venv/bin/python -m <module>` the README names exists and parses its arguments
-    (the bulk seed itself runs in tests/test_seed.py)."""
+    (the bulk seed itself runs in tests/devtools/test_seed.py)."""
     modules = _readme_python_modules()
     assert "devtools.launcher" in modules and "devtools.seed" in modules
     for module in modules:
@@ -208,18 +209,6 @@ def test_readme_commands_use_the_venv() -> None:
             words = shlex.split(line, comments=True)
             if words and words[0] in ("python", "python3"):
                 raise AssertionError(f"use .venv/bin/python in the README: {line}")
-
-
-def readme_bulk_seed_command() -> list[str]:
-    """The README's bulk-seed command, as argv (tests/test_seed.py runs it)."""
-    lines = [
-        line
-        for block in re.findall(r"```sh\n(.*?)```", README.read_text(), re.S)
-        for line in block.splitlines()
-        if "-m devtools.seed bulk" in line
-    ]
-    assert len(lines) == 1, lines
-    return shlex.split(lines[0], comments=True)
 
 
 def test_readme_bulk_seed_command_shape() -> None:

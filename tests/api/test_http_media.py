@@ -3,7 +3,7 @@
 `Accept: application/graphql-response+json` gets that Content-Type, 400 and no `data` entry
 for a request error (parse, validation, variable coercion, malformed body, refused trusted
 document), and 200 once execution ran; `application/json`, `*/*` and no `Accept` keep the
-older answers (200 and `"data": null` for every GraphQL error). tests/test_graphql_http_audit.py
+older answers (200 and `"data": null` for every GraphQL error). tests/api/test_graphql_http_audit.py
 runs the spec's reference audits; these pin the same rules and our own paths.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 from app.api.documents import document_id, operations
 from app.api.http_media import GRAPHQL_RESPONSE, negotiate
-from tests.helpers import make_user
+from tests.helpers import codes, make_user
 
 GRAPHQL_RESPONSE_TYPE = "application/graphql-response+json; charset=utf-8"
 NO_ACCEPT = None
@@ -43,10 +43,6 @@ async def send(
     if accept is not NO_ACCEPT:
         request.headers["accept"] = accept
     return await client.send(request)
-
-
-def codes(body: dict[str, Any]) -> list[str]:
-    return [e["extensions"]["code"] for e in body["errors"]]
 
 
 @pytest.mark.parametrize(

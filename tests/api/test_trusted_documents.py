@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -21,7 +20,7 @@ from app.api.documents import document_id, operations, sha256_hex
 from app.api.schema import DOCUMENT_CACHE_SIZE, build_schema
 from app.api.trusted import MANIFEST_PATH
 from app.config import get_settings
-from tests.helpers import create_post, follow, gql, make_user, sign_up
+from tests.helpers import codes, create_post, follow, gql, make_user, sign_up
 from tests.realtime.live import LiveClient
 from tests.servers import ApiServer
 
@@ -40,10 +39,6 @@ async def send(
     response = await client.post("/graphql", json=body, headers=headers)
     assert response.status_code == 200, response.text
     return dict(response.json())
-
-
-def codes(body: dict[str, Any]) -> list[str]:
-    return [e.get("extensions", {}).get("code") for e in body.get("errors") or []]
 
 
 async def by_text_and_by_hash(
@@ -241,14 +236,6 @@ async def test_the_schema_itself_refuses_unregistered_texts_when_trusted_only(
 
 
 # ---------------------------------------------------------------------------- a real server
-
-
-@pytest.fixture(scope="module")
-async def trusted_server(test_database: str) -> AsyncIterator[ApiServer]:
-    """The API with TRUSTED_DOCUMENTS_ONLY=1."""
-    env = {"TRUSTED_DOCUMENTS_ONLY": "1"}
-    async with ApiServer(env=env) as api:
-        yield api
 
 
 async def test_trusted_only_refuses_unregistered_texts_and_runs_registered_ones(

@@ -23,7 +23,7 @@ from app.api.graphiql import GRAPHIQL_ASSETS_PATH, SCRIPTS
 from app.config import PROJECT_ROOT, get_settings
 from app.state import create_state
 from app.web import create_app
-from tests.helpers import make_user
+from tests.helpers import codes, make_user
 from tests.realtime.live import LiveClient
 from tests.servers import ApiServer
 
@@ -40,10 +40,6 @@ async def production(test_database: str) -> AsyncIterator[ApiServer]:
     env = {"PROFILE": "production", "METRICS_TOKEN": METRICS_TOKEN}
     async with ApiServer(env=env) as server:
         yield server
-
-
-def codes(body: dict) -> list[str]:
-    return [error["extensions"]["code"] for error in body["errors"]]
 
 
 async def test_graphiql_is_not_served(production: ApiServer) -> None:

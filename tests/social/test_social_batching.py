@@ -7,8 +7,7 @@ from __future__ import annotations
 import httpx
 
 from app.state import AppState
-from tests.helpers import add_comment, follow, gql, post, sign_up
-from tests.reliability.test_surface import counting_statements
+from tests.helpers import add_comment, counting_statements, follow, gql, post, sign_up
 
 POSTS_WITH_COMMENTS = """query($n: Int!) { user(handle: "author") { posts(first: $n) {
     edges { node { id comments(first: 2) { edges { node { body author { handle } } } }

@@ -1,0 +1,256 @@
+"""What every benchmark shares, so that each module says only what it measures: free ports,
+the percentile, the servers it measures against (a scratch database on DATABASE_URL's server,
+a scratch Redis db on REDIS_URL's server or a private `redis-server`), URLs, and ARQ's job
+results. Key and job-id strings come from their owners (`arq.constants`, `app.fanout`,
+`app.timelines`), never from a string written here or in a benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from app.config import asyncpg_url
+from devtools.provision import create_database, drop_database, migrate
+
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "")
+
+
+# -- numbers and ports --------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile (`q` in 0..1): the smallest value with at least q of all
+    values at or below it; NaN for no values. One definition for every table."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = math.ceil(q * len(ordered) - 1e-9)  # 0.07 * 100 is 7.000000000000001
+    return ordered[max(0, min(len(ordered) - 1, rank - 1))]
+
+
+# -- URLs ---------------------------------------------------------------------------------
+
+
+def base_database_url() -> str:
+    """DATABASE_URL (libpq form) of the server scratch databases go on."""
+    return asyncpg_url(os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL))
+
+
+def base_redis_url() -> str:
+    return os.environ.get("REDIS_URL", DEFAULT_REDIS_URL)
+
+
+def with_redis_db(url: str, db: int) -> str:
+    """`url` pointing at Redis db `db` (scheme, host, credentials and query kept)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{int(db)}"))
+
+
+def redis_db(url: str) -> int:
+    path = urlsplit(url).path.strip("/")
+    return int(path) if path else 0
+
+
+def redis_address(url: str) -> tuple[str, int, int]:
+    """(host, port, db) of a Redis URL, for tools that take them apart (redis-benchmark)."""
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 6379, redis_db(url)
+
+
+def scratch_redis_url(url: str) -> str:
+    """`url` itself, refused when it names db 0: the benchmarks FLUSH the db they are given."""
+    if redis_db(url) == 0:
+        raise SystemExit(f"{url}: name a scratch db (not 0): the benchmark FLUSHES it")
+    return url
+
+
+def is_loopback(url: str) -> bool:
+    """Whether the server of `url` runs on this machine (its /proc figures can be read)."""
+    return (urlsplit(url).hostname or "") in LOOPBACK
+
+
+# -- Redis --------------------------------------------------------------------------------
+
+
+def start_redis(port: int, workdir: Path, log: Path | None = None) -> subprocess.Popen[bytes]:
+    """A private redis-server on 127.0.0.1:`port`, no persistence (RDB or AOF), its files in
+    `workdir`; output to `log` or nowhere."""
+    binary = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    argv += ["--appendonly", "no", "--dir", str(workdir)]
+    if log is None:
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with log.open("wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+
+def private_redis(workdir: Path, log: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """`start_redis` on a free port: the process and its URL (db 0: the server is ours)."""
+    port = free_port()
+    return start_redis(port, workdir, log), f"redis://127.0.0.1:{port}/0"
+
+
+def stop_processes(
+    procs: Iterable[subprocess.Popen[bytes]], sig: int = signal.SIGTERM, timeout: float = 10
+) -> None:
+    """`sig` to every process at once, then SIGKILL to those still running after `timeout`."""
+    procs = list(procs)
+    for proc in procs:
+        proc.send_signal(sig)
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `timeout` seconds; nothing for None (none was started)."""
+    if proc is not None:
+        stop_processes([proc], timeout=timeout)
+
+
+async def wait_for_redis(redis: Redis, seconds: float = 10) -> None:
+    """Until a server just started answers PING."""
+    for _ in range(int(seconds / 0.05)):
+        with contextlib.suppress(RedisError, OSError):
+            if await redis.ping():
+                return
+        await asyncio.sleep(0.05)
+    await redis.ping()  # the error, if it still does not answer
+
+
+async def wait_for_timelines(redis: Redis, user_ids: Sequence[int], seconds: float = 60) -> int:
+    """Until every user's home timeline exists (the first reads rebuild cold ones from
+    PostgreSQL in the background); how many are still missing when `seconds` ran out."""
+    from app.timelines.store import timeline_key
+
+    missing = len(user_ids)
+    for _ in range(int(seconds / 0.1)):
+        async with redis.pipeline(transaction=False) as pipe:
+            for uid in user_ids:
+                pipe.exists(timeline_key(uid))
+            missing = len(user_ids) - sum(await pipe.execute())
+        if not missing:
+            break
+        await asyncio.sleep(0.1)
+    return missing
+
+
+# -- scratch servers ----------------------------------------------------------------------
+
+
+@dataclass
+class Scratch:
+    """A scratch database and Redis db for one run."""
+
+    base_db: str  # the server's URL the database was made on
+    name: str
+    dsn: str  # the scratch database's URL
+    redis_url: str
+    redis: Redis
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The process environment pointing the service at the scratch servers."""
+        return {**os.environ, "DATABASE_URL": self.dsn, "REDIS_URL": self.redis_url, **extra}
+
+
+@contextlib.asynccontextmanager
+async def scratch(
+    prefix: str, redis_db_number: int, *, migrated: bool = True
+) -> AsyncIterator[Scratch]:
+    """A fresh database `<prefix>_<hex>` on DATABASE_URL's server (migrated to head unless told
+    not to) and db `redis_db_number` of REDIS_URL's server, FLUSHED before and after; the
+    database is dropped at the end."""
+    base_db = base_database_url()
+    redis_url = scratch_redis_url(with_redis_db(base_redis_url(), redis_db_number))
+    name = f"{prefix}_{uuid.uuid4().hex[:6]}"
+    dsn = create_database(base_db, name)
+    redis = Redis.from_url(redis_url)
+    try:
+        if migrated:
+            migrate(dsn)
+        await redis.flushdb()
+        yield Scratch(base_db, name, dsn, redis_url, redis)
+    finally:
+        with contextlib.suppress(RedisError, OSError):
+            await redis.flushdb()
+        await redis.aclose()
+        drop_database(base_db, name)
+
+
+def seeded_parser(
+    doc: str | None, users: int, avg_following: float, posts: int
+) -> argparse.ArgumentParser:
+    """The command line of a benchmark that seeds with devtools.seed (`feed_read.ensure_seeded`):
+    its docstring as help, the data set, whether the database is reused or kept
+    (`release_database`)."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--users", type=int, default=users)
+    parser.add_argument("--avg-following", type=float, default=avg_following)
+    parser.add_argument("--posts", type=int, default=posts)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--reuse-db", metavar="NAME", help="seed NAME only if empty; never drop")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    return parser
+
+
+def release_database(base_db: str, name: str, owned: bool) -> None:
+    """Drop the benchmark's database, or say how to once it is done with a kept one."""
+    if owned:
+        drop_database(base_db, name)
+    else:
+        print(f"database {name} kept (drop it with: dropdb {name})")
+
+
+# -- ARQ ----------------------------------------------------------------------------------
+
+
+def result_keys(job_ids: Iterable[str]) -> list[str]:
+    """The Redis keys ARQ keeps the results of these jobs under."""
+    from arq.constants import result_key_prefix
+
+    return [result_key_prefix + job_id for job_id in job_ids]
+
+
+async def job_results(redis: Redis) -> dict[str, Any]:
+    """Job id -> ARQ JobResult of every finished job whose result is still kept."""
+    from arq.constants import result_key_prefix
+    from arq.jobs import deserialize_result
+
+    found: dict[str, Any] = {}
+    async for key in redis.scan_iter(match=f"{result_key_prefix}*", count=2000):
+        raw = await redis.get(key)
+        if raw:
+            found[key.decode()[len(result_key_prefix) :]] = deserialize_result(raw)
+    return found

@@ -1,0 +1,25 @@
+"""ARQ connections: where the workers, the relay, the dead-letter CLI and the tests reach
+ARQ's Redis. A module of its own, below every other part of jobs/, so that a command line
+(`python -m jobs.dead_letters`) does not import the worker that imports it back (the
+import circle of issue 20)."""
+
+from __future__ import annotations
+
+from arq.connections import ArqRedis, RedisSettings, create_pool
+
+from app.config import get_settings
+
+
+def redis_settings() -> RedisSettings:
+    return RedisSettings.from_dsn(get_settings().redis_url)
+
+
+def expires_ms() -> int:
+    """How long ARQ keeps a queued job before dropping it unrun (its `expires`)."""
+    return get_settings().job_expires_seconds * 1000
+
+
+async def arq_pool() -> ArqRedis:
+    """An ARQ connection whose jobs expire after JOB_EXPIRES_SECONDS (the relay's, the CLI's;
+    the workers' own connection gets it from `expires_extra_ms`, jobs.worker)."""
+    return await create_pool(redis_settings(), expires_extra_ms=expires_ms())
