@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -91,8 +91,10 @@ class Settings(BaseSettings):
     # Capacity constants: each has an invariant checked below.
     timeline_max: int = 800  # entries kept per home timeline (newest first)
     # Redis layout of tl:{user} and posts:{author} (docs/decisions/0001-timeline-encoding.md):
-    # packed ids in a string (~9 B/entry) or zsets (~120 B/entry); reads understand both.
-    timeline_encoding: Literal["packed", "zset"] = "packed"
+    # packed ids in a string (~9 B/entry), the only one since the zset layout was retired
+    # (decision 0034). Still accepted so existing deployments' environments keep starting;
+    # any other value is refused with the upgrade command (`_only_packed`).
+    timeline_encoding: Literal["packed"] = "packed"
     fanout_batch_size: int = 1000  # follower ids per FanoutBatch job
     fanout_pull_threshold: int = 10_000  # followers at/above which an author switches to pull
     fanout_push_threshold: int = 8_000  # followers below which a pull author switches back
@@ -224,6 +226,19 @@ class Settings(BaseSettings):
     compiled_documents: bool = True
     # How long this process trusts a token that passed the revocation check (app.auth.revocation).
     token_check_cache_ms: int = Field(default=1000, ge=0, le=60_000)
+
+    @field_validator("timeline_encoding", mode="before")
+    @classmethod
+    def _only_packed(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() != "packed":
+            raise ValueError(
+                f"TIMELINE_ENCODING={value!r} is no longer supported: timelines are stored "
+                "packed only (docs/decisions/0034-zset-timelines-retired.md). Remove the "
+                "setting (or set it to packed) and convert existing zset timelines with "
+                "`python -m app.timelines convert` (docs/operations.md, 'Upgrading from zset "
+                "timelines')"
+            )
+        return value.strip().lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:
