@@ -51,7 +51,6 @@ from redis.asyncio import Redis
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
 from app.realtime.notifier import RedisNotifier
-from app.realtime.settings import RealtimeSettings
 from benchmarks.ws_client import LeanSocket, open_lean
 from devtools import provision
 
@@ -182,7 +181,7 @@ async def measure(
     args: argparse.Namespace,
     prepared: bool,
 ) -> dict[str, Any]:
-    notifier = RedisNotifier(redis, RealtimeSettings(namespace=NAMESPACE))
+    notifier = RedisNotifier(redis, settings.model_copy(update={"realtime_namespace": NAMESPACE}))
     clients = Clients()
     rss0 = server.rss()
     gate = asyncio.Semaphore(100)

@@ -20,7 +20,7 @@ from typing import Any
 from arq.constants import in_progress_key_prefix, job_key_prefix
 from redis.asyncio import Redis
 
-from app.config import get_settings
+from jobs.tracking import ttl_seconds
 
 DONE = "done"
 ATTEMPTS = "attempts"
@@ -45,16 +45,11 @@ def root_of(job_id: str) -> str:
     return match.group("root") if match else job_id
 
 
-def _ttl() -> int:
-    """Kept past the reconciler's window, then forgotten."""
-    return get_settings().reconcile_window_seconds + 3600
-
-
-async def mark(redis: Redis, root: str, field: str) -> None:
+async def mark(redis: Redis, root: str, field: str, *, ttl: int) -> None:
     key = state_key(root)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hset(key, field, str(int(time.time() * 1000)))
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl)
         await pipe.execute()
 
 
@@ -64,7 +59,8 @@ def settling(task: Task) -> Task:
     @functools.wraps(task)
     async def run(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         result = await task(ctx, *args, **kwargs)
-        await mark(ctx["redis"], root_of(str(ctx["job_id"])), DONE)
+        ttl = ttl_seconds(ctx["state"].settings)
+        await mark(ctx["redis"], root_of(str(ctx["job_id"])), DONE, ttl=ttl)
         return result
 
     return run
@@ -101,11 +97,11 @@ async def alive(redis: Redis, roots: Sequence[str]) -> list[bool]:
         return [int(found) > 0 for found in await pipe.execute()]
 
 
-async def next_attempt(redis: Redis, root: str) -> int:
+async def next_attempt(redis: Redis, root: str, *, ttl: int) -> int:
     """Count one more re-run by the reconciler; the attempt's number (1, 2, ...)."""
     key = state_key(root)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hincrby(key, ATTEMPTS, 1)
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl)
         replies = await pipe.execute()
     return int(replies[0])

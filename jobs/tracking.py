@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from arq.constants import in_progress_key_prefix, job_key_prefix
 from redis.asyncio import Redis
 
-from app.config import get_settings
+from app.config import Settings
 from app.fanout import lanes
 from app.observability.metrics import POST_FIRST_VISIBLE, POST_VISIBLE_95
 from app.posts.ids import created_ms
@@ -56,17 +56,18 @@ def state_key(post_id: int) -> str:
     return f"fo:{post_id}"
 
 
-def _ttl() -> int:
-    """Kept past the reconciler's window, then forgotten."""
-    return get_settings().reconcile_window_seconds + 3600
+def ttl_seconds(settings: Settings) -> int:
+    """How long the keys are kept (every writer's `ttl`): past the reconciler's window, then
+    forgotten."""
+    return settings.reconcile_window_seconds + 3600
 
 
-async def owe(redis: Redis, post_id: int, job_ids: Iterable[str]) -> None:
+async def owe(redis: Redis, post_id: int, job_ids: Iterable[str], *, ttl: int) -> None:
     """These jobs belong to the post's fan-out and have not succeeded yet."""
     key = pending_key(post_id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.sadd(key, *job_ids)
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl)
         await pipe.execute()
 
 
@@ -134,6 +135,8 @@ async def settle(
     job_id: str,
     progress: Progress = Progress(),
     lane: str = lanes.DEFAULT,
+    *,
+    ttl: int,
 ) -> bool:
     """The job succeeded; True when that completed the post's fan-out. Observes the post's
     first and 95% visibility (in `lane`, a queue name) when this job's progress reached them."""
@@ -141,7 +144,7 @@ async def settle(
     args = [
         job_id,
         now_ms,
-        _ttl(),
+        ttl,
         progress.planned,
         progress.written,
         "" if progress.chunk is None else progress.chunk,
@@ -154,7 +157,7 @@ async def settle(
     return bool(done)
 
 
-async def visible_at_once(redis: Redis, post_id: int) -> None:
+async def visible_at_once(redis: Redis, post_id: int, *, ttl: int) -> None:
     """A PULL author's post: every follower reads it from posts:{author} from now on, so it
     is first and 95% visible at once (lane label "pull"), observed once per post."""
     now_ms = int(time.time() * 1000)
@@ -162,7 +165,7 @@ async def visible_at_once(redis: Redis, post_id: int) -> None:
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hsetnx(key, FIRST, str(now_ms))
         pipe.hsetnx(key, P95, str(now_ms))
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl)
         first, p95, _ = await pipe.execute()
     _observe(post_id, now_ms, lanes.PULL_LABEL, bool(first), bool(p95))
 
@@ -175,11 +178,11 @@ def _observe(post_id: int, now_ms: int, label: str, first: bool, p95: bool) -> N
         POST_VISIBLE_95.labels(label).observe(seconds)
 
 
-async def mark(redis: Redis, post_id: int, field: str) -> None:
+async def mark(redis: Redis, post_id: int, field: str, *, ttl: int) -> None:
     key = state_key(post_id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hset(key, field, str(int(time.time() * 1000)))
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl)
         await pipe.execute()
 
 
@@ -203,17 +206,17 @@ async def alive(redis: Redis, post_id: int, also: Iterable[str] = ()) -> bool:
     return int(await redis.exists(*keys)) > 0
 
 
-async def next_attempt(redis: Redis, post_id: int) -> int:
+async def next_attempt(redis: Redis, post_id: int, *, ttl: int) -> int:
     """Count one more re-run by the reconciler; the attempt's number (1, 2, ...)."""
     key = state_key(post_id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hincrby(key, ATTEMPTS, 1)
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl)
         replies = await pipe.execute()
     return int(replies[0])
 
 
-async def restart(redis: Redis, post_id: int, job_id: str) -> None:
+async def restart(redis: Redis, post_id: int, job_id: str, *, ttl: int) -> None:
     """The fan-out runs again as `job_id`: forget what the lost run owed and counted (not
     the visibility marks: those are observed once per post)."""
     key = pending_key(post_id)
@@ -223,7 +226,7 @@ async def restart(redis: Redis, post_id: int, job_id: str) -> None:
     async with redis.pipeline(transaction=True) as pipe:
         pipe.delete(key)
         pipe.sadd(key, job_id)
-        pipe.expire(key, _ttl())
+        pipe.expire(key, ttl)
         if counted:
             pipe.hdel(state_key(post_id), *counted)
         await pipe.execute()
