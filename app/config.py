@@ -1,5 +1,6 @@
-"""Settings from the environment (names are part of the public contract: docs/API.md), and the
-one place that turns a DATABASE_URL into the form each driver wants."""
+"""Settings from the environment (names are part of the public contract: docs/API.md), one
+class for the whole service (live updates' REALTIME_* included), and the one place that turns
+a DATABASE_URL into the form each driver wants."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -91,8 +92,10 @@ class Settings(BaseSettings):
     # Capacity constants: each has an invariant checked below.
     timeline_max: int = 800  # entries kept per home timeline (newest first)
     # Redis layout of tl:{user} and posts:{author} (docs/decisions/0001-timeline-encoding.md):
-    # packed ids in a string (~9 B/entry) or zsets (~120 B/entry); reads understand both.
-    timeline_encoding: Literal["packed", "zset"] = "packed"
+    # packed ids in a string (~9 B/entry), the only one since the zset layout was retired
+    # (decision 0034). Still accepted so existing deployments' environments keep starting;
+    # any other value is refused with the upgrade command (`_only_packed`).
+    timeline_encoding: Literal["packed"] = "packed"
     fanout_batch_size: int = 1000  # follower ids per FanoutBatch job
     fanout_pull_threshold: int = 10_000  # followers at/above which an author switches to pull
     fanout_push_threshold: int = 8_000  # followers below which a pull author switches back
@@ -234,6 +237,67 @@ class Settings(BaseSettings):
     # How long this process trusts a token that passed the revocation check (app.auth.revocation).
     token_check_cache_ms: int = Field(default=1000, ge=0, le=60_000)
 
+    # Live updates (app.realtime, app.api.websocket; env REALTIME_*, docs/API.md). Tests shrink
+    # them. At most one frame per subscriber per interval; updates inside it are merged
+    # (coalesced). The first update after a quiet interval goes out at once (no added latency).
+    realtime_coalesce_ms: int = 250
+    # A subscriber whose pending update was not taken by its socket for this long is stuck
+    # (its socket's send buffer is full): it is dropped and its socket closed (1013).
+    realtime_stall_seconds: float = 10.0
+    # Kernel send buffer and transport high-water mark per websocket (bytes; 0 = leave the
+    # kernel's autotuning, up to ~4 MB a socket). Frames are ~150 B: 32 KiB is ~200 frames.
+    realtime_socket_send_buffer: int = 32 * 1024
+    # New-post ids kept per user; the count saturates here ("200+" is plenty for a banner).
+    realtime_count_max: int = 200
+    # Counts of users who never come back expire; a reconnect after that starts from zero.
+    realtime_count_ttl_seconds: int = 7 * 24 * 3600
+    # A user counts as online this long after their last socket closed: short reconnects keep
+    # their running count without a rebuild.
+    realtime_online_grace_seconds: float = 300.0
+    # How often each hub re-reads which pull-mode authors its subscribers follow.
+    realtime_refresh_seconds: float = 30.0
+    # Pub/sub channel namespace; empty = the Redis database number (channels ignore databases).
+    realtime_namespace: str = ""
+    # Concurrent pull-mode deliveries per process (each is one SQL check + one Redis call).
+    realtime_author_concurrency: int = 8
+    # Live frames rendered once per distinct update and written straight to each socket
+    # (app.api.frames); off = Strawberry's per-event execution for every frame (the
+    # benchmark's baseline, and a fallback should a client ever need it).
+    realtime_prepared_frames: bool = True
+    # A socket that has not sent connection_init by then is closed (4408).
+    realtime_connection_init_timeout_seconds: float = 10.0
+    # Caps (decision 0017; 0 = off). Open sockets per account (from connection_ack) and per
+    # client address (from the upgrade), across every API process: past them a socket is
+    # closed with 4429.
+    realtime_sockets_per_user: int = Field(default=8, ge=0)
+    realtime_sockets_per_ip: int = Field(default=64, ge=0)
+    # Live subscriptions (`feedUpdates`) running at once per account and per address; past
+    # them a `subscribe` is answered with an `error` message (RATE_LIMITED, the limit).
+    realtime_subscriptions_per_user: int = Field(default=16, ge=0)
+    realtime_subscriptions_per_ip: int = Field(default=128, ge=0)
+    # Subscriptions started per minute per account and per address (each costs a Redis
+    # SUBSCRIBE, a count rebuild and SQL): past them, RATE_LIMITED with retryAfter.
+    realtime_subscribes_per_minute: int = Field(default=60, ge=0)
+    realtime_subscribes_per_ip_per_minute: int = Field(default=300, ge=0)
+    # Operations running at once on one socket (queries, mutations, subscriptions).
+    realtime_operations_per_socket: int = Field(default=10, ge=1)
+    # A held socket or subscription counts this long after its process was last heard of
+    # (renewed every third of it): a crashed process's sockets stop counting by then.
+    realtime_lease_seconds: float = Field(default=60.0, gt=0)
+
+    @field_validator("timeline_encoding", mode="before")
+    @classmethod
+    def _only_packed(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() != "packed":
+            raise ValueError(
+                f"TIMELINE_ENCODING={value!r} is no longer supported: timelines are stored "
+                "packed only (docs/decisions/0034-zset-timelines-retired.md). Remove the "
+                "setting (or set it to packed) and convert existing zset timelines with "
+                "`python -m app.timelines convert` (docs/operations.md, 'Upgrading from zset "
+                "timelines')"
+            )
+        return value.strip().lower() if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:
         if not 0 < self.fanout_push_threshold < self.fanout_pull_threshold:
@@ -241,6 +305,16 @@ class Settings(BaseSettings):
         for name in ("timeline_max", "fanout_batch_size", "active_days", "feed_session_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name.upper()} must be positive")
+        if (
+            self.realtime_coalesce_ms < 0
+            or self.realtime_count_max <= 0
+            or self.realtime_count_ttl_seconds <= 0
+        ):
+            raise ValueError(
+                "REALTIME_COALESCE_MS >= 0, REALTIME_COUNT_MAX and REALTIME_COUNT_TTL_SECONDS > 0"
+            )
+        if self.realtime_stall_seconds * 1000 <= self.realtime_coalesce_ms:
+            raise ValueError("REALTIME_STALL_SECONDS must exceed the coalescing interval")
         if len(self.secret_key.encode()) < MIN_SECRET_BYTES:
             raise ValueError(
                 f"SECRET_KEY must be at least {MIN_SECRET_BYTES} bytes (it signs every token); "
@@ -270,4 +344,7 @@ class Settings(BaseSettings):
 
 @lru_cache
 def get_settings() -> Settings:
+    """The process's settings, read once. Only the roots call this (app/web.py, app/state.py,
+    jobs/worker.py, programs' entry modules: tests/test_settings_roots.py); everything else
+    is handed its settings (docs/ARCHITECTURE.md)."""
     return Settings()

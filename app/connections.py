@@ -22,6 +22,10 @@ a file descriptor and a buffer, so a few thousand of them stop the process accep
   are not capped: behind a reverse proxy every client shares the proxy's address, and the
   per-client cap belongs at the proxy.
 
+The limits come from the settings the app hands over at start-up: app.web's lifespan yields
+them as lifespan state under SETTINGS_STATE_KEY, and uvicorn passes that state to each
+connection's protocol (its `app_state`), so this module reads no settings of its own.
+
 The body's own deadline is the app's (app.admission): the body of a GraphQL request is read
 before it takes an admission slot. Websockets leave the count when they upgrade (their caps
 are the realtime layer's).
@@ -40,9 +44,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import _TrustedHosts
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from app.config import get_settings
+from app.config import Settings
 from app.errors import RateLimited
 
+SETTINGS_STATE_KEY = "app.connections.settings"  # in the ASGI lifespan state (app.web)
 HEAD_SLACK_BYTES = 16 * 1024  # the head less its query string: h11's default bound for it
 RETRY_AFTER_SECONDS = 1
 
@@ -99,7 +104,11 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        settings = get_settings()
+        settings = self.app_state.get(SETTINGS_STATE_KEY)
+        if not isinstance(settings, Settings):
+            raise RuntimeError(
+                "GuardedHttpTools serves app.web's app: its lifespan hands the settings over"
+            )
         self.head_timeout = settings.request_header_timeout_seconds
         self.head_bytes_max = settings.max_request_bytes + HEAD_SLACK_BYTES
         self.per_client = settings.max_connections_per_client

@@ -4,10 +4,10 @@ One module so auth and the seeder agree on the hash format, and so callers never
 which exceptions argon2 raises: verification is a yes/no question.
 
 Each hash takes ~64 MiB and a core for tens of milliseconds, so a process runs at most
-PASSWORD_HASH_CONCURRENCY of them at once (`hash_password_bounded`, `verify_password_bounded`,
-off the event loop). One more waits up to PASSWORD_HASH_WAIT_MS for a slot, then answers
-OVERLOADED (the server's state, not the caller's fault: RATE_LIMITED stays per client) with a
-retry hint: a burst of log-ins cannot take the process's memory or every core.
+PASSWORD_HASH_CONCURRENCY of them at once (`PasswordGate`, off the event loop). One more
+waits up to PASSWORD_HASH_WAIT_MS for a slot, then answers OVERLOADED (the server's state,
+not the caller's fault: RATE_LIMITED stays per client) with a retry hint: a burst of log-ins
+cannot take the process's memory or every core.
 """
 
 from __future__ import annotations
@@ -20,61 +20,59 @@ from typing import TypeVar
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
-from app.config import get_settings
 from app.errors import Overloaded
 from app.observability.metrics import PASSWORD_HASH_OVERLOADED
 
 _hasher = PasswordHasher()
 T = TypeVar("T")
-# One semaphore per event loop (a semaphore binds to the loop it first waits on).
-_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-    weakref.WeakKeyDictionary()
-)
 
-__all__ = [
-    "hash_password",
-    "hash_password_bounded",
-    "needs_rehash",
-    "verify_password",
-    "verify_password_bounded",
-]
+__all__ = ["PasswordGate", "hash_password", "needs_rehash", "verify_password"]
 
 
-def _gate() -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    gate = _gates.get(loop)
-    if gate is None:
-        gate = _gates[loop] = asyncio.Semaphore(get_settings().password_hash_concurrency)
-    return gate
+class PasswordGate:
+    """At most `concurrency` hashes at once (PASSWORD_HASH_CONCURRENCY), off the event loop;
+    one more waits up to `wait_ms` (PASSWORD_HASH_WAIT_MS) for a slot, then OVERLOADED. One
+    per process, built by the composition root (`AppState.passwords`)."""
 
+    def __init__(self, concurrency: int, wait_ms: int) -> None:
+        self.concurrency = concurrency
+        self.wait_seconds = wait_ms / 1000
+        # One semaphore per event loop (a semaphore binds to the loop it first waits on).
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
 
-async def _bounded(work: Callable[[], T]) -> T:
-    gate = _gate()
-    wait = get_settings().password_hash_wait_ms / 1000
-    try:
-        if gate.locked():  # (wait_for with a zero timeout would refuse even a free slot)
-            await asyncio.wait_for(gate.acquire(), timeout=wait)
-        else:
-            await gate.acquire()
-    except TimeoutError:
-        PASSWORD_HASH_OVERLOADED.inc()
-        raise Overloaded(
-            "Too many sign-ups and log-ins at once; retry in a second.", retry_after=1
-        ) from None
-    try:
-        return await asyncio.to_thread(work)
-    finally:
-        gate.release()
+    def _gate(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:
+            gate = self._gates[loop] = asyncio.Semaphore(self.concurrency)
+        return gate
 
+    async def _bounded(self, work: Callable[[], T]) -> T:
+        gate = self._gate()
+        try:
+            if gate.locked():  # (wait_for with a zero timeout would refuse even a free slot)
+                await asyncio.wait_for(gate.acquire(), timeout=self.wait_seconds)
+            else:
+                await gate.acquire()
+        except TimeoutError:
+            PASSWORD_HASH_OVERLOADED.inc()
+            raise Overloaded(
+                "Too many sign-ups and log-ins at once; retry in a second.", retry_after=1
+            ) from None
+        try:
+            return await asyncio.to_thread(work)
+        finally:
+            gate.release()
 
-async def hash_password_bounded(password: str) -> str:
-    """`hash_password` in a thread, at most PASSWORD_HASH_CONCURRENCY at once."""
-    return await _bounded(lambda: hash_password(password))
+    async def hash(self, password: str) -> str:
+        """`hash_password` in a thread, at most `concurrency` at once."""
+        return await self._bounded(lambda: hash_password(password))
 
-
-async def verify_password_bounded(password_hash: str, password: str) -> bool:
-    """`verify_password` in a thread, at most PASSWORD_HASH_CONCURRENCY at once."""
-    return await _bounded(lambda: verify_password(password_hash, password))
+    async def verify(self, password_hash: str, password: str) -> bool:
+        """`verify_password` in a thread, at most `concurrency` at once."""
+        return await self._bounded(lambda: verify_password(password_hash, password))
 
 
 def hash_password(password: str) -> str:

@@ -24,6 +24,7 @@ from app.fanout.service import FanoutService
 from app.feed.service import FeedService
 from app.feed.sessions import FeedSessionStore
 from app.outbox.relay import oldest_unpublished_seconds
+from app.passwords import PasswordGate
 from app.realtime.counts import reset_new_post_count
 from app.realtime.notifier import RedisNotifier
 from app.redis_client import make_redis
@@ -42,6 +43,7 @@ class AppState:
     fanout: FanoutService
     feed: FeedService
     activity: Activity
+    passwords: PasswordGate
 
     async def lane_lag(self) -> dict[str, tuple[float, int]]:
         """For /metrics (app.observability.exposition.LiveSources)."""
@@ -81,7 +83,7 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
     redis = make_redis(settings)
     timelines = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
     # Workers publish live "new posts" notifications after each timeline write.
-    fanout = FanoutService(sessions, timelines, settings, notifier=RedisNotifier(redis))
+    fanout = FanoutService(sessions, timelines, settings, notifier=RedisNotifier(redis, settings))
     # Timeline rebuilds run in the API process that needs them (see app.users.activity).
     activity = Activity(redis, engine, timelines, settings.active_days, fanout.rebuild_timeline)
     feed = FeedService(
@@ -94,7 +96,7 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
         settings=settings,
         rebuild=fanout.rebuild_timeline,
         activity=activity,
-        reset_new_posts=partial(reset_new_post_count, redis),
+        reset_new_posts=partial(reset_new_post_count, redis, settings),
         read_counter=ReadCounter(redis),
     )
     return AppState(
@@ -106,4 +108,5 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
         fanout=fanout,
         feed=feed,
         activity=activity,
+        passwords=PasswordGate(settings.password_hash_concurrency, settings.password_hash_wait_ms),
     )

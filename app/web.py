@@ -58,12 +58,12 @@ from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_s
 from app.auth import revocation
 from app.auth.tokens import user_id_from_header
 from app.config import PROJECT_ROOT, Settings, get_settings
+from app.connections import SETTINGS_STATE_KEY
 from app.errors import AppError
 from app.fanout import lanes
 from app.observability.exposition import render as render_metrics
 from app.observability.metrics import GRAPHQL_LATENCY, READY
 from app.realtime.hub import Hub
-from app.realtime.settings import get_realtime_settings
 from app.state import AppState, create_state
 
 DEMO_DIR = PROJECT_ROOT / "frontend-demo"
@@ -80,17 +80,23 @@ class FeedGraphQL(GraphQL):
     websocket_adapter_class = TextFrameAdapter  # type: ignore[assignment]
     graphql_transport_ws_handler_class = FeedTransportWSHandler  # type: ignore[assignment]
 
-    def __init__(self, state_getter: Any, hub_getter: Any = lambda: None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        state_getter: Any,
+        hub_getter: Any = lambda: None,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("subscription_protocols", (GRAPHQL_TRANSPORT_WS_PROTOCOL,))
         # A socket that never authenticates is closed (4408) instead of holding memory.
-        init_timeout = get_realtime_settings().connection_init_timeout_seconds
+        init_timeout = settings.realtime_connection_init_timeout_seconds
         kwargs.setdefault("connection_init_wait_timeout", timedelta(seconds=init_timeout))
-        schema = build_schema()
+        schema = build_schema(settings)
         super().__init__(schema, **kwargs)
         self.documents = schema.documents  # trusted documents (app.api.trusted)
         self._state = state_getter
         self._hub = hub_getter
-        self.max_message_bytes = get_settings().max_request_bytes
+        self.max_message_bytes = settings.max_request_bytes
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:  # type: ignore[override]
         state: AppState = self._state()
@@ -357,21 +363,26 @@ def export_readiness(checks: dict[str, str]) -> None:
 
 
 def create_app(state: AppState | None = None) -> Starlette:
+    """The ASGI app over `state` (a root: without one, the settings come from
+    `get_settings()` and the state is built at start-up)."""
     holder: dict[str, AppState] = {} if state is None else {"state": state}
     hubs: dict[str, Hub] = {}
+    settings = state.settings if state is not None else get_settings()
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        holder.setdefault("state", state or create_state())
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Settings]]:
+        st = holder.setdefault("state", state or create_state(settings))
         # One pub/sub connection for every socket of this process (app.realtime.hub).
-        hub = Hub(holder["state"].redis, holder["state"].sessions)
+        hub = Hub(st.redis, st.sessions, st.settings, st.timelines)
         await hub.start()
         hubs["hub"] = hub
         # Imported modules are never garbage: keep their objects out of every full
         # collection, whose pause grows with the heap (thousands of sockets make it long).
         gc.freeze()
         try:
-            yield
+            # Lifespan state: uvicorn hands it to each connection's protocol, which is how
+            # app.connections' guards get their settings.
+            yield {SETTINGS_STATE_KEY: st.settings}
         finally:
             # Uvicorn has closed the sockets (1012) by now; anything left gets 1001.
             await hubs.pop("hub").stop()
@@ -381,11 +392,12 @@ def create_app(state: AppState | None = None) -> Starlette:
     def current_state() -> AppState:
         return holder["state"]
 
-    settings = state.settings if state is not None else get_settings()
-    realtime = get_realtime_settings()
     production = settings.profile == "production"
     graphql = FeedGraphQL(
-        current_state, lambda: hubs.get("hub"), graphql_ide=None if production else "graphiql"
+        settings,
+        current_state,
+        lambda: hubs.get("hub"),
+        graphql_ide=None if production else "graphiql",
     )
     view: ASGIApp = graphql
     if settings.compiled_documents:
@@ -467,7 +479,7 @@ def create_app(state: AppState | None = None) -> Starlette:
                 max_bytes=settings.max_request_bytes,
                 body_timeout_seconds=settings.request_body_timeout_seconds,
             ),
-            Middleware(SocketLimits, send_buffer=realtime.socket_send_buffer),
+            Middleware(SocketLimits, send_buffer=settings.realtime_socket_send_buffer),
         ],
     )
 

@@ -118,7 +118,7 @@ async def run_variant(
     workers = start_workers({**env, "FANOUT_CONTROL": name}, args.workers)
     await asyncio.sleep(2.0)  # workers connect and register
     state = create_state()
-    arq = await create_pool(redis_settings())
+    arq = await create_pool(redis_settings(state.settings))
 
     async def enqueue(function: str, *a: object, job_id: str, lane: str) -> None:
         await arq.enqueue_job(function, *a, _job_id=job_id, _queue_name=lane)

@@ -198,8 +198,8 @@ async def run(args: argparse.Namespace) -> None:
         get_settings.cache_clear()
         state = create_state(get_settings())
         schemas = {
-            "fast": build_schema(fast_execution=True),
-            "plain": build_schema(fast_execution=False),
+            "fast": build_schema(get_settings(), fast_execution=True),
+            "plain": build_schema(get_settings(), fast_execution=False),
         }
         bench = Bench(state, schemas, operations()["Feed"])
         viewers = await _viewers(dsn, args.viewers, args.seed)

@@ -1,11 +1,11 @@
 """Fan-out through the REAL write path: createPost's transaction -> outbox -> relay -> ARQ
-worker processes -> Lua batches into 50,000 timelines, for each timeline layout
-(TIMELINE_ENCODING packed and zset) in the same run, next to the raw Redis rates measured in
-the same run on the same server, then the layouts' store-level figures
-(`benchmarks.timeline_encoding`: memory, server time per insert, reads).
+worker processes -> Lua batches into 50,000 timelines (the packed layout; the zset one is
+retired, decision 0034), next to the raw Redis rates measured in the same run on the same
+server, then the store-level figures (`benchmarks.timeline_encoding`: memory, server time
+per insert, reads).
 
     python -m benchmarks.fanout_path [--followers 50000] [--posts 10] [--workers 2]
-        [--encodings packed,zset] [--latency-runs 3] [--no-store]
+        [--latency-runs 3] [--no-store]
 
 Uses DATABASE_URL's server (a scratch database it creates and drops) and REDIS_URL's server
 (a scratch db it FLUSHES; never db 0). Prints tables; figures go to docs/benchmarks.md.
@@ -129,7 +129,7 @@ async def materialize(redis: Redis, encoding: str, first_id: int, count: int, fi
     from app.timelines.store import TimelineStore, timeline_key
     from benchmarks.timeline_encoding import COPY_SCRIPT
 
-    store = TimelineStore(redis, 800, 200, encoding=encoding)  # type: ignore[arg-type]
+    store = TimelineStore(redis, 800, 200)
     old_ms = 1_750_000_000_000  # mid 2025: older than anything the benchmark posts
     entries = [(((old_ms + i - EPOCH_MS) << 22), old_ms + i) for i in range(fill)]
     await store.rebuild(-1, entries)
@@ -237,7 +237,7 @@ async def holding(redis: Redis, encoding: str, first: int, count: int, post_id: 
     """How many of the timelines hold the post (through the store: either layout)."""
     from app.timelines.store import TimelineStore
 
-    store = TimelineStore(redis, 800, 200, encoding=encoding)  # type: ignore[arg-type]
+    store = TimelineStore(redis, 800, 200)
     found = await store.latest_many(list(range(first, first + count)), 800)
     return sum(1 for rows in found.values() if any(p == post_id for p, _ in rows))
 
@@ -265,7 +265,7 @@ async def measure(
         from jobs.connections import redis_settings
 
         state = create_state()
-        arq = await create_pool(redis_settings())
+        arq = await create_pool(redis_settings(state.settings))
 
         async def enqueue(function: str, *a: object, job_id: str, lane: str) -> None:
             await arq.enqueue_job(function, *a, _job_id=job_id, _queue_name=lane)
@@ -293,7 +293,7 @@ async def measure(
                 await redis.flushdb()
                 await materialize(redis, encoding, author + 1, args.followers, fill)
                 await arq.aclose()
-                arq = await create_pool(redis_settings())
+                arq = await create_pool(redis_settings(state.settings))
                 await one_post("warm-up")  # the first post of a phase warms caches
                 runs = [await one_post(f"latency {i}") for i in range(args.latency_runs)]
                 post_id = runs[-1][0]
@@ -401,7 +401,7 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--redis-db", type=int, default=14)
-    parser.add_argument("--encodings", default="packed,zset")
+    parser.add_argument("--encodings", default="packed")
     parser.add_argument("--latency-runs", type=int, default=3, help="1-post runs (median)")
     parser.add_argument("--no-store", action="store_true", help="skip the store-level table")
     parser.add_argument("--py-spy", metavar="DIR", help="profile the workers into DIR")

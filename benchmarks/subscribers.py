@@ -48,7 +48,6 @@ from redis.asyncio import Redis
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
 from app.realtime.notifier import RedisNotifier
-from app.realtime.settings import RealtimeSettings
 from benchmarks.common import free_port, percentile, scratch_redis_url, with_redis_db
 from benchmarks.ws_client import LeanSocket, open_lean
 from devtools import provision
@@ -167,7 +166,7 @@ async def measure(
     args: argparse.Namespace,
     prepared: bool,
 ) -> dict[str, Any]:
-    notifier = RedisNotifier(redis, RealtimeSettings(namespace=NAMESPACE))
+    notifier = RedisNotifier(redis, settings.model_copy(update={"realtime_namespace": NAMESPACE}))
     clients = Clients()
     rss0 = server.rss()
     gate = asyncio.Semaphore(100)

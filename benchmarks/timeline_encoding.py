@@ -1,5 +1,6 @@
-"""Timeline layouts side by side (issue 12): `packed` (8-byte ids in a string) and `zset`, on
-the same Redis server in one run, through `TimelineStore` itself.
+"""The timeline layout through `TimelineStore` itself (issue 12): `packed` (8-byte ids in a
+string). The zset layout it was compared with is retired (decision 0034): its last figures
+stay in docs/benchmarks.md; what remains of it is the one-way conversion, measured here.
 
     python -m benchmarks.timeline_encoding --redis-url redis://127.0.0.1:6379/15
 
@@ -8,7 +9,7 @@ many keys, and the INFO used_memory delta over all of them), Redis server time p
 into full timelines (INFO commandstats EVALSHA usec / inserts, and the Redis process's CPU
 time when the server runs on this machine), replays, out-of-order inserts, missing keys,
 reads (`latest`, `before`, the hub's `latest_many`, pull-mode author indexes) and the
-background conversion. `benchmarks.fanout_path` runs this too, next to the real worker path.
+one-way conversion of full zset timelines (`app.timelines.convert`). `benchmarks.fanout_path` runs this too, next to the real worker path.
 
 It FLUSHES the db it is given (db 0 is refused). Other clients of the same server add their
 own commands to nothing here (deltas of our commands only), but they share the CPU: quote
@@ -31,11 +32,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from app.timelines.convert import convert_zsets
 from app.timelines.packed import default_trim_slack
 from app.timelines.store import (
-    ENCODINGS,
     POST_ID_EPOCH_MS,
-    Encoding,
     TimelineStore,
     author_posts_key,
     timeline_key,
@@ -43,6 +43,7 @@ from app.timelines.store import (
 from benchmarks.common import is_loopback, scratch_redis_url
 
 FULL = 800
+ENCODINGS = ("packed",)  # the zset layout is retired (decision 0034)
 BASE_MS = 1_790_000_000_000  # late 2026: ids are 19 digits and below 2^63
 # Server-side copy of one template key into many (fast fill; keeps the layout and, for
 # strings, a fresh allocation like the store's own rewrites).
@@ -136,7 +137,7 @@ class Bench:
         number of templates."""
         copy = self.r.register_script(COPY_SCRIPT)
         old = [(post_id(BASE_MS - 1000 * (i + 1)), BASE_MS - 1000 * (i + 1)) for i in range(FULL)]
-        phases = store.timeline_slack if store.packed else 1
+        phases = store.timeline_slack
         for phase in range(phases):
             template = -1 - phase
             await store.rebuild(template, old)
@@ -152,10 +153,10 @@ class Bench:
 
     # -- phases ---------------------------------------------------------------------------
 
-    async def layout(self, encoding: Encoding) -> Figures:
+    async def layout(self, encoding: str) -> Figures:
         out = Figures(encoding)
         v = out.values
-        store = TimelineStore(self.r, FULL, 200, encoding=encoding, script_batch=self.args.batch)
+        store = TimelineStore(self.r, FULL, 200, script_batch=self.args.batch)
         n = self.args.timelines
         users = list(range(1, n + 1))
         await self.flush()
@@ -163,7 +164,7 @@ class Bench:
         await self.fill(store, users)
         v["used_memory_per_entry"] = (await self.used_memory() - mem0) / (n * FULL)
         v["memory_per_entry"] = await self.memory_per_entry(users)
-        v["slack"] = store.timeline_slack if store.packed else 0
+        v["slack"] = store.timeline_slack
 
         # One 800-entry timeline just rebuilt, and one grown from empty by 800 appends.
         await store.rebuild(
@@ -218,12 +219,14 @@ class Bench:
         _, delta, _, _ = await self.measure(lambda: store.push_to_timelines(pid, ms, missing))
         v["missing_us_per_key"] = delta.get("evalsha", (0, 0))[1] / n
 
-        # The background conversion of every timeline to the other layout.
-        target: Encoding = "zset" if encoding == "packed" else "packed"
+        # The one-way conversion of full zset timelines (an earlier release's layout).
         keys = [timeline_key(u) for u in users[: self.args.convert]]
-        _, delta, _, _ = await self.measure(lambda: store.convert(keys, FULL, target))
+        zset = {str(p): ms for p, ms in (self.next_post() for _ in range(FULL))}
+        await self.r.zadd(timeline_key(-102), zset)
+        await self.r.register_script(COPY_SCRIPT)(keys=[timeline_key(-102)], args=keys)
+        _, delta, _, _ = await self.measure(lambda: convert_zsets(self.r, keys, FULL))
         v["convert_us_per_key"] = delta.get("evalsha", (0, 0))[1] / len(keys)
-        v["convert_to"] = target
+        v["convert_to"] = "packed (from zset)"
         await self.flush()
         return out
 
@@ -405,7 +408,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-samples", type=int, default=2000)
     p.add_argument("--read-calls", type=int, default=2000)
     p.add_argument("--convert", type=int, default=5000, help="timelines converted")
-    p.add_argument("--encodings", default="packed,zset")
+    p.add_argument("--encodings", default="packed")
 
 
 def main() -> None:

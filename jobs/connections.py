@@ -7,19 +7,19 @@ from __future__ import annotations
 
 from arq.connections import ArqRedis, RedisSettings, create_pool
 
-from app.config import get_settings
+from app.config import Settings
 
 
-def redis_settings() -> RedisSettings:
-    return RedisSettings.from_dsn(get_settings().redis_url)
+def redis_settings(settings: Settings) -> RedisSettings:
+    return RedisSettings.from_dsn(settings.redis_url)
 
 
-def expires_ms() -> int:
+def expires_ms(settings: Settings) -> int:
     """How long ARQ keeps a queued job before dropping it unrun (its `expires`)."""
-    return get_settings().job_expires_seconds * 1000
+    return settings.job_expires_seconds * 1000
 
 
-async def arq_pool() -> ArqRedis:
+async def arq_pool(settings: Settings) -> ArqRedis:
     """An ARQ connection whose jobs expire after JOB_EXPIRES_SECONDS (the relay's, the CLI's;
     the workers' own connection gets it from `expires_extra_ms`, jobs.worker)."""
-    return await create_pool(redis_settings(), expires_extra_ms=expires_ms())
+    return await create_pool(redis_settings(settings), expires_extra_ms=expires_ms(settings))

@@ -24,6 +24,7 @@ from arq.connections import ArqRedis
 from arq.constants import result_key_prefix, retry_key_prefix
 from redis.asyncio import Redis
 
+from app.config import get_settings
 from app.fanout import lanes
 from jobs.connections import arq_pool
 
@@ -121,7 +122,7 @@ async def _main(argv: list[str]) -> int:
     rp.add_argument("ids", nargs="*", metavar="ID")
     rp.add_argument("--all", action="store_true")
     args = parser.parse_args(argv)
-    arq = await arq_pool()
+    arq = await arq_pool(get_settings())
     try:
         if args.command == "list":
             letters = await all_letters(arq)

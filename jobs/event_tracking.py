@@ -19,7 +19,7 @@ from typing import Any
 from arq.constants import in_progress_key_prefix, job_key_prefix
 from redis.asyncio import Redis
 
-from jobs.marks import ATTEMPTS, DONE, mark
+from jobs.marks import ATTEMPTS, DONE, mark, ttl_seconds
 
 _RERUN = re.compile(r"^(?P<root>.+):r(?P<attempt>\d+)$")
 
@@ -47,7 +47,8 @@ def settling(task: Task) -> Task:
     @functools.wraps(task)
     async def run(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         result = await task(ctx, *args, **kwargs)
-        await mark(ctx["redis"], state_key(root_of(str(ctx["job_id"]))), DONE)
+        ttl = ttl_seconds(ctx["state"].settings)
+        await mark(ctx["redis"], state_key(root_of(str(ctx["job_id"]))), DONE, ttl=ttl)
         return result
 
     return run

@@ -11,23 +11,24 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
-from app.config import get_settings
+from app.config import Settings
 
 DONE = "done"
 ATTEMPTS = "attempts"
 GAVE_UP = "gave_up"
 
 
-def ttl() -> int:
-    """Kept past the reconciler's window, then forgotten."""
-    return get_settings().reconcile_window_seconds + 3600
+def ttl_seconds(settings: Settings) -> int:
+    """How long marks (and jobs.tracking's keys) are kept, every writer's `ttl`: past the
+    reconciler's window, then forgotten."""
+    return settings.reconcile_window_seconds + 3600
 
 
-async def mark(redis: Redis, key: str, field: str) -> None:
+async def mark(redis: Redis, key: str, field: str, *, ttl: int) -> None:
     """Set `field` (DONE, GAVE_UP) to now, in ms."""
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hset(key, field, str(int(time.time() * 1000)))
-        pipe.expire(key, ttl())
+        pipe.expire(key, ttl)
         await pipe.execute()
 
 
@@ -40,11 +41,11 @@ async def finished(redis: Redis, keys: Sequence[str]) -> list[bool]:
     return [any(v is not None for v in reply) for reply in replies]
 
 
-async def next_attempt(redis: Redis, key: str) -> int:
+async def next_attempt(redis: Redis, key: str, *, ttl: int) -> int:
     """Count one more re-run by the reconciler; the attempt's number (1, 2, ...)."""
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hincrby(key, ATTEMPTS, 1)
-        pipe.expire(key, ttl())
+        pipe.expire(key, ttl)
         replies = await pipe.execute()
     return int(replies[0])
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from app.config import get_settings
+from app.config import Settings
 from app.fanout import lanes
 from app.observability.metrics import FANOUT_RECONCILED, JOBS_DEAD_LETTERED
 from app.outbox import events
@@ -46,7 +46,7 @@ def rerun_job_id(post_id: int, attempt: int) -> str:
 
 async def run(ctx: dict[str, Any], grace_seconds: int | None = None) -> int:
     """One pass; how many fan-outs and event jobs it re-ran."""
-    settings = get_settings()
+    settings = ctx["state"].settings
     redis, engine = ctx["redis"], ctx["state"].engine
     grace = settings.reconcile_grace_seconds if grace_seconds is None else grace_seconds
     after = int(await redis.get(CURSOR) or 0)
@@ -102,7 +102,7 @@ async def _check(ctx: dict[str, Any], rows: list[Published], budget: int) -> tup
     rerun = 0
     for event_id, item in todo:
         if isinstance(item, Job):
-            rerun += await _rerun_job(redis, item)
+            rerun += await _rerun_job(redis, item, ctx["state"].settings)
         else:
             rerun += await _rerun_fan_out(ctx, event_id, item)
         if rerun >= budget:
@@ -115,12 +115,14 @@ async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> in
     relayed = [job.job_id for job in jobs_for(event_id, events.POST_CREATED, {"post_id": post_id})]
     if await tracking.alive(redis, post_id, relayed):
         return 0
-    settings = get_settings()
-    attempt = await marks.next_attempt(redis, tracking.state_key(post_id))
+    settings = ctx["state"].settings
+    ttl = marks.ttl_seconds(settings)
+    attempt = await marks.next_attempt(redis, tracking.state_key(post_id), ttl=ttl)
     job_id = rerun_job_id(post_id, attempt)
     if attempt > settings.reconcile_max_attempts:
-        await marks.mark(redis, tracking.state_key(post_id), marks.GAVE_UP)
-        await tracking.restart(redis, post_id, job_id)  # a replay of it then completes it
+        await marks.mark(redis, tracking.state_key(post_id), marks.GAVE_UP, ttl=ttl)
+        # A replay of it then completes it.
+        await tracking.restart(redis, post_id, job_id, ttl=ttl)
         await dead_letters.record(
             redis,
             dead_letters.DeadLetter(
@@ -135,7 +137,7 @@ async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> in
         FANOUT_RECONCILED.labels("gave_up").inc()
         log.error("post %s: fan-out still incomplete; dead letter %s", post_id, job_id)
         return 0
-    await tracking.restart(redis, post_id, job_id)
+    await tracking.restart(redis, post_id, job_id, ttl=ttl)
     await redis.enqueue_job(
         lanes.FANOUT_POST, post_id, job_id, _job_id=job_id, _queue_name=lanes.DEFAULT
     )
@@ -144,12 +146,13 @@ async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> in
     return 1
 
 
-async def _rerun_job(redis: ArqRedis, job: Job) -> int:
+async def _rerun_job(redis: ArqRedis, job: Job, settings: Settings) -> int:
     """An event's job that is neither done nor alive: run it again as `<id>:r<attempt>`."""
-    attempt = await marks.next_attempt(redis, event_tracking.state_key(job.job_id))
+    ttl = marks.ttl_seconds(settings)
+    attempt = await marks.next_attempt(redis, event_tracking.state_key(job.job_id), ttl=ttl)
     job_id = event_tracking.rerun_id(job.job_id, attempt)
-    if attempt > get_settings().reconcile_max_attempts:
-        await marks.mark(redis, event_tracking.state_key(job.job_id), marks.GAVE_UP)
+    if attempt > settings.reconcile_max_attempts:
+        await marks.mark(redis, event_tracking.state_key(job.job_id), marks.GAVE_UP, ttl=ttl)
         await dead_letters.record(
             redis,
             dead_letters.DeadLetter(

@@ -16,7 +16,7 @@ from jobs.connections import arq_pool
 async def main() -> None:
     settings = get_settings()
     engine = make_engine(settings, pool_size=2)
-    arq = await arq_pool()  # jobs wait up to JOB_EXPIRES_SECONDS in the queue
+    arq = await arq_pool(settings)  # jobs wait up to JOB_EXPIRES_SECONDS in the queue
 
     async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
         await arq.enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)

@@ -28,7 +28,6 @@ from typing import Any
 
 from arq import Retry
 
-from app.config import get_settings
 from app.fanout import lanes
 from app.observability.metrics import JOB_RETRIES, JOBS_DEAD_LETTERED
 from jobs import dead_letters, faults
@@ -52,7 +51,7 @@ def reliable(name: str, task: Task) -> Task:
 
     @functools.wraps(task)
     async def run(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        settings = get_settings()
+        settings = ctx["state"].settings
         job_try = int(ctx.get("job_try", 1))
 
         def letter(error: str) -> dead_letters.DeadLetter:

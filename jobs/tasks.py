@@ -16,7 +16,7 @@ from arq.jobs import Job
 from app.fanout import lanes
 from app.fanout.lanes import Enqueue
 from app.fanout.service import FanoutService
-from jobs import reconcile, tracking
+from jobs import marks, reconcile, tracking
 
 TRACKED = (lanes.FANOUT_BATCH, lanes.FANOUT_PAGES)
 
@@ -46,6 +46,11 @@ class _Plan:
         )
 
 
+def _ttl(ctx: dict[str, Any]) -> int:
+    """How long this worker keeps a post's fan-out tracking (`jobs.tracking`)."""
+    return marks.ttl_seconds(ctx["state"].settings)
+
+
 def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None = None) -> Enqueue:
     """The service's way to schedule follow-up jobs on this worker's ARQ connection; with
     `track`, each job is owed by that post's fan-out before it is queued, and what it plans
@@ -62,7 +67,7 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
                 plan.lane = lane
             else:  # (author, entries, lane, job prefix, after)
                 plan.continues_after = int(args[4])
-        await tracking.owe(redis, track, [job_id])
+        await tracking.owe(redis, track, [job_id], ttl=_ttl(ctx))
         job = await redis.enqueue_job(
             function, *args, _job_id=job_id, _queue_name=lane, track=track
         )
@@ -71,7 +76,7 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
             # its result says it succeeded, it is owed no more.
             info = await Job(job_id, redis, _queue_name=lane).result_info()
             if info is not None and info.success:
-                await tracking.settle(redis, track, job_id)
+                await tracking.settle(redis, track, job_id, ttl=_ttl(ctx))
 
     return enqueue
 
@@ -79,12 +84,12 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
 async def fanout_post(ctx: dict[str, Any], post_id: int, job_prefix: str | None = None) -> int:
     """The root of a post's fan-out (`job_prefix`: the reconciler's re-run ids)."""
     redis, job_id = ctx["redis"], ctx["job_id"]
-    await tracking.owe(redis, post_id, [job_id])
+    await tracking.owe(redis, post_id, [job_id], ttl=_ttl(ctx))
     plan = _Plan()
     result = await _service(ctx).split_post(post_id, _enqueuer(ctx, post_id, plan), job_prefix)
     if result is not None and result.pulled:
-        await tracking.visible_at_once(redis, post_id)
-    await tracking.settle(redis, post_id, job_id, plan.progress(chunk=0), plan.lane)
+        await tracking.visible_at_once(redis, post_id, ttl=_ttl(ctx))
+    await tracking.settle(redis, post_id, job_id, plan.progress(chunk=0), plan.lane, ttl=_ttl(ctx))
     return result.batches if result else 0
 
 
@@ -103,7 +108,7 @@ async def fanout_pages(
     )
     if track is not None:
         progress = plan.progress(chunk=after) if _carries(entries, track) else tracking.Progress()
-        await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane)
+        await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane, ttl=_ttl(ctx))
     return batches
 
 
@@ -119,7 +124,7 @@ async def fanout_batch(
         mine = len(user_ids) if _carries(entries, track) else 0
         progress = tracking.Progress(written=mine)
         lane = ctx.get("lane", lanes.DEFAULT)
-        await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane)
+        await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane, ttl=_ttl(ctx))
     return written
 
 

@@ -29,7 +29,6 @@ from app.fanout import lanes
 from app.observability.metrics import POST_FIRST_VISIBLE, POST_VISIBLE_95
 from app.posts.ids import created_ms
 from app.redis_scripts import LuaScript, run_script
-from jobs.marks import ttl
 
 FIRST, P95 = "first", "p95"  # ms the post was first / 95% visible (set once)
 VISIBLE_SHARE_PERCENT = 95
@@ -53,12 +52,12 @@ def state_key(post_id: int) -> str:
     return f"fo:{post_id}"
 
 
-async def owe(redis: Redis, post_id: int, job_ids: Iterable[str]) -> None:
+async def owe(redis: Redis, post_id: int, job_ids: Iterable[str], *, ttl: int) -> None:
     """These jobs belong to the post's fan-out and have not succeeded yet."""
     key = pending_key(post_id)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.sadd(key, *job_ids)
-        pipe.expire(key, ttl())
+        pipe.expire(key, ttl)
         await pipe.execute()
 
 
@@ -126,6 +125,8 @@ async def settle(
     job_id: str,
     progress: Progress = Progress(),
     lane: str = lanes.DEFAULT,
+    *,
+    ttl: int,
 ) -> bool:
     """The job succeeded; True when that completed the post's fan-out. Observes the post's
     first and 95% visibility (in `lane`, a queue name) when this job's progress reached them."""
@@ -133,7 +134,7 @@ async def settle(
     args = [
         job_id,
         now_ms,
-        ttl(),
+        ttl,
         progress.planned,
         progress.written,
         "" if progress.chunk is None else progress.chunk,
@@ -146,7 +147,7 @@ async def settle(
     return bool(done)
 
 
-async def visible_at_once(redis: Redis, post_id: int) -> None:
+async def visible_at_once(redis: Redis, post_id: int, *, ttl: int) -> None:
     """A PULL author's post: every follower reads it from posts:{author} from now on, so it
     is first and 95% visible at once (lane label "pull"), observed once per post."""
     now_ms = int(time.time() * 1000)
@@ -154,7 +155,7 @@ async def visible_at_once(redis: Redis, post_id: int) -> None:
     async with redis.pipeline(transaction=True) as pipe:
         pipe.hsetnx(key, FIRST, str(now_ms))
         pipe.hsetnx(key, P95, str(now_ms))
-        pipe.expire(key, ttl())
+        pipe.expire(key, ttl)
         first, p95, _ = await pipe.execute()
     _observe(post_id, now_ms, lanes.PULL_LABEL, bool(first), bool(p95))
 
@@ -178,7 +179,7 @@ async def alive(redis: Redis, post_id: int, also: Iterable[str] = ()) -> bool:
     return int(await redis.exists(*keys)) > 0
 
 
-async def restart(redis: Redis, post_id: int, job_id: str) -> None:
+async def restart(redis: Redis, post_id: int, job_id: str, *, ttl: int) -> None:
     """The fan-out runs again as `job_id`: forget what the lost run owed and counted (not
     the visibility marks: those are observed once per post)."""
     key = pending_key(post_id)
@@ -188,7 +189,7 @@ async def restart(redis: Redis, post_id: int, job_id: str) -> None:
     async with redis.pipeline(transaction=True) as pipe:
         pipe.delete(key)
         pipe.sadd(key, job_id)
-        pipe.expire(key, ttl())
+        pipe.expire(key, ttl)
         if counted:
             pipe.hdel(state_key(post_id), *counted)
         await pipe.execute()

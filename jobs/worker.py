@@ -85,7 +85,7 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
         "queue_name": queue_name,
         "on_startup": _startup(queue_name),
         "on_shutdown": shutdown,
-        "redis_settings": redis_settings(),
+        "redis_settings": redis_settings(settings),
         "max_jobs": max_jobs,
         # jobs.reliability applies JOB_TIMEOUT_SECONDS itself (a timeout is retried); ARQ's
         # own limits sit above as backstops.
@@ -93,7 +93,7 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
         "max_tries": arq_max_tries(settings.job_max_tries),
         # ARQ drops a job still queued past its `expires` (default: a day) without running
         # it; a week outlasts an outage (the follow-up jobs these workers queue, too).
-        "expires_extra_ms": expires_ms(),
+        "expires_extra_ms": expires_ms(settings),
         # Job ids double as dedupe keys for replayed events for an hour (a dead letter's
         # replay clears its failed result first: jobs.dead_letters).
         "keep_result": 3600,

@@ -23,7 +23,7 @@ class Pipeline:
 
     @classmethod
     async def open(cls, state: AppState) -> Pipeline:
-        return cls(state, await create_pool(redis_settings()))
+        return cls(state, await create_pool(redis_settings(state.settings)))
 
     async def close(self) -> None:
         await self.arq.aclose()

@@ -40,10 +40,11 @@ from app.api.context import Context
 from app.api.fast_exec import FastExecutor
 from app.api.schema import build_schema
 from app.api.subscriptions import EventScopedExecutor
+from app.config import get_settings
 from tests.helpers import block, follow, gql, make_user, post, sql, unfollow
 
-FAST = build_schema(fast_execution=True)
-PLAIN = build_schema(fast_execution=False)
+FAST = build_schema(get_settings(), fast_execution=True)
+PLAIN = build_schema(get_settings(), fast_execution=False)
 
 POST_LEAVES = (
     "id",
@@ -68,7 +69,7 @@ PAGE_INFO_LEAVES = ("hasNextPage", "hasPreviousPage", "startCursor", "endCursor"
 
 
 def test_the_app_runs_the_fast_executor_by_default() -> None:
-    assert build_schema().execution_context_class is FastExecutor
+    assert build_schema(get_settings()).execution_context_class is FastExecutor
     assert FAST.execution_context_class is FastExecutor
     assert PLAIN.execution_context_class is EventScopedExecutor
     assert issubclass(FastExecutor, EventScopedExecutor)  # keeps the subscription fix

@@ -5,17 +5,17 @@ from __future__ import annotations
 import sys
 
 from app.api.schema import build_schema
-from app.config import PROJECT_ROOT
+from app.config import PROJECT_ROOT, Settings, get_settings
 
 SDL_PATH = PROJECT_ROOT / "graphql" / "schema.graphql"
 
 
-def current_sdl() -> str:
-    return build_schema().as_str().rstrip() + "\n"
+def current_sdl(settings: Settings) -> str:
+    return build_schema(settings).as_str().rstrip() + "\n"
 
 
 def main() -> int:
-    SDL_PATH.write_text(current_sdl())
+    SDL_PATH.write_text(current_sdl(get_settings()))
     print(f"wrote {SDL_PATH.relative_to(PROJECT_ROOT)}", file=sys.stderr)
     return 0
 

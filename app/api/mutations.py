@@ -91,7 +91,7 @@ class Mutation:
             ),
         )
         async with ctx.transaction() as session:
-            user = await users.sign_up(session, handle, password, display_name)
+            user = await users.sign_up(session, handle, password, display_name, ctx.state.passwords)
         # The owner's address from the start: strangers' failed log-ins do not hold it.
         await Guesses(ctx.state.redis, GuessLimits.of(settings)).remember(user.handle, ip)
         # A new account follows nobody: its (empty) timeline exists from the start. Without
@@ -115,7 +115,7 @@ class Mutation:
             guesses.attempt(handle, ip, wrong=Unauthenticated),
             ctx.transaction() as session,
         ):
-            user = await users.log_in(session, handle, password)
+            user = await users.log_in(session, handle, password, ctx.state.passwords)
         # Back after a while (or Redis lost the timeline): rebuild it now, bounded. Without
         # Redis the log-in still succeeds; the feed then reads from PostgreSQL (degraded).
         with contextlib.suppress(RedisError, OSError):
@@ -177,14 +177,16 @@ class Mutation:
         since = graph.live_counts_clock()  # the target's posts from now on count live
         user = await _change_graph(info, handle, graph.follow)
         state, viewer = info.context.state, info.context.require_viewer()
-        await graph.live_counts_resumed(state.redis, viewer, user.row.id, since)
+        await graph.live_counts_resumed(state.redis, viewer, user.row.id, since, state.settings)
         return user
 
     @strawberry.mutation
     async def unfollow(self, info: Info[Context, None], handle: str) -> User:
         user = await _change_graph(info, handle, graph.unfollow)
         state, viewer = info.context.state, info.context.require_viewer()
-        await graph.live_counts_stopped(state.redis, state.sessions, [(viewer, user.row.id)])
+        await graph.live_counts_stopped(
+            state.redis, state.sessions, [(viewer, user.row.id)], state.settings
+        )
         return user
 
     @strawberry.mutation
@@ -192,7 +194,7 @@ class Mutation:
         user = await _change_graph(info, handle, graph.block)
         state, viewer, other = info.context.state, info.context.require_viewer(), user.row.id
         pairs = [(viewer, other), (other, viewer)]  # both ways: a block cuts both follows
-        await graph.live_counts_stopped(state.redis, state.sessions, pairs)
+        await graph.live_counts_stopped(state.redis, state.sessions, pairs, state.settings)
         return user
 
     @strawberry.mutation
@@ -259,7 +261,13 @@ class Mutation:
         guesses = Guesses(state.redis, GuessLimits.of(state.settings))
         async with info.context.transaction() as session:
             user, version = await change_password(
-                session, viewer_id, old_password, new_password, guesses, info.context.client_ip()
+                session,
+                viewer_id,
+                old_password,
+                new_password,
+                guesses,
+                info.context.client_ip(),
+                state.passwords,
             )
         # Redis down: other processes see the new version when their cached copy lapses.
         with contextlib.suppress(RedisError, OSError):

@@ -30,7 +30,7 @@ from app.api.trusted import (
     DocumentValidationCache,
     RegisteredDocuments,
 )
-from app.config import get_settings
+from app.config import Settings
 from app.errors import AppError, BadInput
 
 log = logging.getLogger("app.api")
@@ -69,11 +69,13 @@ class FeedSchema(strawberry.Schema):
 
 
 def build_schema(
-    subscription: type | None = Subscription, fast_execution: bool | None = None
+    settings: Settings,
+    subscription: type | None = Subscription,
+    fast_execution: bool | None = None,
 ) -> FeedSchema:
-    """`fast_execution` (default: the FAST_EXECUTION setting) picks app.api.fast_exec's
-    executor over graphql-core's per-field path; the answers are the same bytes."""
-    settings = get_settings()
+    """The schema with the limits `settings` set. `fast_execution` (default: the
+    FAST_EXECUTION setting) picks app.api.fast_exec's executor over graphql-core's per-field
+    path; the answers are the same bytes."""
     fast = settings.fast_execution if fast_execution is None else fast_execution
     # The limit rules are built once: ValidationCache keys on the rule classes, and a class
     # made anew per request (as QueryDepthLimiter(...) in a factory does) never hits, which

@@ -16,10 +16,10 @@ from __future__ import annotations
 from prometheus_client import Counter
 from redis.asyncio import Redis
 
+from app.config import Settings
 from app.errors import RateLimited
 from app.ratelimit import check_rates
 from app.realtime.leases import SOCKETS, SUBSCRIPTIONS, Cap, address_key, user_key
-from app.realtime.settings import RealtimeSettings
 
 CLOSE_TOO_MANY = 4429  # graphql-ws's own code for "too many": its client does not retry it
 
@@ -39,18 +39,18 @@ class LimitReached(RateLimited):
         self.extensions = {"limit": limit}
 
 
-def address_socket_caps(settings: RealtimeSettings, address: str) -> list[Cap]:
-    return [Cap(address_key(address, SOCKETS), settings.sockets_per_ip, "address")]
+def address_socket_caps(settings: Settings, address: str) -> list[Cap]:
+    return [Cap(address_key(address, SOCKETS), settings.realtime_sockets_per_ip, "address")]
 
 
-def user_socket_caps(settings: RealtimeSettings, user_id: int) -> list[Cap]:
-    return [Cap(user_key(user_id, SOCKETS), settings.sockets_per_user, "account")]
+def user_socket_caps(settings: Settings, user_id: int) -> list[Cap]:
+    return [Cap(user_key(user_id, SOCKETS), settings.realtime_sockets_per_user, "account")]
 
 
-def subscription_caps(settings: RealtimeSettings, user_id: int, address: str) -> list[Cap]:
+def subscription_caps(settings: Settings, user_id: int, address: str) -> list[Cap]:
     return [
-        Cap(user_key(user_id, SUBSCRIPTIONS), settings.subscriptions_per_user, "account"),
-        Cap(address_key(address, SUBSCRIPTIONS), settings.subscriptions_per_ip, "address"),
+        Cap(user_key(user_id, SUBSCRIPTIONS), settings.realtime_subscriptions_per_user, "account"),
+        Cap(address_key(address, SUBSCRIPTIONS), settings.realtime_subscriptions_per_ip, "address"),
     ]
 
 
@@ -81,15 +81,13 @@ def operations_refusal(limit: int) -> LimitReached:
     )
 
 
-async def count_subscribe(
-    redis: Redis, settings: RealtimeSettings, user_id: int, address: str
-) -> None:
+async def count_subscribe(redis: Redis, settings: Settings, user_id: int, address: str) -> None:
     """One subscription started, against the per-account and per-address minute budgets;
     RateLimited (with retryAfter) past either."""
     await check_rates(
         redis,
         [
-            ("subscribes", f"sub-u{user_id}", settings.subscribes_per_minute),
-            ("subscribes_ip", f"sub-ip{address}", settings.subscribes_per_ip_per_minute),
+            ("subscribes", f"sub-u{user_id}", settings.realtime_subscribes_per_minute),
+            ("subscribes_ip", f"sub-ip{address}", settings.realtime_subscribes_per_ip_per_minute),
         ],
     )

@@ -29,7 +29,6 @@ from app.auth.tokens import header_claims
 from app.errors import AppError, BadInput
 from app.realtime.hub import Hub
 from app.realtime.leases import CapReached
-from app.realtime.settings import get_realtime_settings
 
 # Scope key under which app.web puts the connection's transport `abort` (uvicorn): a peer
 # that stopped reading never takes a close frame, so a dropped socket is cut instead.
@@ -162,11 +161,11 @@ class Subscription:
             await close_socket(websocket, code, reason)
 
         frames: SocketFrames | None = None
-        if context.send_text is not None and get_realtime_settings().prepared_frames:
+        settings = context.state.settings
+        if context.send_text is not None and settings.realtime_prepared_frames:
             raw = websocket.scope.get(RAW_FRAMES_KEY)
             frames = SocketFrames.open(info, context.operation_id, context.send_text, raw)
         # Budgets first: a refusal costs one Redis round trip, never a SUBSCRIBE or SQL.
-        settings = get_realtime_settings()
         address = context.client_ip()
         await count_subscribe(context.state.redis, settings, viewer_id, address)
         try:

@@ -64,7 +64,6 @@ from app.api.trusted import DocumentRefused
 from app.auth import revocation
 from app.errors import BadInput, Overloaded, Unavailable
 from app.realtime.leases import Cap, CapReached, Hold
-from app.realtime.settings import get_realtime_settings
 
 if TYPE_CHECKING:
     from strawberry.schema.schema import StreamResult
@@ -163,7 +162,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         self._op_contexts: dict[str, OperationContext] = {}
         self._holds: list[Hold] = []  # this socket's leases (per address, per account)
         self._slot_held: set[str] = set()  # operations holding an admission slot
-        self.max_operations = get_realtime_settings().operations_per_socket
+        self.max_operations = self.context.state.settings.realtime_operations_per_socket
         self.max_subscriptions_per_connection = None  # Strawberry's untyped check: ours instead
 
     @property
@@ -185,7 +184,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         return True
 
     async def handle(self) -> None:
-        settings = get_realtime_settings()
+        settings = self.context.state.settings
         try:
             if await self._hold(address_socket_caps(settings, self.context.client_ip())):
                 await super().handle()
@@ -258,7 +257,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             await self.websocket.close(code=CLOSE_FORBIDDEN, reason=close_reason(reason))
             return
         if self.context.viewer_id is not None and not await self._hold(
-            user_socket_caps(get_realtime_settings(), self.context.viewer_id)
+            user_socket_caps(self.context.state.settings, self.context.viewer_id)
         ):
             return
         if isinstance(ack, UnsetType):

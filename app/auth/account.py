@@ -8,7 +8,7 @@ from app.auth.guesses import Guesses
 from app.auth.revocation import bump_version
 from app.db.models import User
 from app.errors import BadInput, Forbidden, Unauthenticated
-from app.passwords import hash_password_bounded, verify_password_bounded
+from app.passwords import PasswordGate
 from app.users.service import PASSWORD_MAX, PASSWORD_MIN
 
 
@@ -19,6 +19,7 @@ async def change_password(
     new_password: str,
     guesses: Guesses,
     ip: str,
+    passwords: PasswordGate,
 ) -> tuple[User, int]:
     """(the user, their new token version); Forbidden when `old_password` is wrong.
 
@@ -31,9 +32,9 @@ async def change_password(
     if user is None:
         raise Unauthenticated("This account no longer exists.")
     async with guesses.attempt(user.handle, ip, wrong=Forbidden):
-        if not await verify_password_bounded(user.password_hash, old_password):
+        if not await passwords.verify(user.password_hash, old_password):
             raise Forbidden("The old password is wrong.")
-    user.password_hash = await hash_password_bounded(new_password)
+    user.password_hash = await passwords.hash(new_password)
     await session.flush()
     version = await bump_version(session, user_id)
     await session.refresh(user)

@@ -29,10 +29,10 @@ from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
 
+from app.config import Settings
 from app.realtime import keys
 from app.realtime.keys import stops_key
 from app.realtime.metrics import PUBLISHED
-from app.realtime.settings import RealtimeSettings, get_realtime_settings
 from app.redis_scripts import AnyRedis, LuaScript, run_script, run_script_many
 
 Entry = Sequence[int]
@@ -263,7 +263,7 @@ def _head(
     redis: AnyRedis,
     entries: Sequence[Entry],
     mode: str,
-    settings: RealtimeSettings,
+    settings: Settings,
     author_id: int | None = None,
 ) -> list[Any]:
     """The ADD script's arguments before the user ids. An entry's author is its third item,
@@ -274,8 +274,8 @@ def _head(
         author = int(entry[2]) if len(entry) > 2 else author_id
         index = 0 if author is None else authors.setdefault(int(author), len(authors) + 1)
         flat += [int(entry[1]), int(entry[0]), index]
-    prefix = keys.Channels.for_redis(redis, settings.namespace).user_prefix
-    ttl, max_ = settings.count_ttl_seconds, settings.count_max
+    prefix = keys.Channels.for_redis(redis, settings.realtime_namespace).user_prefix
+    ttl, max_ = settings.realtime_count_ttl_seconds, settings.realtime_count_max
     return [ttl, max_, now_ms(), mode, prefix, len(entries), len(authors), *flat, *authors]
 
 
@@ -283,7 +283,7 @@ async def add_and_publish(
     redis: AnyRedis,
     user_ids: Sequence[int],
     entries: Sequence[Entry],
-    settings: RealtimeSettings | None = None,
+    settings: Settings,
     *,
     author_id: int | None = None,
 ) -> int:
@@ -295,7 +295,6 @@ async def add_and_publish(
     """
     if not user_ids or not entries:
         return 0
-    settings = settings or get_realtime_settings()
     online = await online_users(redis, user_ids, settings)
     if not online:
         return 0
@@ -305,27 +304,25 @@ async def add_and_publish(
     return published
 
 
-async def online_users(
-    redis: AnyRedis, user_ids: Sequence[int], settings: RealtimeSettings
-) -> list[int]:
+async def online_users(redis: AnyRedis, user_ids: Sequence[int], settings: Settings) -> list[int]:
     """The users a hub held a socket for within the grace period (one ZMSCORE)."""
-    key = keys.Channels.for_redis(redis, settings.namespace).online_key
+    key = keys.Channels.for_redis(redis, settings.realtime_namespace).online_key
     seen = await redis.execute_command("ZMSCORE", key, *user_ids)
-    cutoff = now_ms() - settings.online_grace_seconds * 1000
+    cutoff = now_ms() - settings.realtime_online_grace_seconds * 1000
     return [
         u for u, ms in zip(user_ids, seen, strict=True) if ms is not None and float(ms) >= cutoff
     ]
 
 
-async def mark_online(redis: AnyRedis, user_ids: Sequence[int], settings: RealtimeSettings) -> None:
+async def mark_online(redis: AnyRedis, user_ids: Sequence[int], settings: Settings) -> None:
     """Hubs call this for their connected users on subscribe and periodically after."""
     if not user_ids:
         return
-    key = keys.Channels.for_redis(redis, settings.namespace).online_key
+    key = keys.Channels.for_redis(redis, settings.realtime_namespace).online_key
     now = now_ms()
     async with redis.pipeline(transaction=False) as pipe:
         pipe.zadd(key, {str(u): now for u in user_ids})
-        pipe.zremrangebyscore(key, "-inf", now - settings.online_grace_seconds * 1000)
+        pipe.zremrangebyscore(key, "-inf", now - settings.realtime_online_grace_seconds * 1000)
         await pipe.execute()
 
 
@@ -333,7 +330,7 @@ async def add_for_users(
     redis: AnyRedis,
     user_ids: Sequence[int],
     entries: Sequence[Entry],
-    settings: RealtimeSettings | None = None,
+    settings: Settings,
     *,
     author_id: int | None = None,
     published_ms: float = 0.0,
@@ -346,7 +343,6 @@ async def add_for_users(
     """
     if not user_ids:
         return {}
-    settings = settings or get_realtime_settings()
     ids = list(user_ids)
     head = _head(redis, entries, "r", settings, author_id)
     replies = await _eval_users(redis, ADD, ids, head)
@@ -359,13 +355,12 @@ async def add_for_users(
 
 
 async def reset_marks(
-    redis: AnyRedis, user_ids: Sequence[int], settings: RealtimeSettings | None = None
+    redis: AnyRedis, user_ids: Sequence[int], settings: Settings
 ) -> dict[int, int]:
     """When each user's count was last reset (ms), set to now on first use: one pipeline for
     many users (a hub admitting a burst of sockets)."""
-    settings = settings or get_realtime_settings()
     ids = list(dict.fromkeys(user_ids))
-    now, ttl = now_ms(), settings.count_ttl_seconds
+    now, ttl = now_ms(), settings.realtime_count_ttl_seconds
     calls = [([keys.reset_key(u)], [now, ttl]) for u in ids]
     replies = await run_script_many(redis, MARK, calls)
     return {u: int(r) for u, r in zip(ids, replies, strict=True)}
@@ -374,11 +369,10 @@ async def reset_marks(
 async def add_each(
     redis: AnyRedis,
     entries_by_user: dict[int, Sequence[Entry]],
-    settings: RealtimeSettings | None = None,
+    settings: Settings,
 ) -> dict[int, FeedCount]:
     """`add_for_users` with each user's own entries (a catch-up per subscriber), in one
     pipeline; users with the same entries (most often none) share a script call."""
-    settings = settings or get_realtime_settings()
     groups: dict[tuple[tuple[int, ...], ...], list[int]] = {}
     for user_id, entries in entries_by_user.items():
         groups.setdefault(tuple(tuple(int(x) for x in e) for e in entries), []).append(user_id)
@@ -389,7 +383,7 @@ async def add_each(
 
 
 async def reset_new_post_count(
-    redis: AnyRedis, user_id: int, *, seen_upto_ms: int | None = None
+    redis: AnyRedis, settings: Settings, user_id: int, *, seen_upto_ms: int | None = None
 ) -> None:
     """The viewer read a fresh first page of `feed`: their new-post count starts again at 0.
 
@@ -397,12 +391,11 @@ async def reset_new_post_count(
     fanned out while the page was being built still counts. Connected sockets of the user,
     on any API process, get the new count at once.
     """
-    settings = get_realtime_settings()
     now = now_ms()
     mark = now if seen_upto_ms is None else min(now, int(seen_upto_ms))
     upto = "" if seen_upto_ms is None else str(int(seen_upto_ms))
-    channel = keys.Channels.for_redis(redis, settings.namespace).user(user_id)
-    args = [upto, mark, settings.count_ttl_seconds, now, channel]
+    channel = keys.Channels.for_redis(redis, settings.realtime_namespace).user(user_id)
+    args = [upto, mark, settings.realtime_count_ttl_seconds, now, channel]
     removed = await run_script(
         redis, RESET, [keys.count_key(user_id), keys.reset_key(user_id)], args
     )
@@ -414,7 +407,7 @@ async def stop_counting(
     redis: AnyRedis,
     pairs: Sequence[tuple[int, int]],
     authors_of: Callable[[list[int]], Awaitable[Mapping[int, int]]],
-    settings: RealtimeSettings | None = None,
+    settings: Settings,
 ) -> int:
     """(user, author) pairs that were just cut (unfollow, block): from now on none of the
     author's posts is counted for the user, and those counted already are removed. Each
@@ -425,7 +418,6 @@ async def stop_counting(
     counted posts are looked up once (`authors_of`: post ids -> author ids, SQL) and the
     pair's are dropped (one script per user). Idempotent. Returns the posts removed.
     """
-    settings = settings or get_realtime_settings()
     counted: dict[int, list[int]] = {}
     for user_id, author_id in pairs:
         ids = await _stop(redis, user_id, author_id, STOPPED, settings, stop=True)
@@ -434,7 +426,7 @@ async def stop_counting(
     if not counted:
         return 0
     owners = await authors_of(sorted({p for ids in counted.values() for p in ids}))
-    channels = keys.Channels.for_redis(redis, settings.namespace)
+    channels = keys.Channels.for_redis(redis, settings.realtime_namespace)
     removed = 0
     for user_id, ids in counted.items():
         cut = {a for u, a in pairs if u == user_id}
@@ -453,7 +445,7 @@ async def forget_posts(
     redis: AnyRedis,
     user_ids: Sequence[int],
     post_ids: Sequence[int],
-    settings: RealtimeSettings | None = None,
+    settings: Settings,
     *,
     final: bool,
 ) -> int:
@@ -469,11 +461,10 @@ async def forget_posts(
     A narrowing leaves no tombstone, as widening again must let the post count."""
     if not user_ids or not post_ids:
         return 0
-    settings = settings or get_realtime_settings()
     ids = list(user_ids)
     online = set(await online_users(redis, ids, settings)) if final else set()
-    prefix = keys.Channels.for_redis(redis, settings.namespace).user_prefix
-    ttl = settings.count_ttl_seconds
+    prefix = keys.Channels.for_redis(redis, settings.realtime_namespace).user_prefix
+    ttl = settings.realtime_count_ttl_seconds
     now = now_ms()
     head = [now, prefix, ttl, now - ttl * 1000, len(post_ids), *(int(p) for p in post_ids)]
     calls = [
@@ -490,13 +481,12 @@ async def resume_counting(
     user_id: int,
     author_id: int,
     since_ms: int,
-    settings: RealtimeSettings | None = None,
+    settings: Settings,
 ) -> None:
     """The user (re)followed the author: the author's posts created after `since_ms` count
     again. Older ones stay uncounted, so a refollow (or unblock + follow) brings back no count,
     and a fan-out batch of an old post that lagged behind announces nothing either. Only a
     pair stopped before has a mark to lower: a first follow writes nothing."""
-    settings = settings or get_realtime_settings()
     await _stop(redis, user_id, author_id, int(since_ms), settings, stop=False)
 
 
@@ -505,11 +495,11 @@ async def _stop(
     user_id: int,
     author_id: int,
     mark: int,
-    settings: RealtimeSettings,
+    settings: Settings,
     *,
     stop: bool,
 ) -> list[int]:
-    ttl = settings.count_ttl_seconds
+    ttl = settings.realtime_count_ttl_seconds
     args = [int(author_id), mark, ttl, now_ms() - ttl * 1000, "1" if stop else "0"]
     ids = await run_script(redis, STOP, [stops_key(user_id), keys.count_key(user_id)], args)
     return [int(p) for p in ids]

@@ -25,13 +25,12 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import get_settings
+from app.config import Settings
 from app.db.models import Visibility
 from app.realtime import counts, keys, queries
 from app.realtime.counts import FeedCount
 from app.realtime.leases import Hold, Leases
 from app.realtime.metrics import COALESCED, DELIVERED, DROPPED, LATENCY, RECEIVED, SUBSCRIBERS
-from app.realtime.settings import RealtimeSettings, get_realtime_settings
 from app.redis_scripts import AnyRedis
 from app.timelines.store import TimelineStore
 
@@ -214,28 +213,26 @@ class Hub:
         self,
         redis: AnyRedis,
         sessions: async_sessionmaker[AsyncSession],
-        settings: RealtimeSettings | None = None,
+        settings: Settings,
+        timelines: TimelineStore,
     ) -> None:
         self.redis = redis
         self.sessions = sessions
-        self.settings = settings or get_realtime_settings()
-        app_settings = get_settings()
-        self.timelines = TimelineStore(
-            redis, app_settings.timeline_max, app_settings.author_posts_max
-        )
-        self.channels = keys.Channels.for_redis(redis, self.settings.namespace)
+        self.settings = settings
+        self.timelines = timelines
+        self.channels = keys.Channels.for_redis(redis, self.settings.realtime_namespace)
         self._user_prefix = self.channels.user_prefix.encode()
         self._author_prefix = self.channels.author_prefix.encode()
         self._subs: dict[int, set[Subscriber]] = {}
         # Sockets and subscriptions held per account and address, across processes.
-        self.leases = Leases(redis, self.settings.lease_seconds)
+        self.leases = Leases(redis, self.settings.realtime_lease_seconds)
         self._follows: dict[int, set[int]] = {}  # local user -> pull-mode authors followed
         self._followers: dict[int, set[int]] = {}  # pull-mode author -> local users
         self._joined: set[str] = set()  # channels SUBSCRIBE was sent for
         self._confirm: dict[bytes, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
-        self._author_sem = asyncio.Semaphore(self.settings.author_concurrency)
+        self._author_sem = asyncio.Semaphore(self.settings.realtime_author_concurrency)
         self._arrivals: list[tuple[Subscriber, asyncio.Future[None]]] = []
         self._waiting: set[Subscriber] = set()  # subscribers holding an undelivered update
         self._admitting: asyncio.Task[None] | None = None
@@ -297,7 +294,9 @@ class Hub:
         """Register a subscriber and queue the user's current count as its first update."""
         if not self._running:
             raise RuntimeError("the realtime hub is not running")
-        sub = Subscriber(user_id, on_drop, self.settings.coalesce_ms / 1000, sink, self._waiting)
+        sub = Subscriber(
+            user_id, on_drop, self.settings.realtime_coalesce_ms / 1000, sink, self._waiting
+        )
         self._subs.setdefault(user_id, set()).add(sub)
         SUBSCRIBERS.inc()
         admitted = asyncio.get_running_loop().create_future()
@@ -351,7 +350,7 @@ class Hub:
         # blocked author's posts), with their authors so the pairs' stop marks apply.
         # Counting them again is idempotent.
         since = await counts.reset_marks(self.redis, users, self.settings)
-        limit = self.settings.count_max
+        limit = self.settings.realtime_count_max
         latest = await self.timelines.latest_many(users, limit)
         found = {u: [(p, ms) for p, ms in latest[u] if ms > since[u]] for u in users}
         pulling = [u for u in users if authors.get(u)]
@@ -599,7 +598,7 @@ class Hub:
     async def _refresh_loop(self) -> None:
         """New follows of pull-mode authors and mode switches reach live sockets this late."""
         while True:
-            await asyncio.sleep(self.settings.refresh_seconds)
+            await asyncio.sleep(self.settings.realtime_refresh_seconds)
             users = list(self._subs)
             for i in range(0, len(users), 1000):
                 try:
@@ -611,7 +610,7 @@ class Hub:
     async def _lease_loop(self) -> None:
         """Keep this process's sockets and subscriptions counted (app.realtime.leases)."""
         while True:
-            await asyncio.sleep(self.settings.lease_seconds / 3)
+            await asyncio.sleep(self.settings.realtime_lease_seconds / 3)
             try:
                 await self.leases.renew()
             except Exception:
@@ -621,7 +620,7 @@ class Hub:
         """Drop subscribers whose socket has not taken an update for `stall_seconds`. Only
         those holding an update are looked at: with 20,000 idle sockets a walk over all of
         them every second was a tenth of the process's idle CPU."""
-        stall = self.settings.stall_seconds
+        stall = self.settings.realtime_stall_seconds
         while True:
             await asyncio.sleep(min(1.0, stall / 4))
             now = time.monotonic()

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 from redis.exceptions import RedisClusterException, RedisError
 
+from app.config import Settings
 from app.db.models import Visibility
 from app.realtime import counts, keys
 from app.realtime.metrics import PUBLISHED
-from app.realtime.settings import RealtimeSettings, get_realtime_settings
 from app.redis_scripts import AnyRedis
 
 log = logging.getLogger("app.realtime")
@@ -31,10 +31,10 @@ def encode_author_post(post_id: int, created_ms: int, visibility: str, published
 class RedisNotifier:
     """Implements `app.fanout.service.FanoutNotifier` over Redis pub/sub."""
 
-    def __init__(self, redis: AnyRedis, settings: RealtimeSettings | None = None) -> None:
+    def __init__(self, redis: AnyRedis, settings: Settings) -> None:
         self.redis = redis
-        self.settings = settings or get_realtime_settings()
-        self.channels = keys.Channels.for_redis(redis, self.settings.namespace)
+        self.settings = settings
+        self.channels = keys.Channels.for_redis(redis, self.settings.realtime_namespace)
 
     async def delivered(
         self, author_id: int, entries: Sequence[Sequence[int]], user_ids: Sequence[int]

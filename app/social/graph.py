@@ -18,6 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.config import Settings
 from app.db.models import Block, Follow, User
 from app.errors import BadInput, Forbidden, NotFound, Unavailable
 from app.outbox import events
@@ -145,6 +146,7 @@ async def live_counts_stopped(
     redis: AnyRedis,
     sessions: async_sessionmaker[AsyncSession],
     pairs: Sequence[tuple[int, int]],
+    settings: Settings,
 ) -> None:
     """After an unfollow or block committed: for each (user, author) pair, the author's posts
     leave the user's live count now and are not counted later. Best effort, like every live
@@ -155,7 +157,7 @@ async def live_counts_stopped(
             return await live_queries.post_authors(session, post_ids)
 
     try:
-        await counts.stop_counting(redis, pairs, authors_of)
+        await counts.stop_counting(redis, pairs, authors_of, settings)
     except (RedisError, SQLAlchemyError, OSError, Unavailable):
         log.warning("live counts not updated after a graph change %s", pairs, exc_info=True)
 
@@ -166,11 +168,11 @@ def live_counts_clock() -> int:
 
 
 async def live_counts_resumed(
-    redis: AnyRedis, follower_id: int, followee_id: int, since_ms: int
+    redis: AnyRedis, follower_id: int, followee_id: int, since_ms: int, settings: Settings
 ) -> None:
     """After a follow committed: the followee's posts made since `since_ms` (taken before the
     follow began) count again for the follower; older ones stay out of the count."""
     try:
-        await counts.resume_counting(redis, follower_id, followee_id, since_ms)
+        await counts.resume_counting(redis, follower_id, followee_id, since_ms, settings)
     except (RedisError, OSError):
         log.warning("live counts not resumed for %d -> %d", follower_id, followee_id, exc_info=True)

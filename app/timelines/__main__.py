@@ -2,15 +2,15 @@
 
     python -m app.timelines show <user_id> [--limit 20] [--author]
         one timeline (or `posts:{author}` index), newest first, with each post's creation
-        time, whichever layout the key has, its size and MEMORY USAGE;
-    python -m app.timelines convert [--to packed|zset] [--batch 500] [--pause-ms 5] [--dry-run]
-        the background migration after a TIMELINE_ENCODING change: SCANs `tl:{*}` and
-        `posts:{*}` and rewrites every key that is not in the target layout (default: the
-        configured one), one atomic script call per batch of keys, pausing between batches;
-        safe to run while the service runs, to interrupt and to run again.
+        time, its size and MEMORY USAGE (a zset not yet converted is named as such);
+    python -m app.timelines convert [--batch 500] [--pause-ms 5] [--dry-run]
+        the one-way upgrade from the zset layout of earlier releases: SCANs `tl:{*}` and
+        `posts:{*}` and rewrites every zset as a packed timeline, one atomic script call per
+        key, pipelined per batch of keys, pausing between batches; safe to run while the
+        service runs, to interrupt and to run again. There is no way back to zsets.
 
-docs/redis-keys.md describes the layouts; docs/decisions/0001-timeline-encoding.md the
-migration.
+docs/redis-keys.md describes the layout; docs/operations.md ("Upgrading from zset
+timelines") the upgrade; docs/decisions/0034-zset-timelines-retired.md why.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 
 from app.config import get_settings
 from app.redis_client import make_redis
+from app.timelines.convert import convert_zsets, count_zsets
 from app.timelines.store import (
     AUTHOR_POSTS_PATTERN,
-    ENCODINGS,
     TIMELINE_PATTERN,
     TimelineStore,
     author_posts_key,
@@ -43,6 +43,12 @@ async def show(store: TimelineStore, user_id: int, limit: int, author: bool) -> 
     raw = await store.inspect(key, bound)
     if raw.layout == "none":
         print(f"{key}: missing (rebuilt from PostgreSQL on the owner's next read)")
+        return 1
+    if raw.layout != "packed":
+        print(
+            f"{key}: a {raw.layout}, MEMORY USAGE {raw.memory_bytes or 0:,} B: no timeline to "
+            "this release (read as missing); `python -m app.timelines convert` rewrites zsets"
+        )
         return 1
     size = len(raw.entries)
     per_entry = f", {raw.memory_bytes / size:.1f} B/entry" if raw.memory_bytes and size else ""
@@ -62,9 +68,7 @@ async def show(store: TimelineStore, user_id: int, limit: int, author: bool) -> 
     return 0
 
 
-async def convert(
-    store: TimelineStore, target: str, batch: int, pause_ms: float, dry_run: bool
-) -> int:
+async def convert(store: TimelineStore, batch: int, pause_ms: float, dry_run: bool) -> int:
     families = (
         (TIMELINE_PATTERN, store.timeline_max),
         (AUTHOR_POSTS_PATTERN, store.author_posts_max),
@@ -75,14 +79,13 @@ async def convert(
         async for keys in store.scan_keys(pattern, count=batch):
             scanned += len(keys)
             if dry_run:
-                layouts = [(await store.inspect(k, bound)).layout for k in keys]
-                converted += sum(1 for layout in layouts if layout not in (target, "none"))
+                converted += await count_zsets(store.redis, keys)
             else:
-                converted += await store.convert(keys, bound, target)  # type: ignore[arg-type]
+                converted += await convert_zsets(store.redis, keys, bound)
                 await asyncio.sleep(pause_ms / 1000)
         verb = "to convert" if dry_run else "converted"
         print(
-            f"{pattern}: {scanned:,} keys scanned, {converted:,} {verb} to {target} "
+            f"{pattern}: {scanned:,} keys scanned, {converted:,} {verb} to packed "
             f"in {time.monotonic() - started:.1f} s"
         )
     return 0
@@ -95,8 +98,7 @@ async def main_async(args: argparse.Namespace) -> int:
         store = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
         if args.command == "show":
             return await show(store, args.user_id, args.limit, args.author)
-        target = args.to or settings.timeline_encoding
-        return await convert(store, target, args.batch, args.pause_ms, args.dry_run)
+        return await convert(store, args.batch, args.pause_ms, args.dry_run)
     finally:
         await redis.aclose()
 
@@ -112,10 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p_show.add_argument("user_id", type=int)
     p_show.add_argument("--limit", type=int, default=20, help="entries shown (0: all)")
     p_show.add_argument("--author", action="store_true", help="the posts:{author} index instead")
-    p_conv = sub.add_parser("convert", help="rewrite keys into one layout (migration)")
-    p_conv.add_argument(
-        "--to", choices=ENCODINGS, help="the layout to convert to (TIMELINE_ENCODING when omitted)"
-    )
+    p_conv = sub.add_parser("convert", help="rewrite zset timelines as packed (one-way)")
     p_conv.add_argument("--batch", type=int, default=500, help="keys per SCAN page and call")
     p_conv.add_argument("--pause-ms", type=float, default=5.0, help="pause between batches")
     p_conv.add_argument("--dry-run", action="store_true", help="count only")

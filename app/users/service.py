@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import User
 from app.errors import BadInput, Conflict, NotFound, Unauthenticated
-from app.passwords import hash_password, hash_password_bounded, verify_password_bounded
+from app.passwords import PasswordGate, hash_password
 
 _DUMMY_HASH = hash_password("not-a-real-password")
 HANDLE_RE = re.compile(r"^[a-z0-9_]{3,30}$")
@@ -34,7 +34,11 @@ def clean_display_name(display_name: str) -> str:
 
 
 async def sign_up(
-    session: AsyncSession, handle: str, password: str, display_name: str | None
+    session: AsyncSession,
+    handle: str,
+    password: str,
+    display_name: str | None,
+    passwords: PasswordGate,
 ) -> User:
     handle = normalize_handle(handle)
     if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
@@ -43,7 +47,7 @@ async def sign_up(
     user = User(
         handle=handle,
         # Argon2 is deliberately slow: off the event loop, a bounded number at once.
-        password_hash=await hash_password_bounded(password),
+        password_hash=await passwords.hash(password),
         display_name=name,
         last_active_at=datetime.now(UTC),
     )
@@ -57,7 +61,9 @@ async def sign_up(
     return user
 
 
-async def log_in(session: AsyncSession, handle: str, password: str) -> User:
+async def log_in(
+    session: AsyncSession, handle: str, password: str, passwords: PasswordGate
+) -> User:
     failure = Unauthenticated("Wrong handle or password.")
     try:
         handle = normalize_handle(handle)
@@ -66,7 +72,7 @@ async def log_in(session: AsyncSession, handle: str, password: str) -> User:
     user = await session.scalar(select(User).where(User.handle == handle))
     # Verify against a dummy hash for unknown handles too: the answer takes as long.
     stored = user.password_hash if user is not None else _DUMMY_HASH
-    if not await verify_password_bounded(stored, password) or user is None:
+    if not await passwords.verify(stored, password) or user is None:
         raise failure
     return user
 

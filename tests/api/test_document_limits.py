@@ -193,6 +193,6 @@ async def test_the_cost_covers_the_statements_a_document_runs(client, state) -> 
     assert len(data["user"]["followers"]["edges"]) == 3
     # The price the API announces when it refuses a document (a limit of 0 refuses all).
     probe = create_cost_rule(0)
-    (refused,) = validate(build_schema()._schema, parse(GRAPH_READ), [probe])
+    (refused,) = validate(build_schema(get_settings())._schema, parse(GRAPH_READ), [probe])
     cost = refused.extensions["cost"]  # type: ignore[index]
     assert cost >= QUERY_COST * len(statements) + _rows(data), (cost, len(statements))

@@ -78,7 +78,7 @@ def test_a_document_that_does_not_validate_stops_start_up(
     broken = {**operations(), "Broken": "query Broken { viewer { noSuchField } }"}
     monkeypatch.setattr("app.api.schema.operations", lambda: broken)
     with pytest.raises(ValueError, match="Broken"):
-        build_schema()
+        build_schema(get_settings())
 
 
 # ---------------------------------------------------------------------------- by hash
@@ -225,7 +225,7 @@ async def test_the_schema_itself_refuses_unregistered_texts_when_trusted_only(
 ) -> None:
     """Whatever transport calls the schema, TRUSTED_DOCUMENTS_ONLY holds (the extension)."""
     monkeypatch.setattr(get_settings(), "trusted_documents_only", True)
-    schema = build_schema()
+    schema = build_schema(get_settings())
     refused = await schema.execute("{ __typename }")
     assert refused.data is None
     assert refused.errors and refused.errors[0].extensions == {"code": "BAD_USER_INPUT"}

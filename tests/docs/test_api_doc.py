@@ -28,7 +28,6 @@ from app.api.documents import OPERATIONS_DIR
 from app.api.export_schema import SDL_PATH
 from app.config import PROJECT_ROOT, Settings
 from app.probe.settings import ProbeSettings
-from app.realtime.settings import RealtimeSettings
 from tests.helpers import readme_bulk_seed_command
 
 API_DOC = PROJECT_ROOT / "docs" / "API.md"
@@ -139,7 +138,7 @@ def _documented_default(value: object) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("settings_class", [Settings, RealtimeSettings, ProbeSettings])
+@pytest.mark.parametrize("settings_class", [Settings, ProbeSettings])
 def test_every_setting_is_documented_with_its_default(
     settings_class: type[BaseSettings],
 ) -> None:

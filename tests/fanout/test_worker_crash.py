@@ -52,7 +52,7 @@ async def _seed_followers(state) -> tuple[int, list[int]]:
 
 
 async def _holding(state, followers: list[int], post_id: int) -> int:
-    # Through the store: one pipeline, whatever the layout (TIMELINE_ENCODING).
+    # Through the store: one pipeline.
     found = await state.timelines.latest_many(followers, state.settings.timeline_max)
     return sum(1 for rows in found.values() if any(p == post_id for p, _ in rows))
 

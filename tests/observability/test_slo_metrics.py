@@ -87,7 +87,7 @@ async def test_a_post_is_first_and_95_percent_visible_once_whatever_runs_again(
             lanes.FANOUT_BATCH, author_id, entries, [fan], _job_id=f"again:{n}", track=post_id
         )
     rerun = "rf:again"
-    await tracking.restart(state.redis, post_id, rerun)
+    await tracking.restart(state.redis, post_id, rerun, ttl=marks.ttl_seconds(state.settings))
     await pipeline.arq.enqueue_job(lanes.FANOUT_POST, post_id, rerun, _job_id=rerun)
     assert await pipeline.run_lane(lanes.DEFAULT) >= len(fans) + 3  # replays, split, batches
     assert await _visible(client, "default") == after

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from app.config import Settings
 from app.fanout.service import WITHDRAW_PAGE
 from app.realtime import counts
 from app.realtime.counts import (
@@ -20,12 +21,11 @@ from app.realtime.counts import (
 )
 from app.realtime.hub import CLOSE_GOING_AWAY, CLOSE_TOO_SLOW, Hub, Subscriber
 from app.realtime.keys import Channels
-from app.realtime.settings import RealtimeSettings
 from tests.conftest import TEST_DB
 from tests.helpers import eventually, sql
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
-SETTINGS = RealtimeSettings(namespace=TEST_DB)
+SETTINGS = Settings(realtime_namespace=TEST_DB)
 
 
 async def _listen(state, user_id: int):
@@ -80,7 +80,7 @@ async def test_counts_are_idempotent_and_announced_once(state) -> None:
 
 
 async def test_the_count_saturates_at_its_bound(state) -> None:
-    small = RealtimeSettings(namespace=TEST_DB, count_max=5)
+    small = Settings(realtime_namespace=TEST_DB, realtime_count_max=5)
     await counts.mark_online(state.redis, [3], small)
     for i in range(8):
         await add_and_publish(state.redis, [3], [(2000 + i, 10_000 + i)], small)
@@ -91,12 +91,12 @@ async def test_reset_forgets_what_was_seen_and_tells_every_socket(state) -> None
     await counts.mark_online(state.redis, [4], SETTINGS)
     await add_and_publish(state.redis, [4], [(1, 1_000), (2, 2_000), (3, 3_000)], SETTINGS)
     pubsub = await _listen(state, 4)
-    await reset_new_post_count(state.redis, 4, seen_upto_ms=2_000)
+    await reset_new_post_count(state.redis, SETTINGS, 4, seen_upto_ms=2_000)
     assert (await add_for_users(state.redis, [4], [], SETTINGS))[4] == FeedCount(1, 3_000)
-    await reset_new_post_count(state.redis, 4)
+    await reset_new_post_count(state.redis, SETTINGS, 4)
     assert (await add_for_users(state.redis, [4], [], SETTINGS))[4] == FeedCount(0, None)
     assert [m.count for m in await _messages(pubsub)] == [1, 0]
-    await reset_new_post_count(state.redis, 4)  # nothing left: nothing announced
+    await reset_new_post_count(state.redis, SETTINGS, 4)  # nothing left: nothing announced
     assert await _messages(pubsub) == []
     await pubsub.aclose()
 
@@ -120,7 +120,8 @@ async def test_a_stalled_subscriber_is_dropped_and_the_others_still_served(state
     hub = Hub(
         state.redis,
         state.sessions,
-        RealtimeSettings(namespace=TEST_DB, coalesce_ms=0, stall_seconds=0.3),
+        Settings(realtime_namespace=TEST_DB, realtime_coalesce_ms=0, realtime_stall_seconds=0.3),
+        state.timelines,
     )
     closed: dict[int, int] = {}
 
@@ -198,7 +199,7 @@ async def test_a_refollow_counts_only_posts_made_after_it(state) -> None:
 async def test_stopping_a_pair_of_a_saturated_count(state) -> None:
     """The count keeps the newest `count_max` posts: removing a pair leaves the others still
     kept (those trimmed away before do not come back), and the bound holds afterwards."""
-    small = RealtimeSettings(namespace=TEST_DB, count_max=5)
+    small = Settings(realtime_namespace=TEST_DB, realtime_count_max=5)
     await counts.mark_online(state.redis, [3], small)
     owner = {2000 + i: 1 + i % 2 for i in range(8)}  # authors 1, 2, 1, 2, ...
     for post_id, author in owner.items():

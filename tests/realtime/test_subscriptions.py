@@ -15,7 +15,6 @@ from websockets.exceptions import ConnectionClosedError
 from app.api.documents import operations
 from app.realtime.counts import reset_new_post_count
 from app.realtime.keys import Channels, count_key
-from app.realtime.settings import get_realtime_settings
 from tests.helpers import (
     author_with_fans,
     block,
@@ -187,7 +186,7 @@ async def test_reconnect_gets_the_current_count_and_reset_clears_it(
         assert (await live.next_update())["newPostCount"] == 5
         assert (await other_tab.next_update())["newPostCount"] == 5
 
-        await reset_new_post_count(state.redis, fan.id)
+        await reset_new_post_count(state.redis, state.settings, fan.id)
         assert (await live.next_update())["newPostCount"] == 0
         assert (await other_tab.next_update())["newPostCount"] == 0
         await live.close()
@@ -217,7 +216,7 @@ async def test_a_long_absence_is_caught_up_from_the_timeline(
         fan = await subscribed_fan(server, http, pipeline)
         await fan.live.close()
         # Long gone: no hub has held a socket of the fan within the grace period.
-        namespace = get_realtime_settings().namespace
+        namespace = state.settings.realtime_namespace
         online = Channels.for_redis(state.redis, namespace).online_key
         await state.redis.zadd(online, {str(fan.id): 1})
         for i in range(4):

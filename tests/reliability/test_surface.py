@@ -81,7 +81,7 @@ def test_registered_documents_are_within_the_budget() -> None:
     are the figures of docs/decisions/0012-query-cost.md."""
     from app.api.cost import create_cost_rule
 
-    schema = build_schema()._schema
+    schema = build_schema(get_settings())._schema
     limit = get_settings().query_cost_limit
     costs = {}
     for name, text in operations().items():

@@ -1,6 +1,6 @@
-"""TimelineStore against a real Redis: bounds, idempotence, missing keys, keyset paging, in
-both layouts (`packed` and `zset`, TIMELINE_ENCODING), keys of one layout read and written
-by a store of the other (a migration in progress), and the background conversion.
+"""TimelineStore against a real Redis: bounds, idempotence, missing keys, keyset paging, a
+random mix of operations checked against a model, and keys of another type (zsets of the
+retired layout, decision 0034) taken for missing by reads and deleted by writes.
 
 Small bounds of its own (5 per timeline), on the session's Redis db, which tests/conftest.py
 empties before every test.
@@ -22,15 +22,15 @@ from app.timelines import (
     encode_post_id,
     timeline_key,
 )
+from app.timelines.convert import convert_zsets
 from app.timelines.packed import default_trim_slack, entries_of, pack_ids
-from app.timelines.scripts import EMPTY_MEMBER, FORMAT_BYTE
+from app.timelines.scripts import FORMAT_BYTE
 from app.timelines.store import timeline_keys
 from tests.conftest import TEST_REDIS_URL
 from tests.helpers import post_id_at as pid
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
 BASE_MS = 1_790_000_000_000
-ENCODINGS = ("packed", "zset")
 
 
 @pytest.fixture
@@ -42,20 +42,15 @@ async def redis() -> AsyncIterator[Redis]:
         await client.aclose()
 
 
-@pytest.fixture(params=ENCODINGS)
-def encoding(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
-async def store(redis: Redis, encoding: str) -> TimelineStore:
-    return TimelineStore(redis, timeline_max=5, author_posts_max=3, encoding=encoding)  # type: ignore[arg-type]
+async def store(redis: Redis) -> TimelineStore:
+    return TimelineStore(redis, timeline_max=5, author_posts_max=3)
 
 
-def make(redis: Redis, encoding: str, **kw: int) -> TimelineStore:
+def make(redis: Redis, **kw: int) -> TimelineStore:
     kw.setdefault("timeline_max", 5)
     kw.setdefault("author_posts_max", 3)
-    return TimelineStore(redis, encoding=encoding, **kw)  # type: ignore[arg-type]
+    return TimelineStore(redis, **kw)
 
 
 def entry(post: int) -> tuple[int, int]:
@@ -87,11 +82,6 @@ def test_default_trim_slack_fits_the_allocation() -> None:
     assert default_trim_slack(5) == 1
 
 
-def test_unknown_encoding_is_refused(redis: Redis) -> None:
-    with pytest.raises(ValueError, match="encoding"):
-        TimelineStore(redis, 5, 3, encoding="list")  # type: ignore[arg-type]
-
-
 async def test_score_must_be_the_ids_own_millisecond(store: TimelineStore) -> None:
     """Reads derive scores from ids (no WITHSCORES), so a disagreeing score is refused."""
     await store.rebuild(1, [])
@@ -103,10 +93,8 @@ async def test_score_must_be_the_ids_own_millisecond(store: TimelineStore) -> No
 
 
 @pytest.mark.parametrize("slack", [None, 3])
-async def test_push_trims_to_timeline_max_keeping_newest(
-    redis: Redis, encoding: str, slack: int | None
-) -> None:
-    store = TimelineStore(redis, 5, 3, encoding=encoding, trim_slack=slack)  # type: ignore[arg-type]
+async def test_push_trims_to_timeline_max_keeping_newest(redis: Redis, slack: int | None) -> None:
+    store = TimelineStore(redis, 5, 3, trim_slack=slack)
     await store.rebuild(1, [])
     posts = [pid(BASE_MS + i) for i in range(12)]
     for p in posts:
@@ -114,7 +102,7 @@ async def test_push_trims_to_timeline_max_keeping_newest(
         assert await store.count(1) == min(5, posts.index(p) + 1)  # marker gone, bound kept
     assert await store.latest(1, 10) == [entry(p) for p in reversed(posts[-5:])]
     raw = await store.inspect(timeline_key(1), 5)
-    assert raw.layout == encoding
+    assert raw.layout == "packed"
     assert 5 + raw.hidden <= 5 + store.timeline_slack  # at most `slack` past the bound
 
 
@@ -134,9 +122,9 @@ async def test_push_is_idempotent_and_does_not_resurrect_trimmed_posts(
 
 
 async def test_replayed_batch_changes_nothing_visible_with_hidden_entries(redis: Redis) -> None:
-    """Packed: a full timeline past its bound keeps older entries in front (until the trim);
-    replays of any of its posts, visible or hidden, change nothing a reader sees."""
-    store = make(redis, "packed", trim_slack=4)
+    """A full timeline past its bound keeps older entries in front (until the trim); replays
+    of any of its posts, visible or hidden, change nothing a reader sees."""
+    store = make(redis, trim_slack=4)
     posts = [pid(BASE_MS + i) for i in range(8)]
     await store.rebuild(1, [])
     for p in posts:
@@ -157,9 +145,9 @@ async def test_replayed_batch_changes_nothing_visible_with_hidden_entries(redis:
     assert await store.latest(1, 10) == [entry(p) for p in reversed(posts[3:7])]
 
 
-async def test_out_of_order_inserts_keep_id_order(redis: Redis, encoding: str) -> None:
+async def test_out_of_order_inserts_keep_id_order(redis: Redis) -> None:
     """Fan-out batches of different posts arrive in any order (lag, retries, backfills)."""
-    store = make(redis, encoding, timeline_max=100, trim_slack=8)
+    store = make(redis, timeline_max=100, trim_slack=8)
     rng = random.Random(7)
     posts = [pid(BASE_MS + rng.randrange(40), seq) for seq in range(150)]
     await store.rebuild(1, [])
@@ -170,13 +158,11 @@ async def test_out_of_order_inserts_keep_id_order(redis: Redis, encoding: str) -
 
 
 @pytest.mark.parametrize("size", [3, 8, 12])
-async def test_a_late_post_lands_in_place_at_every_depth(
-    redis: Redis, encoding: str, size: int
-) -> None:
-    """Packed: the fan-out probes the newest 8 entries; a late post goes among them (or, older,
-    into the whole string, or into a short string read whole), and a replay of any entry adds
-    nothing. Zset: the same outcomes."""
-    store = make(redis, encoding, timeline_max=20)
+async def test_a_late_post_lands_in_place_at_every_depth(redis: Redis, size: int) -> None:
+    """The fan-out probes the newest 8 entries; a late post goes among them (or, older, into
+    the whole string, or into a short string read whole), and a replay of any entry adds
+    nothing."""
+    store = make(redis, timeline_max=20)
     entries = [entry(pid(BASE_MS + 10 * i)) for i in range(size)]
     for depth in range(size + 1):
         await store.rebuild(1, entries)
@@ -202,8 +188,8 @@ async def test_only_existing_skips_missing_timelines(store: TimelineStore) -> No
     assert await store.latest(2, 5) == [(post, BASE_MS)]
 
 
-async def test_push_many_batches_and_survives_script_flush(redis: Redis, encoding: str) -> None:
-    store = make(redis, encoding, script_batch=100)
+async def test_push_many_batches_and_survives_script_flush(redis: Redis) -> None:
+    store = make(redis, script_batch=100)
     users = list(range(1, 351))
     post = pid(BASE_MS)
     assert await store.push_to_timelines(post, BASE_MS, users, only_existing=False) == 350
@@ -213,8 +199,8 @@ async def test_push_many_batches_and_survives_script_flush(redis: Redis, encodin
     assert await store.latest(350, 5) == [(second, BASE_MS + 1), (post, BASE_MS)]
 
 
-async def test_keyset_paging_across_a_long_run_of_equal_scores(redis: Redis, encoding: str) -> None:
-    store = make(redis, encoding, timeline_max=100)
+async def test_keyset_paging_across_a_long_run_of_equal_scores(redis: Redis) -> None:
+    store = make(redis, timeline_max=100)
     # 3 newer posts, a run of 23 posts in one millisecond (> page size), 4 older posts.
     entries = [(pid(BASE_MS + 10 + i), BASE_MS + 10 + i) for i in range(3)]
     entries += [(pid(BASE_MS, seq), BASE_MS) for seq in range(23)]
@@ -246,7 +232,7 @@ async def test_keyset_paging_across_a_long_run_of_equal_scores(redis: Redis, enc
 
 
 async def test_rebuild_with_no_entries_marks_known_empty(
-    redis: Redis, store: TimelineStore, encoding: str
+    redis: Redis, store: TimelineStore
 ) -> None:
     assert await store.rebuild(1, []) == 0
     assert await store.exists(1)
@@ -255,21 +241,13 @@ async def test_rebuild_with_no_entries_marks_known_empty(
     assert await store.latest_many([1, 2], 20) == {1: [], 2: []}
     assert await store.count(1) == 0
     assert await store.before(1, BASE_MS, pid(BASE_MS), 20) == []
-    if encoding == "zset":
-        assert await redis.zrange(timeline_key(1), 0, -1, withscores=True) == [
-            (EMPTY_MEMBER.encode(), 0.0)
-        ]
-    else:
-        assert await redis.get(timeline_key(1)) == FORMAT_BYTE
+    assert await redis.get(timeline_key(1)) == FORMAT_BYTE
 
     post = pid(BASE_MS)
     assert await store.push_to_timelines(post, BASE_MS, [1]) == 1
     assert await store.latest(1, 20) == [(post, BASE_MS)]
     assert await store.count(1) == 1
-    if encoding == "zset":
-        assert await redis.zrange(timeline_key(1), 0, -1) == [str(post).encode()]
-    else:
-        assert await redis.get(timeline_key(1)) == FORMAT_BYTE + pack_ids([post])
+    assert await redis.get(timeline_key(1)) == FORMAT_BYTE + pack_ids([post])
 
     # Removing the last post keeps the timeline known-empty instead of deleting it.
     assert await store.remove_posts(1, [post]) == 1
@@ -329,7 +307,7 @@ async def test_author_index(redis: Redis, store: TimelineStore) -> None:
         await store.push_author_post(9, p, created_at_ms(p))
     await store.push_author_post(9, posts[-1], created_at_ms(posts[-1]))  # replay
     assert len(await store.author_latest(9, 100)) == 3
-    assert (await store.inspect(author_posts_key(9), 3)).layout == store.encoding
+    assert (await store.inspect(author_posts_key(9), 3)).layout == "packed"
     assert await store.author_latest(9, 2) == [(p, created_at_ms(p)) for p in posts[:2:-1]][:2]
 
     await store.push_author_post(10, posts[0], created_at_ms(posts[0]))
@@ -349,113 +327,70 @@ async def test_author_index(redis: Redis, store: TimelineStore) -> None:
     assert await store.author_latest(10, 5) == []
 
 
-# -- the two layouts side by side: a migration in progress -----------------------------------
+# -- a random mix of operations against a model ------------------------------------------
 
 
-def other(encoding: str) -> str:
-    return "zset" if encoding == "packed" else "packed"
+class Model:
+    """What a bounded timeline means, in plain Python: the newest `max` ids of a set, or
+    None (missing). The store's replies must match it (the old zset layout's semantics)."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max = max_entries
+        self.timelines: dict[int, set[int] | None] = {}
+
+    def _trim(self, user: int, ids: set[int]) -> None:
+        self.timelines[user] = set(sorted(ids)[-self.max :])
+
+    def push(self, post: int, users: list[int], only_existing: bool) -> int:
+        added = 0
+        for u in users:
+            ids = self.timelines.get(u)
+            if ids is None:
+                if not only_existing:
+                    self.timelines[u] = {post}
+                    added += 1
+            elif post not in ids:
+                self._trim(u, ids | {post})
+                added += 1
+        return added
+
+    def push_entries(self, user: int, posts: list[int]) -> int:
+        ids = self.timelines.get(user)
+        if ids is None:
+            return -1
+        self._trim(user, ids | set(posts))
+        return len(set(posts) - ids)
+
+    def remove(self, posts: list[int], users: list[int]) -> int:
+        removed = 0
+        for u in users:
+            ids = self.timelines.get(u)
+            if ids is not None:
+                removed += len(ids & set(posts))
+                self.timelines[u] = ids - set(posts)
+        return removed
+
+    def rebuild(self, user: int, posts: list[int], keep_since_ms: int) -> int:
+        kept = {p for p in self.timelines.get(user) or () if created_at_ms(p) >= keep_since_ms}
+        self._trim(user, set(posts) | kept)
+        return len(self.timelines[user] or ())
+
+    def latest(self, user: int, limit: int) -> list[tuple[int, int]]:
+        return [entry(p) for p in sorted(self.timelines.get(user) or (), reverse=True)][:limit]
 
 
-async def test_a_store_reads_and_writes_keys_of_the_other_layout(
-    redis: Redis, encoding: str
-) -> None:
-    """While TIMELINE_ENCODING changes and the conversion runs, keys of both layouts live
-    side by side: every operation of a store works on both and means the same."""
-    old = make(redis, other(encoding))
-    new = make(redis, encoding)
-    posts = [pid(BASE_MS + i, 1) for i in range(8)]
-    await old.rebuild(1, [entry(p) for p in posts[:4]])
-    await old.rebuild(2, [])
-    await old.push_author_post(9, posts[0], created_at_ms(posts[0]))
-    assert (await new.inspect(timeline_key(1), 5)).layout == other(encoding)
-
-    assert await new.latest(1, 3) == [entry(p) for p in reversed(posts[1:4])]
-    assert await new.latest_or_none(2, 3) == []
-    assert await new.latest_many([1, 2, 3], 2) == {
-        1: [entry(posts[3]), entry(posts[2])],
-        2: [],
-        3: [],
-    }
-    assert await new.before(1, created_at_ms(posts[2]), posts[2], 5) == [
-        entry(posts[1]),
-        entry(posts[0]),
-    ]
-    assert await new.count(1) == 4
-    assert await new.author_latest_many_or_none([9, 8], 5) == {9: [entry(posts[0])], 8: None}
-
-    # Fan-out writes a key in the layout it has (no conversion on the hot path)...
-    assert await new.push_to_timelines(posts[4], created_at_ms(posts[4]), [1, 2, 3]) == 2
-    assert await new.push_to_timelines(posts[4], created_at_ms(posts[4]), [1, 2, 3]) == 0
-    assert (await new.inspect(timeline_key(1), 5)).layout == other(encoding)
-    assert await new.latest(2, 5) == [entry(posts[4])]
-    assert await new.remove_posts(1, [posts[0]]) == 1
-    assert await new.latest(1, 10) == [entry(p) for p in reversed(posts[1:5])]
-
-    # ...a backfill converts it, a rebuild replaces it in the store's layout, keeping races.
-    assert await new.push_entries(1, [entry(posts[5])]) == 1
-    assert (await new.inspect(timeline_key(1), 5)).layout == encoding
-    assert await new.latest(1, 10) == [entry(p) for p in reversed(posts[1:6])]
-    await old.rebuild(2, [entry(posts[6]), entry(posts[7])])
-    assert await new.rebuild(2, [entry(posts[0])], keep_since_ms=created_at_ms(posts[7])) == 2
-    assert (await new.inspect(timeline_key(2), 5)).layout == encoding
-    assert await new.latest(2, 5) == [entry(posts[7]), entry(posts[0])]
-    # And the old layout's store reads what the new one wrote.
-    assert await old.latest(2, 5) == [entry(posts[7]), entry(posts[0])]
-
-
-async def test_background_conversion_both_ways(redis: Redis, encoding: str) -> None:
-    src = make(redis, other(encoding), timeline_max=100)
-    dst = make(redis, encoding, timeline_max=100)
-    rng = random.Random(3)
-    timelines = {
-        u: sorted({pid(BASE_MS + rng.randrange(1000), rng.randrange(4)) for _ in range(u * 7)})
-        for u in range(1, 30)
-    }
-    for u, posts in timelines.items():
-        await src.rebuild(u, [entry(p) for p in posts])
-    await src.rebuild(30, [])  # known empty stays known empty
-    keys = [timeline_key(u) for u in range(1, 32)]  # 31 is missing: stays missing
-    assert await dst.convert(keys, 100, dst.encoding) == 30
-    assert await dst.convert(keys, 100, dst.encoding) == 0  # idempotent
-    for u, posts in timelines.items():
-        assert (await dst.inspect(timeline_key(u), 100)).layout == encoding
-        assert await dst.latest(u, 100) == [entry(p) for p in reversed(posts[-100:])]
-        assert await src.latest(u, 100) == [entry(p) for p in reversed(posts[-100:])]
-    assert await dst.latest_or_none(30, 5) == []
-    assert await dst.latest_or_none(31, 5) is None
-    scanned = [k async for page in dst.scan_keys("tl:{*}", count=7) for k in page]
-    assert sorted(scanned) == sorted(keys[:30])
-
-
-async def test_ids_convert_exactly_between_layouts(redis: Redis) -> None:
-    """Lua numbers are doubles: the scripts convert 19-digit members to 8 bytes and back
-    in 32-bit halves. Ids at the edges of every half and of the 19-digit range."""
-    ids = {1, 2**22, 2**32 - 1, 2**32, 2**32 + 1, 2**53 + 1, 10**18, 10**18 + 1}
-    ids |= {2**63 - 2, 10**19 - 1 if 10**19 - 1 < 2**63 else 2**63 - 1, 2**62 + 12345}
-    ids |= {random.Random(i).randrange(10**18, 2**63) for i in range(200)}
-    ordered = sorted(ids)
-    zset = make(redis, "zset", timeline_max=1000)
-    packed = make(redis, "packed", timeline_max=1000)
-    await zset.rebuild(1, [entry(p) for p in ordered])
-    await packed.convert([timeline_key(1)], 1000, "packed")
-    assert await redis.get(timeline_key(1)) == FORMAT_BYTE + pack_ids(ordered)
-    await zset.convert([timeline_key(1)], 1000, "zset")
-    members = await redis.zrange(timeline_key(1), 0, -1, withscores=True)
-    assert members == [(encode_post_id(p).encode(), float(created_at_ms(p))) for p in ordered]
-
-
-async def test_both_layouts_agree_under_random_operations(redis: Redis) -> None:
-    """The same random mix of writes on a packed and a zset store reads back the same."""
+async def test_random_operations_match_a_model(redis: Redis) -> None:
+    """Out-of-order and replayed pushes, backfills, removals and racing rebuilds in a random
+    mix, on timelines with hidden entries (a small trim slack): every reply and every read
+    (latest, count, keyset pages) is what the model says."""
     rng = random.Random(12)
-    stores = [
-        make(redis, "packed", timeline_max=20, trim_slack=6),
-        make(redis, "zset", timeline_max=20),
-    ]
-    users = {"packed": [1, 2, 3], "zset": [11, 12, 13]}
+    store = make(redis, timeline_max=20, trim_slack=6)
+    model = Model(20)
+    users = [1, 2, 3]
+    for u in users[:2]:
+        await store.rebuild(u, [])
+        model.timelines[u] = set()
     clock = BASE_MS
-    for store in stores:
-        for u in users[store.encoding][:2]:
-            await store.rebuild(u, [])
     pool: list[int] = []
     for step in range(400):
         op = rng.random()
@@ -466,42 +401,84 @@ async def test_both_layouts_agree_under_random_operations(redis: Redis) -> None:
                 post = pid(created_at_ms(rng.choice(pool)), rng.randrange(3, 6))  # late arrival
             pool.append(post)
             only = rng.random() < 0.9
-            got = [
-                await s.push_to_timelines(
-                    post, created_at_ms(post), users[s.encoding], only_existing=only
-                )
-                for s in stores
-            ]
+            got = await store.push_to_timelines(
+                post, created_at_ms(post), users, only_existing=only
+            )
+            want: object = model.push(post, users, only)
         elif op < 0.7:
-            picks = [entry(rng.choice(pool)) for _ in range(rng.randrange(1, 6))]
-            got = [await s.push_entries(users[s.encoding][0], picks) for s in stores]
+            picks = [rng.choice(pool) for _ in range(rng.randrange(1, 6))]
+            got = await store.push_entries(users[0], [entry(p) for p in picks])
+            want = model.push_entries(users[0], picks)
         elif op < 0.85:
             doomed = [rng.choice(pool) for _ in range(rng.randrange(1, 4))]
-            got = [await s.remove_posts_from_many(doomed, users[s.encoding]) for s in stores]
-        elif op < 0.93:
-            snap = [entry(rng.choice(pool)) for _ in range(rng.randrange(0, 30))]
-            keep = created_at_ms(rng.choice(pool))
-            got = [await s.rebuild(users[s.encoding][1], snap, keep_since_ms=keep) for s in stores]
+            got = await store.remove_posts_from_many(doomed, users)
+            want = model.remove(doomed, users)
         else:
+            snap = [rng.choice(pool) for _ in range(rng.randrange(0, 30))]
+            keep = created_at_ms(rng.choice(pool))
+            got = await store.rebuild(users[1], [entry(p) for p in snap], keep_since_ms=keep)
+            want = model.rebuild(users[1], snap, keep)
+        assert got == want, (step, op)
+        for u in users:
+            rows = await store.latest(u, 50)
+            assert rows == model.latest(u, 50), step
+            assert await store.count(u) == len(rows)
             n = rng.randrange(1, 25)
-            got = [[await s.latest(u, n) for u in users[s.encoding]] for s in stores]
-        assert got[0] == got[1], (step, op)
-        for a, b in zip(users["packed"], users["zset"], strict=True):
-            rows = await stores[0].latest(a, 50)
-            assert rows == await stores[1].latest(b, 50), step
-            assert await stores[0].count(a) == await stores[1].count(b) == len(rows)
+            assert await store.latest_or_none(u, n) == (
+                None if model.timelines.get(u) is None else model.latest(u, n)
+            )
             if rows:
                 cut = rows[rng.randrange(len(rows))]
-                pages = [
-                    await s.before(u, cut[1], cut[0], 7)
-                    for s, u in zip(stores, (a, b), strict=True)
-                ]
-                assert pages[0] == pages[1], step
+                older = [r for r in rows if r[0] < cut[0]]
+                assert await store.before(u, cut[1], cut[0], 7) == older[:7], step
+
+
+# -- keys of another type: zsets of the retired layout not yet converted -------------------
+
+
+async def test_a_key_of_another_type_is_no_timeline(redis: Redis, store: TimelineStore) -> None:
+    """Decision 0034: reads take a zset for missing (its owner's next read rebuilds it, which
+    replaces it); any write that meets one deletes it, so a zset that missed a write is never
+    converted later without it."""
+    posts = [pid(BASE_MS + i) for i in range(4)]
+    zset = {str(p): created_at_ms(p) for p in posts[:2]}
+    for u in (1, 2, 3, 4, 5):
+        await redis.zadd(timeline_key(u), zset)
+    await redis.zadd(author_posts_key(9), zset)
+    await redis.zadd(author_posts_key(8), zset)
+
+    assert (await store.inspect(timeline_key(1), 5)).layout == "zset"
+    assert not await store.exists(1)
+    assert await store.count(1) == 0
+    assert await store.latest(1, 5) == []
+    assert await store.latest_or_none(1, 5) is None
+    assert await store.latest_or_none(1, 0) is None
+    assert await store.latest_many([1, 2], 5) == {1: [], 2: []}
+    assert await store.before(1, BASE_MS + 9, pid(BASE_MS + 9), 5) == []
+    assert not await store.author_exists(9)
+    assert await store.author_latest_many_or_none([9, 7], 5) == {9: None, 7: None}
+    assert await redis.type(timeline_key(1)) == b"zset"  # reads change nothing
+
+    # Writes: the fan-out (existing timelines only) and removals delete it...
+    assert await store.push_to_timelines(posts[2], created_at_ms(posts[2]), [1]) == 0
+    assert await store.remove_posts_from_many([posts[0]], [2]) == 0
+    assert await store.push_entries(3, [entry(posts[2])]) == -1
+    for u in (1, 2, 3):
+        assert not await redis.exists(timeline_key(u))
+    # ...a creating write, a rebuild and a creating backfill replace it.
+    assert await store.push_author_post(9, posts[3], created_at_ms(posts[3])) == 1
+    assert await store.author_latest(9, 5) == [entry(posts[3])]
+    assert await store.rebuild(4, [entry(posts[1])], keep_since_ms=BASE_MS) == 1
+    assert await store.latest(4, 5) == [entry(posts[1])]
+    assert await store.push_entries(5, [entry(posts[3])], create=True) == 1
+    assert await store.latest(5, 5) == [entry(posts[3])]
+    assert await store.remove_author_post(8, posts[0]) == 0
+    assert not await redis.exists(author_posts_key(8))
 
 
 async def test_full_timeline_memory_per_entry(redis: Redis) -> None:
     """The point of the packed layout: a full 800-entry timeline in one small string."""
-    store = make(redis, "packed", timeline_max=800)
+    store = make(redis, timeline_max=800)
     posts = [pid(BASE_MS + i) for i in range(800)]
     await store.rebuild(1, [entry(p) for p in posts])
     for i in range(100):  # appends, one amortized trim
@@ -523,7 +500,7 @@ CLUSTER_URL = os.environ.get("TIMELINE_TEST_REDIS_CLUSTER_URL")
 async def test_cluster_groups_keys_by_slot() -> None:
     """On Redis Cluster a multi-key script must stay in one slot: the store groups by slot.
     Runs on a real 3-node cluster started on loopback (or TIMELINE_TEST_REDIS_CLUSTER_URL),
-    in both layouts and with keys of both layouts side by side."""
+    with zsets of the retired layout converted slot by slot."""
     if CLUSTER_URL:
         await _cluster_checks(CLUSTER_URL)
         return
@@ -536,43 +513,44 @@ async def _cluster_checks(url: str) -> None:
 
     cluster = RedisCluster.from_url(url)
     try:
-        for encoding in ENCODINGS:
-            await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
-            await cluster.script_flush()  # routed to every primary: exercises NOSCRIPT
-            store = TimelineStore(cluster, 5, 3, encoding=encoding)  # type: ignore[arg-type]
-            users = list(range(1, 301))
-            for u in users[:200]:
-                await store.rebuild(u, [])
-            posts = [pid(BASE_MS + i) for i in range(7)]
-            for p in posts:
-                assert await store.push_to_timelines(p, created_at_ms(p), users) == 200
-            assert await store.latest(150, 10) == [entry(p) for p in reversed(posts[2:])]
-            assert await store.latest_or_none(250, 10) is None
-            last = posts[4]
-            assert await store.before(1, created_at_ms(last), last, 2) == [
-                entry(p) for p in (posts[3], posts[2])
-            ]
-            assert await store.remove_posts_from_many(posts[5:], users) == 400
-            assert [p for p, _ in await store.latest(17, 10)] == list(reversed(posts[2:5]))
+        await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
+        await cluster.script_flush()  # routed to every primary: exercises NOSCRIPT
+        store = TimelineStore(cluster, 5, 3)
+        users = list(range(1, 301))
+        for u in users[:200]:
+            await store.rebuild(u, [])
+        posts = [pid(BASE_MS + i) for i in range(7)]
+        for p in posts:
+            assert await store.push_to_timelines(p, created_at_ms(p), users) == 200
+        assert await store.latest(150, 10) == [entry(p) for p in reversed(posts[2:])]
+        assert await store.latest_or_none(250, 10) is None
+        last = posts[4]
+        assert await store.before(1, created_at_ms(last), last, 2) == [
+            entry(p) for p in (posts[3], posts[2])
+        ]
+        assert await store.remove_posts_from_many(posts[5:], users) == 400
+        assert [p for p, _ in await store.latest(17, 10)] == list(reversed(posts[2:5]))
 
-            for a in (1, 2, 3):
-                await store.push_author_post(a, posts[a], created_at_ms(posts[a]))
-            many = await store.author_latest_many_or_none([1, 2, 3, 4], 5)
-            assert many == {**{a: [entry(posts[a])] for a in (1, 2, 3)}, 4: None}
+        for a in (1, 2, 3):
+            await store.push_author_post(a, posts[a], created_at_ms(posts[a]))
+        many = await store.author_latest_many_or_none([1, 2, 3, 4], 5)
+        assert many == {**{a: [entry(posts[a])] for a in (1, 2, 3)}, 4: None}
 
-            # The other layout's store converts every key, slot by slot, from a SCAN of all
-            # primaries; both read the same timelines.
-            target = other(encoding)
-            new = TimelineStore(cluster, 5, 3, encoding=target)  # type: ignore[arg-type]
-            keys = [k async for page in new.scan_keys("tl:{*}") for k in page]
-            assert len(keys) == 200
-            assert await new.convert(keys, 5, target) == 200  # type: ignore[arg-type]
-            assert (await new.inspect(timeline_key(17), 5)).layout == target
-            assert await new.latest_many([17, 250], 10) == {
-                17: [entry(p) for p in reversed(posts[2:5])],
-                250: [],
-            }
-            assert await store.latest(17, 10) == await new.latest(17, 10)
+        # Zsets of the retired layout in every slot, converted from a SCAN of all primaries.
+        for u in users[200:]:
+            await cluster.zadd(timeline_key(u), {str(p): created_at_ms(p) for p in posts[:2]})
+        keys = [k async for page in store.scan_keys("tl:{*}") for k in page]
+        assert len(keys) == 300
+        assert await store.latest_many([17, 250], 10) == {
+            17: [entry(p) for p in reversed(posts[2:5])],
+            250: [],
+        }
+        assert await convert_zsets(cluster, keys, 5) == 100
+        assert await convert_zsets(cluster, keys, 5) == 0
+        assert await store.latest_many([17, 250], 10) == {
+            17: [entry(p) for p in reversed(posts[2:5])],
+            250: [entry(posts[1]), entry(posts[0])],
+        }
     finally:
         await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
         await cluster.aclose()
