@@ -20,10 +20,10 @@ from app.api.document_limits import (
     create_depth_rule,
 )
 from app.api.documents import operations
-from app.api.fast_exec import FastExecutor
+from app.api.fast.executor import EventScopedExecutor, FastExecutor
 from app.api.mutations import Mutation
 from app.api.queries import Query
-from app.api.subscriptions import EventScopedExecutor, Subscription
+from app.api.subscriptions import Subscription
 from app.api.trusted import (
     DocumentParserCache,
     DocumentRegistry,
@@ -71,7 +71,7 @@ class FeedSchema(strawberry.Schema):
 def build_schema(
     subscription: type | None = Subscription, fast_execution: bool | None = None
 ) -> FeedSchema:
-    """`fast_execution` (default: the FAST_EXECUTION setting) picks app.api.fast_exec's
+    """`fast_execution` (default: the FAST_EXECUTION setting) picks app.api.fast.executor's
     executor over graphql-core's per-field path; the answers are the same bytes."""
     settings = get_settings()
     fast = settings.fast_execution if fast_execution is None else fast_execution

@@ -20,6 +20,14 @@ from app.feed.rows import FeedAuthor, FeedPost, PageExtras
 
 V = TypeVar("V")
 
+# A resolver field's metadata key: how a compiled feed document (app.api.fast.compiler)
+# answers the field from the page's `extras` (PageExtras, read with the page's rows) instead
+# of calling its resolver. The value is `read(parent, extras)`, returning the field's value
+# (an object type's instance, or a leaf's Python value), or None when the page did not hold
+# it (the compiled request then falls back to the regular path). app.api.feed's
+# complete_page_extras fills in what a page lacks before a compiled document renders it.
+PAGE_EXTRAS = "feed.page_extras"
+
 
 # The GraphQL enums carry the domain enums' values, so `models.Visibility(v.value)` and
 # `modes.FeedMode(m.value)` map one onto the other.
@@ -151,8 +159,17 @@ async def _awaited_author(found: Awaitable[models.User | FeedAuthor | None]) -> 
     return User(row=author)
 
 
+def _post_author_in(post: Post, extras: PageExtras) -> User | None:
+    author = extras.authors.get(post.row.author_id)
+    return None if author is None else User(row=author)
+
+
 def _post_viewer_has_liked(root: Post, info: Info) -> bool | Awaitable[bool]:
     return _now_or_later(info.context.loaders.viewer_liked_post, root.row.id)
+
+
+def _post_liked_in(post: Post, extras: PageExtras) -> bool | None:
+    return post.row.id in extras.liked if post.row.id in extras.covered else None
 
 
 async def _post_comments(
@@ -170,7 +187,10 @@ class Post:
     row: strawberry.Private[models.Post | FeedPost]
     id: strawberry.ID
     author: User = strawberry.field(  # type: ignore[assignment]  # may be awaitable, as above
-        resolver=_post_author, graphql_type=User, init=False
+        resolver=_post_author,
+        graphql_type=User,
+        init=False,
+        metadata={PAGE_EXTRAS: _post_author_in},
     )
     body: str
     visibility: Visibility
@@ -179,7 +199,10 @@ class Post:
     like_count: int
     comment_count: int
     viewer_has_liked: bool = strawberry.field(  # type: ignore[assignment]
-        resolver=_post_viewer_has_liked, graphql_type=bool, init=False
+        resolver=_post_viewer_has_liked,
+        graphql_type=bool,
+        init=False,
+        metadata={PAGE_EXTRAS: _post_liked_in},
     )
     comments: CommentConnection = strawberry.field(
         resolver=_post_comments, init=False, description="The post's comments, oldest first."

@@ -1,6 +1,6 @@
-"""Compiled documents (app.api.compiled, app.api.fast_http) answer the regular path's bytes.
+"""Compiled documents (app.api.fast.compiler, .compiled_http) answer the regular path's bytes.
 
-Differential tests, as tests/test_fast_execution.py does for the executor:
+Differential tests, as tests/api/test_fast_execution.py does for the executor:
 - random documents over `feed` that the compiler can plan (aliases, named and inline
   fragments, __typename, authors, likes, page info; arguments as literals, variables with and
   without defaults, absent), compiled and run next to graphql-core's executor on the same
@@ -15,7 +15,7 @@ Differential tests, as tests/test_fast_execution.py does for the executor:
   fields it cannot plan, a response key twice).
 
 A first page makes a new session on every read: within one comparison the page is read once
-and replayed to the other path (tests/test_fast_execution.py's `replayed_pages`).
+and replayed to the other path (tests/api/test_fast_execution.py's `replayed_pages`).
 """
 
 from __future__ import annotations
@@ -29,14 +29,13 @@ import orjson
 import pytest
 from strawberry.http import process_result
 
-from app.api.compiled import compile_documents
 from app.api.context import Context
 from app.api.documents import sha256_hex
-from app.api.fast_http import COMPILED
+from app.api.fast.compiled_http import COMPILED
+from app.api.fast.compiler import compile_documents
 from app.api.trusted import Registered
-from tests import test_fast_execution as fast
-from tests.helpers import app_client, gql, make_user, sql
-from tests.test_fast_execution import (
+from tests.api import test_fast_execution as fast
+from tests.api.test_fast_execution import (
     PLAIN,
     World,
     build_world,
@@ -45,6 +44,7 @@ from tests.test_fast_execution import (
     gql_text,
     replayed_pages,
 )
+from tests.helpers import app_client, gql, make_user, sql
 
 POST_LEAVES = (*fast.POST_LEAVES, "__typename")
 AUTHOR_LEAVES = tuple(f for f in fast.USER_LEAVES if f != "viewerFollows")  # not planned
