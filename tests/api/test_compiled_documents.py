@@ -31,8 +31,9 @@ from strawberry.http import process_result
 
 from app.api.context import Context
 from app.api.documents import sha256_hex
-from app.api.fast.compiled_http import COMPILED
-from app.api.fast.compiler import compile_documents
+from app.api.fast.compiled_http import COMPILED, FALLBACK
+from app.api.fast.compiler import MIRRORED_EXTENSIONS, compile_documents, extension_names
+from app.api.schema import build_schema
 from app.api.trusted import Registered
 from tests.api import test_fast_execution as fast
 from tests.api.test_fast_execution import (
@@ -364,3 +365,67 @@ async def make_user_direct(state: Any) -> tuple[str, int]:
         " VALUES ('reader', '!', 'Reader', now()) RETURNING id"
     )
     return issue_token(state.settings, int(rows[0]["id"])), int(rows[0]["id"])
+
+
+# -- what the compiled path must know about the schema, and its run-time fallback ------------
+
+
+def test_the_compiled_path_mirrors_every_extension_of_the_schema() -> None:
+    """A new schema extension (a limit, a cache, a check) runs on the regular path only: the
+    compiled path must say what it does in its place (MIRRORED_EXTENSIONS) or it would skip
+    it silently. This fails until it does."""
+    assert sorted(extension_names(build_schema())) == sorted(MIRRORED_EXTENSIONS)
+
+
+def test_a_schema_with_an_extension_it_does_not_mirror_compiles_nothing() -> None:
+    from graphql import parse
+    from strawberry.extensions import SchemaExtension
+
+    class Audit(SchemaExtension):
+        pass
+
+    schema = build_schema()
+    text = gql_text("Feed")
+    entry = Registered("Feed", text, sha256_hex(text), parse(text))
+    assert compile_documents(schema._schema, {text: entry}, schema.process_errors)
+    schema.extensions = [*schema.extensions, Audit]
+    assert compile_documents(schema._schema, {text: entry}, schema.process_errors) == {}
+
+
+def _fallbacks() -> float:
+    return FALLBACK.labels("Feed")._value.get()
+
+
+async def test_a_value_the_plan_cannot_render_is_answered_by_the_regular_path(
+    client, state, pipeline
+) -> None:
+    """A like count past GraphQL's Int (a 32-bit column cannot hold one today; a bigint one
+    or a bug could) is a value the plan cannot render at run time: the request goes to the
+    regular path, which answers graphql-core's field error with its nulls. It used to become
+    the compiled path's INTERNAL error on `feed`."""
+    world = await build_world(client, pipeline, seed=11)
+    headers = {
+        "authorization": f"Bearer {world.tokens['bob']}",
+        "content-type": "application/json",
+    }
+    body = {"query": gql_text("Feed"), "variables": {"first": 5}}
+    with replayed_pages(state):
+        replay = state.feed.page
+
+        async def page(*args: Any, **kwargs: Any) -> Any:
+            read = await replay(*args, **kwargs)
+            for post in read.posts:
+                post.like_count = 2**31
+            return read
+
+        state.feed.page = page
+        compiled, fallbacks = _compiled_count(), _fallbacks()
+        ours = await _post(client, body, headers)
+        assert (_compiled_count(), _fallbacks()) == (compiled, fallbacks + 1)
+        async with app_client(state, compiled_documents=False) as regular:
+            theirs = await _post(regular, body, headers)
+    assert ours == theirs
+    errors = orjson.loads(ours[2])["errors"]
+    assert errors and all(e["extensions"]["code"] == "BAD_USER_INPUT" for e in errors), errors
+    assert "Int cannot represent" in errors[0]["message"]
+    assert errors[0]["path"][:3] == ["feed", "edges", 0], errors[0]
