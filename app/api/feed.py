@@ -10,8 +10,8 @@ from prometheus_client import Histogram
 from strawberry.types import Info
 
 from app.api.context import Context
-from app.api.resolvers import check_first, page_info
-from app.api.types import FeedConnection, FeedMode, Post, PostEdge
+from app.api.resolvers import check_first
+from app.api.types import FeedConnection, FeedMode, Post, PostEdge, page_info
 from app.feed import modes
 from app.feed.cursor import CursorCodec, fingerprint
 from app.observability.metrics import FEED_LATENCY

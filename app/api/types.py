@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar
 
 import strawberry
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
+from app.api import resolvers
 from app.db import models
 from app.db.models import FANOUT_PULL
 from app.feed import modes
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras
+from app.posts import keyset
 
 V = TypeVar("V")
 
@@ -86,26 +88,22 @@ def _user_viewer_follows(root: User, info: Info) -> bool | Awaitable[bool]:
 async def _user_posts(
     root: User, info: Info, first: int | None = 20, after: str | None = None
 ) -> PostConnection:
-    from app.api.resolvers import user_posts
-
-    # user_posts reads the author's id only, which a FeedAuthor has too.
-    return await user_posts(info.context, cast(models.User, root.row), first, after)
+    page = await resolvers.user_posts(info.context, root.row.id, first, after)
+    return post_connection(*page)
 
 
 async def _user_followers(
     root: User, info: Info, first: int | None = 20, after: str | None = None
 ) -> UserConnection:
-    from app.api.social import follow_list
-
-    return await follow_list(info.context, root.row.id, "followers", first, after)
+    page = await resolvers.follow_list(info.context, root.row.id, "followers", first, after)
+    return user_connection(*page)
 
 
 async def _user_following(
     root: User, info: Info, first: int | None = 20, after: str | None = None
 ) -> UserConnection:
-    from app.api.social import follow_list
-
-    return await follow_list(info.context, root.row.id, "following", first, after)
+    page = await resolvers.follow_list(info.context, root.row.id, "following", first, after)
+    return user_connection(*page)
 
 
 @strawberry.type
@@ -175,9 +173,13 @@ def _post_liked_in(post: Post, extras: PageExtras) -> bool | None:
 async def _post_comments(
     root: Post, info: Info, first: int | None = 20, after: str | None = None
 ) -> CommentConnection:
-    from app.api.social import post_comments
-
-    return await post_comments(info.context, root.row.id, first, after)
+    rows, has_next, has_previous = await resolvers.post_comments(
+        info.context, root.row.id, first, after
+    )
+    edges = [
+        CommentEdge(cursor=keyset.encode(c.created_at, c.id), node=Comment(row=c)) for c in rows
+    ]
+    return CommentConnection(edges=edges, page_info=page_info(edges, has_next, has_previous))
 
 
 @strawberry.type
@@ -298,3 +300,35 @@ class AuthPayload:
 class FeedUpdate:
     new_post_count: int
     latest_post_at: datetime | None
+
+
+# -- rows to connections ---------------------------------------------------------------------
+
+
+class Edge(Protocol):
+    @property
+    def cursor(self) -> str: ...
+
+
+def page_info(edges: Sequence[Edge], has_next: bool, has_previous: bool) -> PageInfo:
+    return PageInfo(
+        has_next_page=has_next,
+        has_previous_page=has_previous,
+        start_cursor=edges[0].cursor if edges else None,
+        end_cursor=edges[-1].cursor if edges else None,
+    )
+
+
+def post_connection(posts: list[models.Post], has_next: bool, has_previous: bool) -> PostConnection:
+    edges = [PostEdge(cursor=keyset.encode(p.created_at, p.id), node=Post(row=p)) for p in posts]
+    return PostConnection(edges=edges, page_info=page_info(edges, has_next, has_previous))
+
+
+def user_connection(
+    rows: list[tuple[models.User, datetime]], has_next: bool, has_previous: bool
+) -> UserConnection:
+    edges = [
+        UserEdge(cursor=keyset.encode(followed_at, user.id), node=User(row=user))
+        for user, followed_at in rows
+    ]
+    return UserConnection(edges=edges, page_info=page_info(edges, has_next, has_previous))
