@@ -200,6 +200,8 @@ async def test_random_compiled_documents_answer_the_same_bytes(client, state, pi
         "query { feed { degraded } viewer { id } }",  # two root fields
         "query { viewer { id } }",  # another root field
         "query($n: Int!) { feed(first: $n) { degraded } }",  # a non-null variable
+        # Two operations (graphql-core wants an operationName; the regular path decides).
+        "query A { feed { degraded } } query B { feed { degraded } }",
     ],
 )
 def test_what_the_compiler_leaves_to_the_regular_path(text: str) -> None:
@@ -429,3 +431,37 @@ async def test_a_value_the_plan_cannot_render_is_answered_by_the_regular_path(
     assert errors and all(e["extensions"]["code"] == "BAD_USER_INPUT" for e in errors), errors
     assert "Int cannot represent" in errors[0]["message"]
     assert errors[0]["path"][:3] == ["feed", "edges", 0], errors[0]
+
+
+# graphql-core's variable coercion cases (tests/execution/test_variables.py, for the input
+# types a compiled document's variables can have): the plan must accept a value only where
+# graphql-core accepts it, with the same value; what it refuses goes to the regular path.
+VARIABLE_VALUES: list[Any] = [
+    0, 1, -1, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 1.0, 1.5, float("nan"), "1", "",
+    "abc", "RANKED", "ranked", "SIDEWAYS", True, False, None, [], [1], {}, {"a": 1},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("type_name", ["Int", "String", "Boolean", "FeedMode"])
+def test_compiled_variables_coerce_as_graphql_core_does(type_name: str) -> None:
+    from graphql import coerce_input_value
+
+    from app.api.fast import compiler
+
+    schema = PLAIN._schema
+    graphql_type = schema.get_type(type_name)
+    assert graphql_type is not None
+    coerce = compiler._nullable(compiler._input(schema, type_name))
+    members = getattr(graphql_type, "wrapped_cls", None)
+    accepted = 0
+    for value in VARIABLE_VALUES:
+        try:
+            ours = coerce(value)
+        except ValueError:
+            continue  # left to the regular path
+        theirs = coerce_input_value(value, graphql_type)  # raises where graphql-core refuses
+        if members is not None and theirs is not None:
+            theirs = members(theirs)
+        assert type(ours) is type(theirs) and ours == theirs, (type_name, value, ours, theirs)
+        accepted += 1
+    assert accepted >= 2, type_name
