@@ -71,17 +71,32 @@ def main() -> int:
     _run(*pip, "--upgrade", *LIBRARIES)
     _run(*pip, "--no-deps", "-e", ".")
     tried, pinned = _versions(python), _pinned()
-    pytest_args = ("-q", "-p", "no:cacheprovider", *TESTS)
-    test = _run(python, "-m", "devtools.launcher", "test", *pytest_args, capture=True)
-    output = test.stdout + test.stderr
-    print(output[-5000:])
+    status, output = _stream(python, "-m", "devtools.launcher", "test", "-q", *TESTS)
     summary = next(
         (line.strip("= ") for line in reversed(output.splitlines()) if " in " in line),
         "no pytest summary",
     )
     failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)))
-    _record(tried, pinned, test.returncode, summary, failed)
-    return test.returncode
+    _record(tried, pinned, status, summary, failed)
+    return status
+
+
+def _stream(*args: str | Path) -> tuple[int, str]:
+    """Run a command, its output shown as it comes and kept."""
+    print("canary:", " ".join(str(a) for a in args), flush=True)
+    lines = []
+    with subprocess.Popen(
+        [str(a) for a in args],
+        cwd=PROJECT_ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+    return proc.returncode, "".join(lines)
 
 
 def _record(
