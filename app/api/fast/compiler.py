@@ -98,9 +98,9 @@ ROOTS: dict[str, RootResolver] = {"feed": feed_connection}
 MIRRORED_EXTENSIONS: Mapping[str, str] = {
     "AddValidationRules": "registered documents are validated at start-up, same rules",
     "MaxTokensLimiter": "registered documents are parsed at start-up, same token limit",
-    "RequestLimits": "compiled_http: limit_reads before the root field; a NUL in a variable "
-    "goes to the regular path",
-    "RegisteredDocuments": "compiled_http: DocumentRegistry.resolve finds the document",
+    "RequestLimits": "CompiledHTTP calls limit_reads before the root field; a NUL in a "
+    "variable goes to the regular path",
+    "RegisteredDocuments": "CompiledHTTP finds the document with DocumentRegistry.resolve",
     "DocumentParserCache": "registered documents are parsed at start-up",
     "DocumentLimits": "caps checked at registration; the operation name must match the plan's",
     "DocumentValidationCache": "registered documents are validated at start-up",
