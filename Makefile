@@ -18,7 +18,7 @@ CHROMIUM := /usr/bin/chromium
 # tests/ops/test_ops_files.py checks ops/prometheus/ with promtool from Debian's prometheus package.
 PROMTOOL := /usr/bin/promtool
 
-.PHONY: run test lint schema clean venv browser promtool lock stop
+.PHONY: run test lint schema clean venv browser promtool lock stop canary
 
 # Installs exactly what requirements.lock pins, every file checked against its sha256; the
 # project itself goes in without resolving anything (--no-deps). `make lock` refreshes the lock.
@@ -84,6 +84,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy app jobs
+
+# The fast engine's equality tests (tests/api) against the newest Strawberry and graphql-core
+# in a scratch virtualenv (.run/canary-venv); the result goes to docs/canary.md (commit it).
+# It says whether the Strawberry pin in pyproject.toml can move (app/api/fast/README.md).
+canary: $(STAMP)
+	$(PY) -m devtools.canary
 
 schema: $(STAMP)
 	$(PY) -m app.api.export_schema

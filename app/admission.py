@@ -193,7 +193,7 @@ async def read_body(receive: Receive, scope: Scope, max_bytes: int, within: floa
 
 def replay_body(body: bytes, receive: Receive) -> Receive:
     """`receive` for the app: the body already read, then the client's own messages (also
-    app.api.fast_http's, which reads a body to decide and hands it on)."""
+    app.api.fast.compiled_http's, which reads a body to decide and hands it on)."""
     sent = False
 
     async def replay() -> Message:

@@ -230,9 +230,9 @@ class Settings(BaseSettings):
     reconcile_max_events: int = Field(default=20_000, ge=1)  # events checked per pass
     # Refuse documents other than graphql/operations/ ones (app.api.trusted): production.
     trusted_documents_only: bool = False
-    # GraphQL attribute fields without graphql-core's per-field machinery (app.api.fast_exec).
+    # GraphQL attribute fields without graphql-core's per-field machinery (app.api.fast.executor).
     fast_execution: bool = True
-    # Registered feed documents over HTTP answered by compiled code (app.api.compiled).
+    # Registered feed documents over HTTP answered by compiled code (app.api.fast.compiler).
     compiled_documents: bool = True
     # How long this process trusts a token that passed the revocation check (app.auth.revocation).
     token_check_cache_ms: int = Field(default=1000, ge=0, le=60_000)
@@ -261,7 +261,7 @@ class Settings(BaseSettings):
     # Concurrent pull-mode deliveries per process (each is one SQL check + one Redis call).
     realtime_author_concurrency: int = 8
     # Live frames rendered once per distinct update and written straight to each socket
-    # (app.api.frames); off = Strawberry's per-event execution for every frame (the
+    # (app.api.fast.live_frames); off = Strawberry's per-event execution for every frame (the
     # benchmark's baseline, and a fallback should a client ever need it).
     realtime_prepared_frames: bool = True
     # A socket that has not sent connection_init by then is closed (4408).

@@ -45,12 +45,13 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from app.admission import Admission
 from app.api import http_media
-from app.api.compiled import compile_documents
 from app.api.context import Context, http_context
-from app.api.fast_http import CompiledHTTP
+from app.api.fast.adapter import graphql_schema, uvicorn_transport
+from app.api.fast.compiled_http import CompiledHTTP
+from app.api.fast.compiler import compile_documents
+from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
+from app.api.fast.raw_frames import RawFrames
 from app.api.graphiql import graphiql_assets_mount, graphiql_html
-from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
-from app.api.raw_frames import RawFrames
 from app.api.schema import FeedSchema, build_schema
 from app.api.subscriptions import ABORT_KEY, SocketContext
 from app.api.trusted import DocumentRefused, manifest_route, names_a_document, with_document_id
@@ -252,7 +253,7 @@ class SocketLimits:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
             # uvicorn passes its protocol's bound `send`; other servers simply get no limits.
-            transport = getattr(getattr(send, "__self__", None), "transport", None)
+            transport = uvicorn_transport(send)
             if transport is not None:
                 self._limit(transport)
                 scope[ABORT_KEY] = transport.abort
@@ -401,11 +402,11 @@ def create_app(state: AppState | None = None) -> Starlette:
     )
     view: ASGIApp = graphql
     if settings.compiled_documents:
-        # Registered documents that can be planned skip the view (app.api.fast_http).
+        # Registered documents that can be planned skip the view (app.api.fast).
         schema = graphql.schema
         assert isinstance(schema, FeedSchema)  # built by FeedGraphQL (build_schema)
         plans = compile_documents(
-            schema._schema, graphql.documents.by_text(), schema.process_errors
+            graphql_schema(schema), graphql.documents.by_text(), schema.process_errors
         )
         view = CompiledHTTP(graphql, current_state, graphql.documents, plans)
     graphql_app = Timed(view)  # bodies arrive read and bounded (app.admission)

@@ -12,7 +12,7 @@ What it does:
    persistence), stopped at the end, so that no other work's Redis db is flushed and no test
    run flushes this one (`--redis-url URL` names a scratch db instead: it gets FLUSHED).
 2. In this process: the app's composition root (app.state) and two schemas from
-   app.api.schema.build_schema, one with `fast_execution=True` (app.api.fast_exec), one with
+   app.api.schema.build_schema, one with `fast_execution=True` (app.api.fast.executor), one with
    False (graphql-core's executor). Requests are `schema.execute` of the Feed document of
    graphql/operations/feed.graphql (20 posts), with a fresh request Context each, and their
    answer encoded as the HTTP view does (strawberry's process_result, orjson): no HTTP.

@@ -348,7 +348,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--frames",
         default="prepared,strawberry",
-        help="per-frame paths to compare: prepared (app.api.frames) and strawberry (stock)",
+        help="per-frame paths to compare: prepared (app.api.fast.live_frames) and strawberry (stock)",
     )
     parser.add_argument(
         "--stock-max", type=int, default=5000, help="largest N the strawberry path runs at"

@@ -70,7 +70,7 @@ PROCESSES: list[ProcessSpec] = [
             "--port",
             "{port}",
             # ~40% less memory per idle websocket (frames are ~150 bytes anyway), and live
-            # frames can be written straight to the socket (app/api/raw_frames.py).
+            # frames can be written straight to the socket (app/api/fast/raw_frames.py).
             "--ws-per-message-deflate",
             "false",
             # Websocket messages are bounded like HTTP bodies (MAX_REQUEST_BYTES): uvicorn

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Any, cast
 
 import strawberry
 from prometheus_client import Histogram
 from strawberry.types import Info
 
 from app.api.context import Context
-from app.api.resolvers import check_first, page_info
-from app.api.types import FeedConnection, FeedMode, Post, PostEdge
+from app.api.resolvers import check_first
+from app.api.types import FeedConnection, FeedMode, Post, PostEdge, page_info
 from app.feed import modes
 from app.feed.cursor import CursorCodec, fingerprint
 from app.observability.metrics import FEED_LATENCY
@@ -38,7 +39,7 @@ async def feed_connection(
     ctx: Context, first: int | None, after: str | None, mode: FeedMode | None
 ) -> FeedConnection:
     """The `feed` field's value, for the resolver above and for compiled documents
-    (app.api.compiled), which read the page's authors and likes from `extras`."""
+    (app.api.fast.compiler), which read the page's authors and likes from `extras`."""
     start = time.perf_counter()
     viewer_id = ctx.require_viewer()
     size = check_first(first)
@@ -64,3 +65,21 @@ async def feed_connection(
         # Failed reads count too (a timed-out read is latency the operator must see); a
         # request refused above (not logged in, bad `first`) reached no read and is not timed.
         _latency(feed_mode, "next" if after else "first").observe(time.perf_counter() - start)
+
+
+async def complete_page_extras(ctx: Context, connection: FeedConnection) -> None:
+    """Authors and likes a page did not read with its rows come from the loaders, for the
+    fields a compiled document answers from `extras` (app.api.types, PAGE_EXTRAS)."""
+    extras = connection.extras
+    posts = [edge.node.row for edge in connection.edges]
+    authors = [p.author_id for p in posts if p.author_id not in extras.authors]
+    if authors:
+        rows = await ctx.loaders.user_by_id.load_many(authors)
+        # A users row has every attribute the User type reads, as a FeedAuthor does.
+        found = {a: cast(Any, r) for a, r in zip(authors, rows, strict=True) if r is not None}
+        extras.authors.update(found)
+    unknown = [p.id for p in posts if p.id not in extras.covered]
+    if unknown:
+        liked = await ctx.loaders.viewer_liked_post.load_many(unknown)
+        extras.covered.update(unknown)
+        extras.liked.update(p for p, yes in zip(unknown, liked, strict=True) if yes)

@@ -7,6 +7,7 @@ from strawberry.types import Info
 
 from app.api.context import Context
 from app.api.feed import resolve_feed
+from app.api.social import find_users, profile
 from app.api.types import FeedConnection, FeedMode, Post, User
 from app.posts.ids import parse_post_id
 from app.users.service import by_handle
@@ -30,8 +31,6 @@ class Query:
         if row is None:
             return None
         info.context.loaders.user_by_id.prime(row.id, row)
-        from app.api.social import profile
-
         return await profile(info.context, row)  # across a block: no graph
 
     @strawberry.field(description="A post, or null when it does not exist or is hidden from you.")
@@ -59,6 +58,4 @@ class Query:
     async def search_users(
         self, info: Info[Context, None], prefix: str, first: int | None = 10
     ) -> list[User]:
-        from app.api.social import find_users
-
         return await find_users(info.context, prefix, first)

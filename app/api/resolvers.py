@@ -1,20 +1,26 @@
-"""Shared resolver bodies: argument checks and mapping domain rows to GraphQL types."""
+"""Shared resolver bodies below the types: argument checks and the reads a connection field
+makes (through the request's DataLoaders), returning rows; app.api.types maps them to GraphQL
+types. This module imports no GraphQL type, so the types can call it at import time (no
+import circle: types -> resolvers, never back)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
 
-from app.api.types import PageInfo, Post, PostConnection, PostEdge
 from app.db import models
 from app.errors import BadInput
 from app.posts import keyset
 from app.posts.ids import MAX_STORED_ID
+from app.social.follow_lists import Direction
 
 if TYPE_CHECKING:
     from app.api.context import Context
 
 PAGE_MIN, PAGE_MAX = 1, 100
+BIGINT_MAX = 2**63 - 1  # comments.id, users.id
+
+Position = tuple[datetime, int]
 
 
 def check_first(first: int | None) -> int:
@@ -25,34 +31,54 @@ def check_first(first: int | None) -> int:
     return first
 
 
-def connection(posts: list[models.Post], has_next: bool, has_previous: bool) -> PostConnection:
-    edges = [PostEdge(cursor=keyset.encode(p.created_at, p.id), node=Post(row=p)) for p in posts]
-    return PostConnection(edges=edges, page_info=page_info(edges, has_next, has_previous))
-
-
-class Edge(Protocol):
-    @property
-    def cursor(self) -> str: ...
-
-
-def page_info(edges: Sequence[Edge], has_next: bool, has_previous: bool) -> PageInfo:
-    return PageInfo(
-        has_next_page=has_next,
-        has_previous_page=has_previous,
-        start_cursor=edges[0].cursor if edges else None,
-        end_cursor=edges[-1].cursor if edges else None,
-    )
+def check_after(after: str | None, max_id: int = BIGINT_MAX) -> Position | None:
+    """A keyset cursor's position; one whose id no row can have is refused as malformed
+    (the driver would fail on it)."""
+    position = keyset.decode(after) if after else None
+    if position is not None and not 0 < position[1] <= max_id:
+        raise BadInput("The 'after' cursor is not valid; use an endCursor from a page.")
+    return position
 
 
 async def user_posts(
-    ctx: Context, author: models.User, first: int | None, after: str | None
-) -> PostConnection:
+    ctx: Context, author_id: int, first: int | None, after: str | None
+) -> tuple[list[models.Post], bool, bool]:
+    """A user's posts page: (posts, has next page, has previous page)."""
     size = check_first(first)
-    position = keyset.decode(after) if after else None
-    if position is not None and not 0 < position[1] <= MAX_STORED_ID:
-        raise BadInput("The 'after' cursor is not valid; use an endCursor from a page.")
+    position = check_after(after, MAX_STORED_ID)
     ctx.viewer()  # a bad token fails here too
     # Batched: `posts` of every user in the response in one query (app.api.loaders).
-    posts, has_next = await ctx.loaders.author_posts.load((author.id, size, position))
+    posts, has_next = await ctx.loaders.author_posts.load((author_id, size, position))
     ctx.loaders.prime_posts(posts)
-    return connection(posts, has_next, position is not None)
+    return posts, has_next, position is not None
+
+
+async def post_comments(
+    ctx: Context, post_id: int, first: int | None, after: str | None
+) -> tuple[list[models.Comment], bool, bool]:
+    """A post's comments page: (comments, has next page, has previous page)."""
+    size = check_first(first)
+    position = check_after(after)
+    ctx.viewer()  # a bad token fails here too
+    # Batched: the comments of every post in the response in one query (app.api.loaders).
+    rows, has_next = await ctx.loaders.post_comments.load((post_id, size, position))
+    return rows, has_next, position is not None
+
+
+async def follow_list(
+    ctx: Context,
+    user_id: int,
+    which: Literal["followers", "following"],
+    first: int | None,
+    after: str | None,
+) -> tuple[list[tuple[models.User, datetime]], bool, bool]:
+    """A follower or following page: ((user, followed at) pairs, has next, has previous)."""
+    size = check_first(first)
+    position = check_after(after)
+    ctx.viewer()
+    direction = Direction.FOLLOWERS if which == "followers" else Direction.FOLLOWING
+    # Batched like post_comments; a user across a block from the viewer has empty lists.
+    rows, has_next = await ctx.loaders.follow_lists.load((user_id, direction, size, position))
+    for user, _ in rows:
+        ctx.loaders.user_by_id.prime(user.id, user)
+    return rows, has_next, position is not None

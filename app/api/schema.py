@@ -20,10 +20,10 @@ from app.api.document_limits import (
     create_depth_rule,
 )
 from app.api.documents import operations
-from app.api.fast_exec import FastExecutor
+from app.api.fast.executor import EventScopedExecutor, FastExecutor
 from app.api.mutations import Mutation
 from app.api.queries import Query
-from app.api.subscriptions import EventScopedExecutor, Subscription
+from app.api.subscriptions import Subscription
 from app.api.trusted import (
     DocumentParserCache,
     DocumentRegistry,
@@ -74,8 +74,8 @@ def build_schema(
     fast_execution: bool | None = None,
 ) -> FeedSchema:
     """The schema with the limits `settings` set. `fast_execution` (default: the
-    FAST_EXECUTION setting) picks app.api.fast_exec's executor over graphql-core's per-field
-    path; the answers are the same bytes."""
+    FAST_EXECUTION setting) picks app.api.fast.executor's executor over graphql-core's
+    per-field path; the answers are the same bytes."""
     fast = settings.fast_execution if fast_execution is None else fast_execution
     # The limit rules are built once: ValidationCache keys on the rule classes, and a class
     # made anew per request (as QueryDepthLimiter(...) in a factory does) never hits, which

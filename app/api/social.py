@@ -1,75 +1,21 @@
-"""Resolver bodies for comments, follower lists and user search (issue 14): argument checks
-and mapping domain rows to GraphQL types; the rules live in app.social and app.users."""
+"""Resolver bodies for profiles and user search (issue 14): argument checks and mapping
+domain rows to GraphQL types; the rules live in app.social and app.users. (Comments and
+follower lists are fields of the types: app.api.types over app.api.resolvers.)"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from app.api.resolvers import check_first, page_info
-from app.api.types import (
-    Comment,
-    CommentConnection,
-    CommentEdge,
-    User,
-    UserConnection,
-    UserEdge,
-)
+from app.api.resolvers import check_first
+from app.api.types import User
 from app.db import models
-from app.errors import BadInput
 from app.feed.rows import read_sessions
-from app.posts import keyset
-from app.social.follow_lists import Direction
 from app.users.search import search_users
 
 if TYPE_CHECKING:
     from app.api.context import Context
 
 SEARCH_DEFAULT = 10
-BIGINT_MAX = 2**63 - 1  # comments.id, users.id
-
-
-def _position(after: str | None) -> tuple[datetime, int] | None:
-    """A keyset cursor's position; one whose id no row can have is refused as malformed
-    (the driver would fail on it)."""
-    position = keyset.decode(after) if after else None
-    if position is not None and not 0 < position[1] <= BIGINT_MAX:
-        raise BadInput("The 'after' cursor is not valid; use an endCursor from a page.")
-    return position
-
-
-async def post_comments(
-    ctx: Context, post_id: int, first: int | None, after: str | None
-) -> CommentConnection:
-    size = check_first(first)
-    position = _position(after)
-    ctx.viewer()  # a bad token fails here too
-    # Batched: the comments of every post in the response in one query (app.api.loaders).
-    rows, has_next = await ctx.loaders.post_comments.load((post_id, size, position))
-    edges = [
-        CommentEdge(cursor=keyset.encode(c.created_at, c.id), node=Comment(row=c)) for c in rows
-    ]
-    return CommentConnection(edges=edges, page_info=page_info(edges, has_next, bool(position)))
-
-
-async def follow_list(
-    ctx: Context,
-    user_id: int,
-    which: Literal["followers", "following"],
-    first: int | None,
-    after: str | None,
-) -> UserConnection:
-    size = check_first(first)
-    position = _position(after)
-    ctx.viewer()
-    direction = Direction.FOLLOWERS if which == "followers" else Direction.FOLLOWING
-    # Batched like post_comments; a user across a block from the viewer has empty lists.
-    rows, has_next = await ctx.loaders.follow_lists.load((user_id, direction, size, position))
-    edges = []
-    for user, followed_at in rows:
-        ctx.loaders.user_by_id.prime(user.id, user)
-        edges.append(UserEdge(cursor=keyset.encode(followed_at, user.id), node=User(row=user)))
-    return UserConnection(edges=edges, page_info=page_info(edges, has_next, bool(position)))
 
 
 async def profile(ctx: Context, row: models.User) -> User:

@@ -11,18 +11,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import strawberry
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.exceptions import ConnectionRejectionError
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types import Info
 
 from app.api.context import Context
-from app.api.frames import SendText, SocketFrames, feed_update
+from app.api.fast.live_frames import SendText, SocketFrames, feed_update
+from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.loaders import Loaders
-from app.api.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.socket_limits import count_subscribe, subscription_caps, subscription_refusal
 from app.api.types import FeedUpdate
 from app.auth.tokens import header_claims
@@ -127,17 +125,6 @@ class OperationContext(Context):
             callback()
 
 
-class EventScopedExecutor(StrawberryGraphQLCoreExecutionContext):
-    """graphql-core 3.3.2 shares its subfield memo between a subscription's executor and the
-    per-event copies, keyed by the id of a list built anew for every event: each frame
-    leaves ~17 objects behind for the life of the socket. Per-event copies get their own."""
-
-    def build_per_event_executor(self, payload: Any) -> Any:
-        executor = super().build_per_event_executor(payload)
-        executor._relevant_sub_fields = {}
-        return executor
-
-
 @strawberry.type
 class Subscription:
     @strawberry.subscription(
@@ -183,7 +170,7 @@ class Subscription:
             context.started()
         try:
             if frames is not None:
-                # Frames go out from the hub (app.api.frames); this stream only ends.
+                # Frames go out from the hub (app.api.fast.live_frames); this stream only ends.
                 await asyncio.get_running_loop().create_future()
             while True:
                 yield feed_update(await subscriber.next())

@@ -4,21 +4,31 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar
 
 import strawberry
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
+from app.api import resolvers
 from app.db import models
 from app.db.models import FANOUT_PULL
 from app.feed import modes
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras
+from app.posts import keyset
 
 V = TypeVar("V")
+
+# A resolver field's metadata key: how a compiled feed document (app.api.fast.compiler)
+# answers the field from the page's `extras` (PageExtras, read with the page's rows) instead
+# of calling its resolver. The value is `read(parent, extras)`, returning the field's value
+# (an object type's instance, or a leaf's Python value), or None when the page did not hold
+# it (the compiled request then falls back to the regular path). app.api.feed's
+# complete_page_extras fills in what a page lacks before a compiled document renders it.
+PAGE_EXTRAS = "feed.page_extras"
 
 
 # The GraphQL enums carry the domain enums' values, so `models.Visibility(v.value)` and
@@ -78,26 +88,22 @@ def _user_viewer_follows(root: User, info: Info) -> bool | Awaitable[bool]:
 async def _user_posts(
     root: User, info: Info, first: int | None = 20, after: str | None = None
 ) -> PostConnection:
-    from app.api.resolvers import user_posts
-
-    # user_posts reads the author's id only, which a FeedAuthor has too.
-    return await user_posts(info.context, cast(models.User, root.row), first, after)
+    page = await resolvers.user_posts(info.context, root.row.id, first, after)
+    return post_connection(*page)
 
 
 async def _user_followers(
     root: User, info: Info, first: int | None = 20, after: str | None = None
 ) -> UserConnection:
-    from app.api.social import follow_list
-
-    return await follow_list(info.context, root.row.id, "followers", first, after)
+    page = await resolvers.follow_list(info.context, root.row.id, "followers", first, after)
+    return user_connection(*page)
 
 
 async def _user_following(
     root: User, info: Info, first: int | None = 20, after: str | None = None
 ) -> UserConnection:
-    from app.api.social import follow_list
-
-    return await follow_list(info.context, root.row.id, "following", first, after)
+    page = await resolvers.follow_list(info.context, root.row.id, "following", first, after)
+    return user_connection(*page)
 
 
 @strawberry.type
@@ -151,16 +157,29 @@ async def _awaited_author(found: Awaitable[models.User | FeedAuthor | None]) -> 
     return User(row=author)
 
 
+def _post_author_in(post: Post, extras: PageExtras) -> User | None:
+    author = extras.authors.get(post.row.author_id)
+    return None if author is None else User(row=author)
+
+
 def _post_viewer_has_liked(root: Post, info: Info) -> bool | Awaitable[bool]:
     return _now_or_later(info.context.loaders.viewer_liked_post, root.row.id)
+
+
+def _post_liked_in(post: Post, extras: PageExtras) -> bool | None:
+    return post.row.id in extras.liked if post.row.id in extras.covered else None
 
 
 async def _post_comments(
     root: Post, info: Info, first: int | None = 20, after: str | None = None
 ) -> CommentConnection:
-    from app.api.social import post_comments
-
-    return await post_comments(info.context, root.row.id, first, after)
+    rows, has_next, has_previous = await resolvers.post_comments(
+        info.context, root.row.id, first, after
+    )
+    edges = [
+        CommentEdge(cursor=keyset.encode(c.created_at, c.id), node=Comment(row=c)) for c in rows
+    ]
+    return CommentConnection(edges=edges, page_info=page_info(edges, has_next, has_previous))
 
 
 @strawberry.type
@@ -170,7 +189,10 @@ class Post:
     row: strawberry.Private[models.Post | FeedPost]
     id: strawberry.ID
     author: User = strawberry.field(  # type: ignore[assignment]  # may be awaitable, as above
-        resolver=_post_author, graphql_type=User, init=False
+        resolver=_post_author,
+        graphql_type=User,
+        init=False,
+        metadata={PAGE_EXTRAS: _post_author_in},
     )
     body: str
     visibility: Visibility
@@ -179,7 +201,10 @@ class Post:
     like_count: int
     comment_count: int
     viewer_has_liked: bool = strawberry.field(  # type: ignore[assignment]
-        resolver=_post_viewer_has_liked, graphql_type=bool, init=False
+        resolver=_post_viewer_has_liked,
+        graphql_type=bool,
+        init=False,
+        metadata={PAGE_EXTRAS: _post_liked_in},
     )
     comments: CommentConnection = strawberry.field(
         resolver=_post_comments, init=False, description="The post's comments, oldest first."
@@ -275,3 +300,35 @@ class AuthPayload:
 class FeedUpdate:
     new_post_count: int
     latest_post_at: datetime | None
+
+
+# -- rows to connections ---------------------------------------------------------------------
+
+
+class Edge(Protocol):
+    @property
+    def cursor(self) -> str: ...
+
+
+def page_info(edges: Sequence[Edge], has_next: bool, has_previous: bool) -> PageInfo:
+    return PageInfo(
+        has_next_page=has_next,
+        has_previous_page=has_previous,
+        start_cursor=edges[0].cursor if edges else None,
+        end_cursor=edges[-1].cursor if edges else None,
+    )
+
+
+def post_connection(posts: list[models.Post], has_next: bool, has_previous: bool) -> PostConnection:
+    edges = [PostEdge(cursor=keyset.encode(p.created_at, p.id), node=Post(row=p)) for p in posts]
+    return PostConnection(edges=edges, page_info=page_info(edges, has_next, has_previous))
+
+
+def user_connection(
+    rows: list[tuple[models.User, datetime]], has_next: bool, has_previous: bool
+) -> UserConnection:
+    edges = [
+        UserEdge(cursor=keyset.encode(followed_at, user.id), node=User(row=user))
+        for user, followed_at in rows
+    ]
+    return UserConnection(edges=edges, page_info=page_info(edges, has_next, has_previous))

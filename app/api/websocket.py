@@ -145,7 +145,7 @@ class TextFrameAdapter(ASGIWebSocketAdapter):
         await self.ws.close(code=code, reason=close_reason(reason))
 
     async def send_text(self, text: str) -> None:
-        """A frame prepared elsewhere (app.api.frames); same failure contract as send_json."""
+        """A frame prepared elsewhere (app.api.fast.live_frames); as send_json on failure."""
         try:
             await self.ws.send_text(text)
         except (WebSocketDisconnect, RuntimeError, OSError) as exc:

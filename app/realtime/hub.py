@@ -48,7 +48,7 @@ OnDrop = Callable[[int, str], Awaitable[None]]
 
 
 class FrameSink(Protocol):
-    """Where a subscriber's frames go when the hub writes them itself (app.api.frames)."""
+    """Where a subscriber's frames go when the hub writes them itself (app.api.fast.live_frames)."""
 
     def send(self, state: FeedCount) -> asyncio.Future[None] | None:
         """Write one frame: None when it went out at once, else the pending write."""

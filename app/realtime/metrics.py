@@ -23,8 +23,8 @@ RECEIVED = Counter(
 DELIVERED = Counter("feed_realtime_frames_delivered_total", "feedUpdates frames handed to sockets")
 PREPARED_FRAMES = Counter(
     "feed_realtime_prepared_frames_total",
-    "Frames sent by the prepared path (app.api.frames), by how they were written: raw (to the "
-    "transport), asgi (the server's websocket send); the rest went through Strawberry",
+    "Frames sent by the prepared path (app.api.fast.live_frames), by how they were written: "
+    "raw (to the transport), asgi (the server's websocket send); the rest went through Strawberry",
     ["write"],
 )
 COALESCED = Counter(

@@ -225,7 +225,7 @@ async def test_a_subscription_over_http_is_a_typed_error(server: ApiServer, user
 async def test_prepared_frames_are_byte_identical_to_strawberrys(
     test_database: str, pipeline
 ) -> None:
-    """The per-frame fast path (app.api.frames), written raw to the transport (no
+    """The per-frame fast path (app.api.fast.live_frames), written raw to the transport (no
     compression negotiated) and through the ASGI send (permessage-deflate negotiated), against
     Strawberry's own per-event execution, for a document with aliases, __typename, a fragment
     and a variable directive."""

@@ -3,33 +3,41 @@
 A registered document (app.api.trusted) is known at start-up, so its whole selection can be
 planned once: which attribute each response key reads, how each leaf serializes. When every
 field of a registered query is one this module can plan, `compile_documents` makes a
-`CompiledQuery` of it, and app.api.fast_http answers such a request over HTTP with
+`CompiledQuery` of it, and app.api.fast.compiled_http answers such a request over HTTP with
 the root field's value rendered straight to JSON: no request parsing by Strawberry's view,
 no graphql-core execution context, no per-field Path/Info/resolver wrapper. What is planned:
 
 - the root field: `feed` only (ROOTS), its arguments from literals or variables;
-- `__typename`; Strawberry *basic* fields (attribute reads, app.api.fast_exec's
+- `__typename`; Strawberry *basic* fields (attribute reads, app.api.fast.executor's
   `classify_field`) of leaf types (through the leaf type's own output coercion), of object
   types and of lists of them;
-- `Post.author` and `Post.viewerHasLiked`: from the page's `extras` (the authors and the
-  viewer's likes read with the page's rows), loaded through the request's DataLoaders in
-  the rare case the page did not hold them.
+- resolver fields whose type declares how a page's `extras` answer them (app.api.types,
+  `PAGE_EXTRAS`: today `Post.author` and `Post.viewerHasLiked`, the authors and the
+  viewer's likes read with the page's rows); what a page did not hold is loaded through the
+  request's DataLoaders first (app.api.feed.complete_page_extras).
 
 Anything else (other fields, directives, arguments below the root, abstract types, a
-response key used twice) leaves the document to the regular path, as do requests whose
-variables are not plainly valid (app.api.fast_http); the regular path then answers them, so
-nothing is refused here that graphql-core would accept. Values are read from this request's
-objects only: nothing is cached across requests but the plans.
+response key used twice, a document with more than one operation) leaves the document to
+the regular path, as do requests whose variables are not plainly valid
+(app.api.fast.compiled_http), and, at run time, a value the plan cannot render (a null in a
+non-null field, a leaf its scalar rejects, an author the page lacks): `execute` raises
+`NotCompilable` and the request is answered by the regular path instead. So nothing is
+refused here that graphql-core would accept. Values are read from this request's objects
+only: nothing is cached across requests but the plans.
 
-The bytes are the regular path's: tests/test_compiled_documents.py runs random feeds and
+The schema's extensions are mirrored by name (MIRRORED_EXTENSIONS): a schema with one this
+module does not know compiles nothing.
+
+The bytes are the regular path's: tests/api/test_compiled_documents.py runs random feeds and
 documents through both and compares the responses, including errors.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from graphql import (
     DocumentNode,
@@ -54,25 +62,66 @@ from graphql import (
     value_from_ast_untyped,
 )
 from graphql.language import EnumValueNode
-from graphql.pyutils import Undefined
 
 from app.api.context import Context
-from app.api.fast_exec import LEAF, LIST, MISS, OBJECT, TYPENAME, classify_field
-from app.api.feed import feed_connection
+from app.api.fast.adapter import (
+    Undefined,
+    enum_class,
+    strawberry_field,
+    strawberry_schema,
+)
+from app.api.fast.executor import (
+    LEAF,
+    LIST,
+    MISS,
+    OBJECT,
+    TYPENAME,
+    classify_field,
+    completion,
+)
+from app.api.feed import complete_page_extras, feed_connection
 from app.api.trusted import Registered
-from app.api.types import FeedConnection, User
+from app.api.types import PAGE_EXTRAS
 
-_AUTHOR = 10  # Post.author from the page's extras
-_LIKED = 11  # Post.viewerHasLiked from the page's extras
-_SPECIAL = {("Post", "author"): _AUTHOR, ("Post", "viewerHasLiked"): _LIKED}
+log = logging.getLogger("app.api")
+
+EXTRAS = 10  # a field read from the page's extras (its type's PAGE_EXTRAS declaration)
 
 RootResolver = Callable[..., Awaitable[Any]]
 # Root fields a compiled document may select: the function the field's resolver calls.
 ROOTS: dict[str, RootResolver] = {"feed": feed_connection}
 
+# The schema's extensions (app.api.schema.build_schema), by class name, and what a compiled
+# request does in their place. A schema with any other extension compiles nothing: a new
+# extension must be added here, with its counterpart, before compiled documents come back
+# (tests/api/test_compiled_documents.py compares this list with the schema's).
+MIRRORED_EXTENSIONS: Mapping[str, str] = {
+    "AddValidationRules": "registered documents are validated at start-up, same rules",
+    "MaxTokensLimiter": "registered documents are parsed at start-up, same token limit",
+    "RequestLimits": "CompiledHTTP calls limit_reads before the root field; a NUL in a "
+    "variable goes to the regular path",
+    "RegisteredDocuments": "CompiledHTTP finds the document with DocumentRegistry.resolve",
+    "DocumentParserCache": "registered documents are parsed at start-up",
+    "DocumentLimits": "caps checked at registration; the operation name must match the plan's",
+    "DocumentValidationCache": "registered documents are validated at start-up",
+}
+
 
 class NotCompilable(Exception):
     """A document (or a value at run time) this module does not handle."""
+
+
+def extension_names(schema: Any) -> list[str]:
+    """The class names of a Strawberry schema's extensions (factories are called once)."""
+    names = []
+    for extension in schema.extensions:
+        if isinstance(extension, type):
+            names.append(extension.__name__)
+        elif callable(extension) and not hasattr(extension, "on_operation"):
+            names.append(type(extension()).__name__)
+        else:
+            names.append(type(extension).__name__)
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +154,8 @@ class CompiledQuery:
     # python name -> (None, the literal or default) or (variable, the argument's default)
     arguments: Mapping[str, tuple[str | None, Any]]
     steps: tuple[Step, ...]
-    uses_extras: bool
     process_errors: Callable[[list[GraphQLError]], None]  # the schema's error policy
+    extras: Callable[[Context, Any], Awaitable[None]] | None  # fills the page's extras
 
     def arguments_for(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The root resolver's keyword arguments for already coerced variable `values`."""
@@ -124,14 +173,21 @@ class CompiledQuery:
 
     async def execute(self, context: Context, values: Mapping[str, Any]) -> dict[str, Any]:
         """The response body as the regular path makes it: {"data": ...} or, when the root
-        field fails, {"data": null, "errors": [...]} through the schema's error policy."""
+        field fails, {"data": null, "errors": [...]} through the schema's error policy.
+        Raises NotCompilable when the root field's value is one the plan cannot render
+        (the caller answers with the regular path)."""
         try:
             value = await self.root(context, **self.arguments_for(values))
-            if self.uses_extras:
-                await _complete_extras(context, value)
-            return {"data": {self.root_key: _render(self.steps, value, value.extras)}}
         except Exception as exc:  # as graphql-core locates a resolver's error
             return {"data": None, "errors": [self.field_error(exc)]}
+        try:
+            if self.extras is not None:
+                await self.extras(context, value)
+            return {"data": {self.root_key: _render(self.steps, value, value.extras)}}
+        except NotCompilable:
+            raise
+        except Exception as exc:  # graphql-core would locate it deeper: not ours to answer
+            raise NotCompilable(f"rendering failed: {exc!r}") from exc
 
     def field_error(self, exc: Exception) -> dict[str, Any]:
         error = located_error(exc, [self.root_node], [self.root_key])
@@ -139,25 +195,15 @@ class CompiledQuery:
         return dict(error.formatted)
 
 
-async def _complete_extras(context: Context, connection: FeedConnection) -> None:
-    """Authors and likes a page did not read with its rows come from the loaders."""
-    extras = connection.extras
-    posts = [edge.node.row for edge in connection.edges]
-    authors = [p.author_id for p in posts if p.author_id not in extras.authors]
-    if authors:
-        rows = await context.loaders.user_by_id.load_many(authors)
-        # A users row has every attribute the User type reads, as a FeedAuthor does.
-        found = {a: cast(Any, r) for a, r in zip(authors, rows, strict=True) if r is not None}
-        extras.authors.update(found)
-    unknown = [p.id for p in posts if p.id not in extras.covered]
-    if unknown:
-        liked = await context.loaders.viewer_liked_post.load_many(unknown)
-        extras.covered.update(unknown)
-        extras.liked.update(p for p, yes in zip(unknown, liked, strict=True) if yes)
-
-
 def _never_awaitable(value: Any) -> bool:
     return False
+
+
+def _leaf_value(step: Step, complete: Any, value: Any) -> Any:
+    coerced = complete(value, _never_awaitable)
+    if coerced is MISS:
+        raise NotCompilable(f"{step.type_name}.{step.key} = {value!r}")
+    return coerced
 
 
 def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]:
@@ -167,14 +213,16 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
         if kind == TYPENAME:
             out[step.key] = step.type_name
             continue
-        if kind == _LIKED:
-            out[step.key] = source.row.id in extras.liked
-            continue
-        if kind == _AUTHOR:
-            author = extras.authors.get(source.row.author_id)
-            if author is None:
-                raise NotCompilable(f"no author {source.row.author_id} for post {source.row.id}")
-            out[step.key] = _render(step.complete, User(row=author), extras)
+        if kind == EXTRAS:
+            read, complete = step.complete
+            value = read(source, extras)
+            if value is None:
+                raise NotCompilable(f"{step.type_name}.{step.key}: not in the page's extras")
+            out[step.key] = (
+                _render(complete, value, extras)
+                if type(complete) is tuple
+                else (_leaf_value(step, complete, value))
+            )
             continue
         value = getattr(source, step.attribute)
         if value is None:
@@ -182,10 +230,7 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
                 raise NotCompilable(f"null {step.type_name}.{step.key}")
             out[step.key] = None
         elif kind == LEAF:
-            coerced = step.complete(value, _never_awaitable)
-            if coerced is MISS:
-                raise NotCompilable(f"{step.type_name}.{step.key} = {value!r}")
-            out[step.key] = coerced
+            out[step.key] = _leaf_value(step, step.complete, value)
         elif kind == OBJECT:
             out[step.key] = _render(step.complete, value, extras)
         else:  # LIST of objects
@@ -201,7 +246,13 @@ def compile_documents(
     documents: Mapping[str, Registered],
     process_errors: Callable[[list[GraphQLError]], None],
 ) -> dict[str, CompiledQuery]:
-    """Registered text -> its compiled query, for each document this module can plan."""
+    """Registered text -> its compiled query, for each document this module can plan; none
+    when the schema has an extension this module does not mirror."""
+    owner = strawberry_schema(schema)
+    unknown = [n for n in extension_names(owner) if n not in MIRRORED_EXTENSIONS] if owner else []
+    if unknown:
+        log.warning("compiled documents off: extensions %s are not mirrored", unknown)
+        return {}
     compiled = {}
     for text, entry in documents.items():
         try:
@@ -264,23 +315,20 @@ def _compile(
         root=root,
         arguments=arguments,
         steps=steps,
-        uses_extras=_uses_extras(steps),
         process_errors=process_errors,
+        extras=complete_page_extras if _uses_extras(steps) else None,
     )
 
 
 def _uses_extras(steps: tuple[Step, ...]) -> bool:
     return any(
-        s.kind in (_AUTHOR, _LIKED) or (s.kind in (OBJECT, LIST) and _uses_extras(s.complete))
-        for s in steps
+        s.kind == EXTRAS or (s.kind in (OBJECT, LIST) and _uses_extras(s.complete)) for s in steps
     )
 
 
 def _python_name(field_def: Any, graphql_name: str) -> str:
     """The resolver parameter a GraphQL argument feeds (Strawberry's converter keeps it)."""
-    from strawberry.schema.schema_converter import GraphQLCoreConverter
-
-    definition = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    definition = strawberry_field(field_def)
     for argument in getattr(definition, "arguments", ()):
         if argument.graphql_name == graphql_name or argument.python_name == graphql_name:
             return str(argument.python_name)
@@ -327,7 +375,7 @@ def _steps(
     selection_set: SelectionSetNode,
     fragments: Mapping[str, FragmentDefinitionNode],
 ) -> tuple[Step, ...]:
-    strawberry_schema = getattr(schema, "_strawberry_schema", None)
+    owner = strawberry_schema(schema)
     steps = []
     for key, node in _collect(selection_set, parent, fragments).items():
         name = node.name.value
@@ -340,16 +388,19 @@ def _steps(
         if field_def is None:
             raise NotCompilable("unknown field")
         non_null = isinstance(field_def.type, GraphQLNonNull)
-        special = _SPECIAL.get((parent.name, name))
-        if special == _LIKED:
-            steps.append(Step(key, _LIKED, "", non_null, None, parent.name))
+        definition = strawberry_field(field_def)
+        read = definition.metadata.get(PAGE_EXTRAS) if definition is not None else None
+        if read is not None:
+            how, target = completion(field_def.type.of_type if non_null else field_def.type)
+            if how == LEAF:
+                complete = target
+            elif how == OBJECT and node.selection_set is not None:
+                complete = _steps(schema, target, node.selection_set, fragments)
+            else:
+                raise NotCompilable(f"{parent.name}.{name} from the page's extras")
+            steps.append(Step(key, EXTRAS, "", non_null, (read, complete), parent.name))
             continue
-        if special == _AUTHOR:
-            assert node.selection_set is not None
-            sub = _steps(schema, _object_type(field_def.type), node.selection_set, fragments)
-            steps.append(Step(key, _AUTHOR, "", non_null, sub, parent.name))
-            continue
-        kind, _, _, attribute, target = classify_field(strawberry_schema, field_def, name)
+        kind, _, _, attribute, target = classify_field(owner, field_def, name)
         if kind == LEAF:
             steps.append(Step(key, LEAF, attribute, non_null, target, parent.name))
         elif kind == OBJECT and node.selection_set is not None:
@@ -405,7 +456,7 @@ def _input(schema: GraphQLSchema, name: str) -> Callable[[Any], Any]:
     if name in _SCALARS:
         return _SCALARS[name]
     named = schema.get_type(name)
-    members = getattr(named, "wrapped_cls", None)  # a Strawberry enum's Python class
+    members = enum_class(named)  # a Strawberry enum's Python class
     if not isinstance(named, GraphQLEnumType) or members is None:
         raise NotCompilable(f"input type {name}")
     values = named.values

@@ -1,6 +1,6 @@
-"""Compiled documents (app.api.compiled, app.api.fast_http) answer the regular path's bytes.
+"""Compiled documents (app.api.fast.compiler, .compiled_http) answer the regular path's bytes.
 
-Differential tests, as tests/test_fast_execution.py does for the executor:
+Differential tests, as tests/api/test_fast_execution.py does for the executor:
 - random documents over `feed` that the compiler can plan (aliases, named and inline
   fragments, __typename, authors, likes, page info; arguments as literals, variables with and
   without defaults, absent), compiled and run next to graphql-core's executor on the same
@@ -15,7 +15,7 @@ Differential tests, as tests/test_fast_execution.py does for the executor:
   fields it cannot plan, a response key twice).
 
 A first page makes a new session on every read: within one comparison the page is read once
-and replayed to the other path (tests/test_fast_execution.py's `replayed_pages`).
+and replayed to the other path (tests/api/test_fast_execution.py's `replayed_pages`).
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ import orjson
 import pytest
 from strawberry.http import process_result
 
-from app.api.compiled import compile_documents
 from app.api.context import Context
 from app.api.documents import sha256_hex
-from app.api.fast_http import COMPILED
+from app.api.fast.compiled_http import COMPILED, FALLBACK
+from app.api.fast.compiler import MIRRORED_EXTENSIONS, compile_documents, extension_names
+from app.api.schema import build_schema
 from app.api.trusted import Registered
-from tests import test_fast_execution as fast
-from tests.helpers import app_client, gql, make_user, sql
-from tests.test_fast_execution import (
+from app.config import get_settings
+from tests.api import test_fast_execution as fast
+from tests.api.test_fast_execution import (
     PLAIN,
     World,
     build_world,
@@ -45,6 +46,7 @@ from tests.test_fast_execution import (
     gql_text,
     replayed_pages,
 )
+from tests.helpers import app_client, gql, make_user, sql
 
 POST_LEAVES = (*fast.POST_LEAVES, "__typename")
 AUTHOR_LEAVES = tuple(f for f in fast.USER_LEAVES if f != "viewerFollows")  # not planned
@@ -199,6 +201,8 @@ async def test_random_compiled_documents_answer_the_same_bytes(client, state, pi
         "query { feed { degraded } viewer { id } }",  # two root fields
         "query { viewer { id } }",  # another root field
         "query($n: Int!) { feed(first: $n) { degraded } }",  # a non-null variable
+        # Two operations (graphql-core wants an operationName; the regular path decides).
+        "query A { feed { degraded } } query B { feed { degraded } }",
     ],
 )
 def test_what_the_compiler_leaves_to_the_regular_path(text: str) -> None:
@@ -364,3 +368,101 @@ async def make_user_direct(state: Any) -> tuple[str, int]:
         " VALUES ('reader', '!', 'Reader', now()) RETURNING id"
     )
     return issue_token(state.settings, int(rows[0]["id"])), int(rows[0]["id"])
+
+
+# -- what the compiled path must know about the schema, and its run-time fallback ------------
+
+
+def test_the_compiled_path_mirrors_every_extension_of_the_schema() -> None:
+    """A new schema extension (a limit, a cache, a check) runs on the regular path only: the
+    compiled path must say what it does in its place (MIRRORED_EXTENSIONS) or it would skip
+    it silently. This fails until it does."""
+    assert sorted(extension_names(build_schema(get_settings()))) == sorted(MIRRORED_EXTENSIONS)
+
+
+def test_a_schema_with_an_extension_it_does_not_mirror_compiles_nothing() -> None:
+    from graphql import parse
+    from strawberry.extensions import SchemaExtension
+
+    class Audit(SchemaExtension):
+        pass
+
+    schema = build_schema(get_settings())
+    text = gql_text("Feed")
+    entry = Registered("Feed", text, sha256_hex(text), parse(text))
+    assert compile_documents(schema._schema, {text: entry}, schema.process_errors)
+    schema.extensions = [*schema.extensions, Audit]
+    assert compile_documents(schema._schema, {text: entry}, schema.process_errors) == {}
+
+
+def _fallbacks() -> float:
+    return FALLBACK.labels("Feed")._value.get()
+
+
+async def test_a_value_the_plan_cannot_render_is_answered_by_the_regular_path(
+    client, state, pipeline
+) -> None:
+    """A like count past GraphQL's Int (a 32-bit column cannot hold one today; a bigint one
+    or a bug could) is a value the plan cannot render at run time: the request goes to the
+    regular path, which answers graphql-core's field error with its nulls. It used to become
+    the compiled path's INTERNAL error on `feed`."""
+    world = await build_world(client, pipeline, seed=11)
+    headers = {
+        "authorization": f"Bearer {world.tokens['bob']}",
+        "content-type": "application/json",
+    }
+    body = {"query": gql_text("Feed"), "variables": {"first": 5}}
+    with replayed_pages(state):
+        replay = state.feed.page
+
+        async def page(*args: Any, **kwargs: Any) -> Any:
+            read = await replay(*args, **kwargs)
+            for post in read.posts:
+                post.like_count = 2**31
+            return read
+
+        state.feed.page = page
+        compiled, fallbacks = _compiled_count(), _fallbacks()
+        ours = await _post(client, body, headers)
+        assert (_compiled_count(), _fallbacks()) == (compiled, fallbacks + 1)
+        async with app_client(state, compiled_documents=False) as regular:
+            theirs = await _post(regular, body, headers)
+    assert ours == theirs
+    errors = orjson.loads(ours[2])["errors"]
+    assert errors and all(e["extensions"]["code"] == "BAD_USER_INPUT" for e in errors), errors
+    assert "Int cannot represent" in errors[0]["message"]
+    assert errors[0]["path"][:3] == ["feed", "edges", 0], errors[0]
+
+
+# graphql-core's variable coercion cases (tests/execution/test_variables.py, for the input
+# types a compiled document's variables can have): the plan must accept a value only where
+# graphql-core accepts it, with the same value; what it refuses goes to the regular path.
+VARIABLE_VALUES: list[Any] = [
+    0, 1, -1, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 1.0, 1.5, float("nan"), "1", "",
+    "abc", "RANKED", "ranked", "SIDEWAYS", True, False, None, [], [1], {}, {"a": 1},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("type_name", ["Int", "String", "Boolean", "FeedMode"])
+def test_compiled_variables_coerce_as_graphql_core_does(type_name: str) -> None:
+    from graphql import coerce_input_value
+
+    from app.api.fast import compiler
+
+    schema = PLAIN._schema
+    graphql_type = schema.get_type(type_name)
+    assert graphql_type is not None
+    coerce = compiler._nullable(compiler._input(schema, type_name))
+    members = getattr(graphql_type, "wrapped_cls", None)
+    accepted = 0
+    for value in VARIABLE_VALUES:
+        try:
+            ours = coerce(value)
+        except ValueError:
+            continue  # left to the regular path
+        theirs = coerce_input_value(value, graphql_type)  # raises where graphql-core refuses
+        if members is not None and theirs is not None:
+            theirs = members(theirs)
+        assert type(ours) is type(theirs) and ours == theirs, (type_name, value, ours, theirs)
+        accepted += 1
+    assert accepted >= 2, type_name

@@ -13,7 +13,7 @@ the per-frame work changes:
   no I/O): that is what makes sharing sound. A viewer-dependent field there would have to
   join the cache key.
 - `SocketFrames`: the operation's `{"id":..,"type":"next","payload":` prefix built once;
-  the frame is written straight to the transport where that is safe (app.api.raw_frames),
+  the frame is written straight to the transport where that is safe (app.api.fast.raw_frames),
   else the ASGI send is driven inline, so a socket with room in its buffer costs no task.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 import orjson
 from graphql import DocumentNode, GraphQLError, OperationDefinitionNode
 from strawberry.types import Info
-from strawberry.types.nodes import get_variable_values
 
-from app.api.raw_frames import RawFrames
+from app.api.fast.adapter import execute_subscription_event, raw_info, variable_values
+from app.api.fast.raw_frames import RawFrames
 from app.api.types import FeedUpdate
 from app.realtime.counts import FeedCount
 from app.realtime.metrics import PREPARED_FRAMES
@@ -54,7 +54,7 @@ class FramePlan:
 
     def __init__(self, info: Info[Any, Any], operation: OperationDefinitionNode) -> None:
         self.operation = operation  # held: the cache key is its id
-        raw = info._raw_info
+        raw = raw_info(info)
         schema = raw.schema
         document = DocumentNode(definitions=(operation, *raw.fragments.values()))
         executor_class = info.schema.execution_context_class
@@ -65,7 +65,7 @@ class FramePlan:
             context_value=None,  # shared by sockets: FeedUpdate's fields need no context
             # The coerced values of an already valid operation: coercing them again is the
             # identity for the Boolean/Int/String variables a feedUpdates document can use.
-            raw_variable_values=get_variable_values(raw),
+            raw_variable_values=variable_values(info),
             operation_name=operation.name.value if operation.name else None,
         )
         if isinstance(executor, list):  # variables that do not round-trip: no shared plan
@@ -87,8 +87,6 @@ class FramePlan:
 
     def _execute(self, state: FeedCount) -> tuple[bytes, bool]:
         """graphql-core's ExecuteSubscriptionEvent, formatted as Strawberry's `next`."""
-        from graphql.execution.execute import execute_subscription_event
-
         event = self._executor.build_per_event_executor(feed_update(state))
         result = execute_subscription_event(event)
         if isinstance(result, Awaitable):  # pragma: no cover - FeedUpdate resolves in place
@@ -111,9 +109,7 @@ _plans: OrderedDict[tuple[int, bytes], FramePlan] = OrderedDict()
 def plan_for(info: Info[Any, Any]) -> FramePlan:
     """The shared plan of this operation, built on first use."""
     operation = info.operation
-    variables = orjson.dumps(
-        get_variable_values(info._raw_info), option=orjson.OPT_SORT_KEYS, default=str
-    )
+    variables = orjson.dumps(variable_values(info), option=orjson.OPT_SORT_KEYS, default=str)
     key = (id(operation), variables)
     plan = _plans.get(key)
     if plan is None or plan.operation is not operation:

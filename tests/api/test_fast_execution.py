@@ -1,4 +1,4 @@
-"""The fast executor (app.api.fast_exec) answers the same bytes as graphql-core's.
+"""The fast executor (app.api.fast.executor) answers the same bytes as graphql-core's.
 
 Differential tests: every document runs through a schema built with `fast_execution=True`,
 one built with False (graphql-core's executor, EventScopedExecutor), and often through the
@@ -37,9 +37,8 @@ from strawberry.http import process_result
 from strawberry.schema.config import StrawberryConfig
 
 from app.api.context import Context
-from app.api.fast_exec import FastExecutor
+from app.api.fast.executor import EventScopedExecutor, FastExecutor
 from app.api.schema import build_schema
-from app.api.subscriptions import EventScopedExecutor
 from app.config import get_settings
 from tests.helpers import block, follow, gql, make_user, post, sql, unfollow
 
@@ -79,7 +78,7 @@ def test_the_feeds_fields_take_the_fast_steps() -> None:
     """What each field of a feed page does: a Strawberry upgrade that renamed its resolver
     wrappers would turn them all back to graphql-core's path (still the same bytes, so the
     differential tests would not notice the lost speed)."""
-    from app.api import fast_exec
+    from app.api.fast import executor as fast_exec
 
     schema = FAST._schema
 

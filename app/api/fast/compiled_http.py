@@ -1,4 +1,4 @@
-"""POST /graphql for a compiled document (app.api.compiled), answered without the view.
+"""POST /graphql for a compiled document (app.api.fast.compiler), answered without the view.
 
 Strawberry's view reads the body, builds request adapters, runs the schema's extension
 hooks around parse/validate/execute and graphql-core's execution of ~300 fields: most of a
@@ -13,7 +13,10 @@ negotiated media type (app.api.http_media), with the status the regular path wou
 Every other request (anything unusual at all, including what would be an error before
 execution) goes to the regular path untouched, its body replayed: the regular path stays the
 one place that judges malformed requests, so this module cannot refuse what it would
-accept. Same bytes: tests/test_compiled_documents.py.
+accept. So does a request whose page holds a value the plan cannot render (the compiler's
+NotCompilable at run time): the regular path answers it from the start (its read is counted
+twice against the read budgets, and the page read twice; graphql_compiled_fallback_total
+counts these). Same bytes: tests/api/test_compiled_documents.py.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.admission import replay_body
 from app.api import http_media
-from app.api.compiled import CompiledQuery
 from app.api.context import Context, http_context
 from app.api.cost import limit_reads
+from app.api.fast.compiler import CompiledQuery, NotCompilable
 from app.api.trusted import DocumentRefused, DocumentRegistry
 from app.errors import AppError
 from app.state import AppState
@@ -39,6 +42,11 @@ from app.state import AppState
 _KEYS = frozenset({"query", "variables", "operationName", "extensions", "documentId"})
 COMPILED = Counter(
     "graphql_compiled_total", "HTTP requests answered by a compiled document", ["operation"]
+)
+FALLBACK = Counter(
+    "graphql_compiled_fallback_total",
+    "Compiled requests answered by the regular path after all: a value the plan cannot render",
+    ["operation"],
 )
 _JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8"})
 
@@ -58,6 +66,7 @@ class CompiledHTTP:
         self.documents = documents
         self.compiled = compiled
         self.answered = {q.entry.name: COMPILED.labels(q.entry.name) for q in compiled.values()}
+        self.fell_back = {q.entry.name: FALLBACK.labels(q.entry.name) for q in compiled.values()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.compiled or scope["type"] != "http" or scope["method"] != "POST":
@@ -86,9 +95,14 @@ class CompiledHTTP:
             return
         query, values = planned
         assert media is not None  # checked with the plan
-        self.answered[query.entry.name].inc()
         context = await http_context(self.state(), Request(scope))
-        result, status = await self._run(query, context, values, media)
+        try:
+            result, status = await self._run(query, context, values, media)
+        except NotCompilable:
+            self.fell_back[query.entry.name].inc()
+            await self.app(scope, replay_body(body, receive), send)
+            return
+        self.answered[query.entry.name].inc()
         payload = orjson.dumps(result)
         await send(
             {

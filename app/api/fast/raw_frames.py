@@ -23,6 +23,8 @@ from typing import Any
 
 from websockets.protocol import State
 
+from app.api.fast.adapter import uvicorn_protocol
+
 _TEXT_FIN = 0x81
 SCOPE_KEY = "feed.raw_frames"  # where app.web's SocketLimits puts a socket's RawFrames
 
@@ -49,13 +51,8 @@ class RawFrames:
     @classmethod
     def for_send(cls, send: Any) -> RawFrames | None:
         """From the ASGI `send` uvicorn hands the app (a bound method of its protocol)."""
-        protocol = getattr(send, "__self__", None)
-        if protocol is None or type(protocol).__name__ != "WebSocketsSansIOProtocol":
-            return None
-        needed = ("conn", "close_sent", "handshake_complete", "writable", "transport")
-        if not all(hasattr(protocol, name) for name in needed):
-            return None
-        return cls(protocol)
+        protocol = uvicorn_protocol(send)
+        return None if protocol is None else cls(protocol)
 
     def write(self, payload: bytes) -> bool:
         """Write one text frame now; False when the ASGI path must be used instead."""

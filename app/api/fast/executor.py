@@ -37,7 +37,7 @@ enum member's name (functions of the schema alone): every value is read from thi
 objects, so nothing can be stale. Every field takes graphql-core's path when an extension
 wraps resolvers (a middleware); resolvers do when the schema has exception handlers.
 
-Sameness with graphql-core: tests/test_fast_execution.py (random documents over random
+Sameness with graphql-core: tests/api/test_fast_execution.py (random documents over random
 social graphs, byte-for-byte JSON, before and after likes, comments, edits, visibility
 changes, deletes, blocks and display-name changes). FAST_EXECUTION=0 switches it off;
 docs/decisions/0008-fast-execution.md has the design and the measurements.
@@ -54,7 +54,6 @@ from uuid import UUID
 from weakref import WeakKeyDictionary
 
 from graphql import (
-    GraphQLEnumType,
     GraphQLField,
     GraphQLList,
     GraphQLNonNull,
@@ -64,14 +63,24 @@ from graphql import (
     is_leaf_type,
     is_object_type,
 )
-from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
-from graphql.execution.executor import to_nodes
-from graphql.pyutils import Path, Undefined
-from graphql.pyutils.gather_with_cancel import gather_with_cancel
-from strawberry.schema.schema_converter import GraphQLCoreConverter
-from strawberry.types.field import StrawberryField
 
-from app.api.subscriptions import EventScopedExecutor
+from app.api.fast.adapter import (
+    BASIC_RESOLVER,
+    SYNC_RESOLVER,
+    BaseExecutor,
+    FieldDetailsList,
+    GroupedFieldSet,
+    Path,
+    StrawberryField,
+    Undefined,
+    enum_class,
+    forget_subfield_memo,
+    gather_with_cancel,
+    make_info,
+    strawberry_field,
+    strawberry_schema,
+    to_nodes,
+)
 
 # Step kinds.
 SLOW = 0  # graphql-core's execute_field
@@ -81,10 +90,17 @@ OBJECT = 3  # basic field of an object type without is_type_of
 LIST = 4  # basic field of a list of such objects
 DIRECT = 5  # plain synchronous Strawberry resolver
 
-# Names Strawberry gives a field's GraphQL resolver (schema_converter.from_resolver): a basic
-# field's `field.get_result(source, None, [], {})`, and the sync wrapper of a resolver.
-_BASIC_RESOLVER = "_get_basic_result"
-_SYNC_RESOLVER = "_resolver"
+
+class EventScopedExecutor(BaseExecutor):
+    """graphql-core 3.3.2 shares its subfield memo between a subscription's executor and the
+    per-event copies, keyed by the id of a list built anew for every event: each frame
+    leaves ~17 objects behind for the life of the socket. Per-event copies get their own.
+    The regular executor (FAST_EXECUTION=0) is this class; the fast one extends it."""
+
+    def build_per_event_executor(self, payload: Any) -> Any:
+        executor = super().build_per_event_executor(payload)
+        forget_subfield_memo(executor)
+        return executor
 
 
 class _Resolver:
@@ -107,7 +123,7 @@ class _Resolver:
     def __call__(self, source: Any, info: Any) -> Any:
         kwargs: dict[str, Any] = dict.fromkeys(self.source_names, source)
         if self.info_name is not None:
-            kwargs[self.info_name] = self.info_class(_raw_info=info, _field=self.field)
+            kwargs[self.info_name] = make_info(self.info_class, info, self.field)
         if self.with_self:
             return self.resolver(source, **kwargs)
         return self.resolver(**kwargs)
@@ -137,7 +153,7 @@ def _leaf(leaf: Any) -> _Leaf:
     Exception). Members of a Strawberry enum are memoized: a member is a singleton and its
     name never changes."""
     coerce: Callable[[Any], Any] = leaf.coerce_output_value
-    wrapped = getattr(leaf, "wrapped_cls", None)
+    wrapped = enum_class(leaf)
 
     def complete(value: Any, is_awaitable: Callable[[Any], bool]) -> Any:
         if type(value) not in _SCALAR_VALUES and not _plain(value, is_awaitable):
@@ -148,9 +164,7 @@ def _leaf(leaf: Any) -> _Leaf:
             return MISS
         return MISS if coerced is None or coerced is Undefined else coerced
 
-    if not isinstance(leaf, GraphQLEnumType) or not (
-        isinstance(wrapped, type) and issubclass(wrapped, enum.Enum)
-    ):
+    if wrapped is None or not issubclass(wrapped, enum.Enum):
         return complete
     names: dict[Any, Any] = {}
 
@@ -168,7 +182,7 @@ def _leaf(leaf: Any) -> _Leaf:
     return complete_member
 
 
-def _completion(inner: Any) -> tuple[int, Any]:
+def completion(inner: Any) -> tuple[int, Any]:
     """How a value of this (nullable) type completes without graphql-core's complete_value."""
     if is_leaf_type(inner):
         return LEAF, _leaf(inner)
@@ -177,7 +191,8 @@ def _completion(inner: Any) -> tuple[int, Any]:
     return SLOW, None
 
 
-def classify_field(strawberry_schema: Any, field_def: GraphQLField, field_name: str) -> _Kind:
+def classify_field(owner: Any, field_def: GraphQLField, field_name: str) -> _Kind:
+    """What a schema field's step does; `owner` is the Strawberry schema (or None)."""
     return_type: Any = field_def.type
     non_null = isinstance(return_type, GraphQLNonNull)
     inner = return_type.of_type if non_null else return_type
@@ -185,17 +200,17 @@ def classify_field(strawberry_schema: Any, field_def: GraphQLField, field_name: 
     name = getattr(resolve, "__name__", None)
     if field_name == "__typename":
         return (TYPENAME, True, None, None, None) if resolve is not None else SLOW_KIND
-    definition = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    definition = strawberry_field(field_def)
     if (
-        not isinstance(definition, StrawberryField)
+        definition is None
         or type(definition).get_result is not StrawberryField.get_result
         or definition.extensions
         or field_def.args
     ):
         return SLOW_KIND
-    if name == _BASIC_RESOLVER and definition.base_resolver is None:
+    if name == BASIC_RESOLVER and definition.base_resolver is None:
         read, attribute = definition.default_resolver, definition.python_name
-        kind, target = _completion(inner)
+        kind, target = completion(inner)
         if kind != SLOW:
             return (kind, non_null, read, attribute, target)
         if isinstance(inner, GraphQLList):
@@ -205,15 +220,15 @@ def classify_field(strawberry_schema: Any, field_def: GraphQLField, field_name: 
                 return (LIST, non_null, read, attribute, (item_type, item))
         return SLOW_KIND
     if (
-        name == _SYNC_RESOLVER
+        name == SYNC_RESOLVER
         and definition.base_resolver is not None
         and not definition.is_async
         and not definition.arguments
-        and strawberry_schema is not None
-        and not strawberry_schema.exception_handlers
+        and owner is not None
+        and not owner.exception_handlers
     ):
-        kind, target = _completion(inner)
-        resolver = _Resolver(definition, strawberry_schema.config.info_class)
+        kind, target = completion(inner)
+        resolver = _Resolver(definition, owner.config.info_class)
         return (DIRECT, non_null, resolver, kind, target)
     return SLOW_KIND
 
@@ -252,8 +267,7 @@ class FastExecutor(EventScopedExecutor):
             key = (parent_type.name, field_name)
             kind = known.get(key)
             if kind is None:
-                strawberry_schema = getattr(schema, "_strawberry_schema", None)
-                kind = known[key] = classify_field(strawberry_schema, field_def, field_name)
+                kind = known[key] = classify_field(strawberry_schema(schema), field_def, field_name)
             if node.arguments or (
                 kind[0] == LIST and any(d.node.directives for d in field_details_list)
             ):

@@ -1,0 +1,320 @@
+"""Each assumption app.api.fast.adapter makes about Strawberry, graphql-core and uvicorn.
+
+One test per assumption, against the installed libraries: an upgrade that renames a
+resolver wrapper, moves a module, changes an executor method's parameters or uvicorn's
+protocol class fails here, by name, before the differential tests notice lost speed (the fast
+engine takes graphql-core's path when it does not recognise something, with the same bytes).
+`make canary` runs these against the newest releases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import socket
+from collections.abc import AsyncGenerator
+from enum import Enum
+from typing import Any
+
+import orjson
+import strawberry
+from graphql import execute_sync, parse
+from strawberry.types import Info
+
+from app.api.fast import adapter
+from app.api.fast.raw_frames import RawFrames
+from app.api.types import PAGE_EXTRAS
+
+
+@strawberry.enum
+class Shade(Enum):
+    DARK = "dark"
+
+
+def _read(parent: Any, extras: Any) -> None:
+    return None
+
+
+@strawberry.type
+class Thing:
+    name: str
+    shade: Shade
+    tagged: str = strawberry.field(default="t", metadata={PAGE_EXTRAS: _read})
+
+    @strawberry.field
+    def upper(self) -> str:
+        return self.name.upper()
+
+    @strawberry.field
+    async def later(self) -> str:
+        return self.name
+
+    @strawberry.field
+    def seen(self, info: Info) -> str:
+        seen.append(info)
+        return info.field_name
+
+
+seen: list[Any] = []
+
+
+@strawberry.type
+class Query:
+    @strawberry.field
+    def thing(self, size: int = 1) -> Thing:
+        return Thing(name="a", shade=Shade.DARK)
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription
+    async def things(self) -> AsyncGenerator[Thing, None]:  # pragma: no cover - never run
+        yield Thing(name="a", shade=Shade.DARK)
+
+
+SCHEMA = strawberry.Schema(query=Query, subscription=Subscription)
+GRAPHQL = adapter.graphql_schema(SCHEMA)
+
+
+def _field(type_name: str, name: str) -> Any:
+    return GRAPHQL.get_field(GRAPHQL.get_type(type_name), name)  # type: ignore[arg-type]
+
+
+# -- Strawberry ------------------------------------------------------------------------------
+
+
+def test_strawberry_names_a_basic_fields_resolver() -> None:
+    assert _field("Thing", "name").resolve.__name__ == adapter.BASIC_RESOLVER
+
+
+def test_strawberry_names_a_sync_resolvers_wrapper() -> None:
+    assert _field("Thing", "upper").resolve.__name__ == adapter.SYNC_RESOLVER
+    assert _field("Thing", "later").resolve.__name__ != adapter.SYNC_RESOLVER
+
+
+def test_the_graphql_schema_points_back_to_strawberrys() -> None:
+    assert adapter.strawberry_schema(GRAPHQL) is SCHEMA
+    assert adapter.strawberry_schema(parse_schema()) is None
+
+
+def parse_schema() -> Any:
+    from graphql import build_schema
+
+    return build_schema("type Query { a: Int }")
+
+
+def test_a_graphql_field_keeps_its_strawberry_field_and_metadata() -> None:
+    definition = adapter.strawberry_field(_field("Thing", "tagged"))
+    assert isinstance(definition, adapter.StrawberryField)
+    assert definition.python_name == "tagged"
+    assert definition.metadata[PAGE_EXTRAS] is _read
+    assert definition.base_resolver is None
+    assert definition.default_resolver(Thing(name="a", shade=Shade.DARK), "name") == "a"
+    resolver = adapter.strawberry_field(_field("Thing", "seen"))
+    assert resolver is not None and resolver.base_resolver is not None
+    arguments = adapter.strawberry_field(_field("Query", "thing"))
+    assert arguments is not None and [a.python_name for a in arguments.arguments] == ["size"]
+
+
+def test_a_strawberry_enum_keeps_its_python_class() -> None:
+    assert adapter.enum_class(GRAPHQL.get_type("Shade")) is Shade
+    assert adapter.enum_class(GRAPHQL.get_type("String")) is None
+
+
+def test_info_is_built_from_graphql_cores_resolve_info() -> None:
+    seen.clear()
+    result = SCHEMA.execute_sync("query Q($n: Int = 2) { thing(size: $n) { seen } }")
+    assert result.errors is None and result.data == {"thing": {"seen": "seen"}}
+    (info,) = seen
+    raw = adapter.raw_info(info)
+    assert raw.field_name == "seen" and raw.parent_type.name == "Thing"
+    assert adapter.variable_values(info) == {"n": 2}
+    field = adapter.strawberry_field(_field("Thing", "seen"))
+    assert field is not None
+    rebuilt = adapter.make_info(SCHEMA.config.info_class, raw, field)
+    assert isinstance(rebuilt, Info)
+    assert (rebuilt.field_name, rebuilt.python_name, rebuilt.path) == (
+        info.field_name,
+        info.python_name,
+        info.path,
+    )
+
+
+# -- graphql-core ----------------------------------------------------------------------------
+
+# The executor methods the fast executor overrides or calls, with the parameters it passes.
+EXECUTOR_METHODS = {
+    "execute_fields": [
+        "self",
+        "parent_type",
+        "source_value",
+        "path",
+        "grouped_field_set",
+        "position_context",
+    ],
+    "execute_field": [
+        "self",
+        "parent_type",
+        "source",
+        "field_details_list",
+        "path",
+        "position_context",
+    ],
+    "handle_field_error": ["self", "raw_error", "return_type", "field_details_list", "path"],
+    "complete_value": [
+        "self",
+        "return_type",
+        "field_details_list",
+        "info",
+        "path",
+        "result",
+        "position_context",
+    ],
+    "complete_awaitable_value": [
+        "self",
+        "return_type",
+        "field_details_list",
+        "info",
+        "path",
+        "result",
+        "position_context",
+    ],
+    "build_resolve_info": ["self", "field_def", "field_nodes", "parent_type", "path"],
+    "collect_subfields": ["self", "return_type", "field_details_list"],
+    "collect_and_execute_subfields": [
+        "self",
+        "return_type",
+        "field_details_list",
+        "path",
+        "result",
+        "position_context",
+    ],
+    "settle_in_background": ["self", "awaitables"],
+    "build_per_event_executor": ["self", "payload"],
+}
+
+
+def test_the_executor_methods_keep_their_parameters() -> None:
+    for name, parameters in EXECUTOR_METHODS.items():
+        method = getattr(adapter.BaseExecutor, name)
+        assert list(inspect.signature(method).parameters) == parameters, name
+
+
+def _executor(document: str) -> Any:
+    executor = adapter.BaseExecutor.build(GRAPHQL, parse(document))
+    assert not isinstance(executor, list), executor
+    return executor
+
+
+def test_grouped_field_sets_map_response_names_to_field_details() -> None:
+    """What the fast executor's plans are built from: execute_fields gets a dict of response
+    name -> field details (each with its `node`), collect_subfields returns (grouped field
+    set, new defer usages, ...), to_nodes gives the FieldNodes."""
+    calls: list[tuple[str, Any]] = []
+
+    class Recording(adapter.BaseExecutor):  # type: ignore[misc]
+        def execute_fields(
+            self, parent_type: Any, source: Any, path: Any, grouped: Any, position: Any
+        ) -> Any:
+            calls.append((parent_type.name, grouped))
+            if parent_type.name == "Query":
+                collected = self.collect_subfields(GRAPHQL.get_type("Thing"), grouped["t"])
+                calls.append(("collected", collected))
+            return super().execute_fields(parent_type, source, path, grouped, position)
+
+    result = SCHEMA.execute_sync("{ t: thing { name n: name shade } }")
+    assert result.errors is None
+    executor = Recording.build(GRAPHQL, parse("{ t: thing { name n: name shade } }"))
+    assert not isinstance(executor, list)
+
+    got = execute_sync(
+        GRAPHQL, parse("{ t: thing { name n: name shade } }"), executor_class=Recording
+    )
+    assert got.errors is None and got.data == {"t": {"name": "a", "n": "a", "shade": "DARK"}}
+    (query, root), (_, collected), (thing, grouped) = calls
+    assert (query, thing) == ("Query", "Thing")
+    assert list(root) == ["t"] and list(grouped) == ["name", "n", "shade"]
+    assert len(collected) >= 2 and collected[0] == grouped and not collected[1]
+    nodes = adapter.to_nodes(grouped["n"])
+    assert [n.name.value for n in nodes] == ["name"] and grouped["n"][0].node is nodes[0]
+    assert executor.middleware_manager is None or not executor.middleware_manager.middlewares
+
+
+def test_per_event_executors_share_the_subfield_memo() -> None:
+    """The leak EventScopedExecutor works around: graphql-core's per-event copies share
+    `_relevant_sub_fields`. When this fails, upstream fixed it: forget_subfield_memo (and
+    EventScopedExecutor) can go."""
+    executor = _executor("subscription { things { name } }")
+    memo = executor._relevant_sub_fields
+    copy = executor.build_per_event_executor(Thing(name="a", shade=Shade.DARK))
+    assert copy._relevant_sub_fields is memo
+    adapter.forget_subfield_memo(copy)
+    assert copy._relevant_sub_fields is not memo and copy._relevant_sub_fields == {}
+
+
+def test_a_per_event_executor_runs_one_event() -> None:
+    executor = _executor("subscription { things { name } }")
+    event = executor.build_per_event_executor(Thing(name="b", shade=Shade.DARK))
+    result = adapter.execute_subscription_event(event)
+    assert not inspect.isawaitable(result)
+    assert result.data == {"things": {"name": "b"}} and not result.errors  # type: ignore[union-attr]
+
+
+async def test_gather_with_cancel_gathers_in_order() -> None:
+    async def value(n: int) -> int:
+        await asyncio.sleep(0)
+        return n
+
+    assert await adapter.gather_with_cancel(value(1), value(2)) == [1, 2]
+
+
+# -- uvicorn ---------------------------------------------------------------------------------
+
+
+async def test_uvicorns_websocket_send_is_its_sansio_protocols() -> None:
+    """A real uvicorn server (the websockets-sansio protocol, as the launcher runs it): the
+    app's `send` leads to the protocol and its transport, and a raw frame reaches the client."""
+    import uvicorn
+    import websockets
+
+    found: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "websocket":
+            return
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        found["protocol"] = adapter.uvicorn_protocol(send)
+        found["transport"] = adapter.uvicorn_transport(send)
+        raw = RawFrames.for_send(send)
+        found["raw"] = raw is not None and raw.write(orjson.dumps({"raw": True}))
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        ws="websockets-sansio",
+        ws_per_message_deflate=False,
+        log_level="warning",
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:  # noqa: ASYNC110 - uvicorn sets a flag, no event
+            await asyncio.sleep(0.01)
+        async with websockets.connect(f"ws://127.0.0.1:{port}/") as ws:
+            frame = await asyncio.wait_for(ws.recv(), 5)
+    finally:
+        server.should_exit = True
+        await serving
+    protocol = found["protocol"]
+    assert type(protocol).__name__ == adapter.UVICORN_SANSIO_PROTOCOL
+    assert all(hasattr(protocol, name) for name in adapter.UVICORN_SANSIO_ATTRIBUTES)
+    assert found["transport"] is protocol.transport
+    assert found["raw"] is True and orjson.loads(frame) == {"raw": True}
