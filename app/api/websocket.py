@@ -159,7 +159,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._expiry: asyncio.TimerHandle | None = None
-        self._recheck: asyncio.Task[None] | None = None
+        self._watched: int | None = None  # this socket's entry in revocation.watch
         self._op_contexts: dict[str, OperationContext] = {}
         self._holds: list[Hold] = []  # this socket's leases (per address, per account)
         self._slot_held: set[str] = set()  # operations holding an admission slot
@@ -196,8 +196,8 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         finally:
             if self._expiry is not None:
                 self._expiry.cancel()
-            if self._recheck is not None:
-                self._recheck.cancel()
+            if self._watched is not None:
+                revocation.watch.remove(self._watched)
             hub = self.context.hub
             for hold in self._holds:
                 if hub is not None:
@@ -274,27 +274,28 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             return
         delay = max(0.0, expires_at - time.time())
         self._expiry = asyncio.get_running_loop().call_later(delay, self._on_expiry)
-        if self.context.token is not None:
-            self._recheck = asyncio.create_task(self._recheck_token())
+        context = self.context
+        if context.token is not None:
+            # Re-checked with every other socket's token in one loop (revocation.Watch).
+            self._watched = revocation.watch.add(
+                context.state.redis,
+                context.state.sessions,
+                context.token,
+                context.state.settings.token_recheck_seconds,
+                self._on_revoked,
+            )
 
-    async def _recheck_token(self) -> None:
-        """Close the socket (4403) once its token is revoked: logOut or changePassword."""
-        context, token = self.context, self.context.token
-        assert token is not None
-        interval = context.state.settings.token_recheck_seconds
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await revocation.check(context.state.redis, context.state.sessions, token)
-            except revocation.Revoked:
-                with contextlib.suppress(Exception):
-                    await self.websocket.close(
-                        code=CLOSE_FORBIDDEN,
-                        reason="Forbidden: the token was revoked; log in again",
-                    )
-                return
-            except Exception:  # Redis and Postgres both down: keep the socket, try again later
-                continue
+    def _on_revoked(self) -> None:
+        """The token was logged out or outdated by changePassword: close the socket (4403)."""
+        self._watched = None
+        task = asyncio.ensure_future(self._close_revoked())
+        task.add_done_callback(self._task_done)
+
+    async def _close_revoked(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.websocket.close(
+                code=CLOSE_FORBIDDEN, reason="Forbidden: the token was revoked; log in again"
+            )
 
     def _on_expiry(self) -> None:
         task = asyncio.ensure_future(self._close_expired())

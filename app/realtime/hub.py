@@ -97,7 +97,9 @@ class Subscriber:
         self._interval = interval
         self._pending: FeedCount | None = None
         self._last_frame = 0.0
-        self._wake = asyncio.Event()
+        # Only a subscriber without a sink is woken (its task calls `next`): an Event (with
+        # its waiter deque) per socket was ~0.6 KB of every prepared-frame socket.
+        self._wake: asyncio.Event | None = asyncio.Event() if sink is None else None
         self._timer: asyncio.TimerHandle | None = None
         self._inflight: asyncio.Future[None] | None = None
 
@@ -119,7 +121,7 @@ class Subscriber:
         else:
             COALESCED.inc()
         self._pending = state
-        if self.sink is None:
+        if self._wake is not None:
             self._wake.set()
         else:
             self._pump(now)
@@ -137,7 +139,8 @@ class Subscriber:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._wake.set()
+        if self._wake is not None:
+            self._wake.set()
 
     def _pump(self, now: float | None = None) -> None:
         """Send the pending update now if the interval and the socket allow it."""
@@ -176,15 +179,17 @@ class Subscriber:
         Once dropped it waits until cancelled: the hub is closing the socket, and ending the
         stream here would race a 'complete' message against that close.
         """
+        wake = self._wake
+        assert wake is not None, "a subscriber with a sink is not read with next()"
         while True:
-            await self._wake.wait()
+            await wake.wait()
             delay = self._last_frame + self._interval - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
             if self.dropped:
                 await asyncio.get_running_loop().create_future()
             state, self._pending = self._pending, None
-            self._wake.clear()
+            wake.clear()
             if state is None:
                 continue
             self._last_frame = time.monotonic()
