@@ -163,6 +163,8 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         self._op_contexts: dict[str, OperationContext] = {}
         self._holds: list[Hold] = []  # this socket's leases (per address, per account)
         self._slot_held: set[str] = set()  # operations holding an admission slot
+        # Subscriptions whose frames the hub writes, whose task was ended (`_hand_off`).
+        self._handed_off: set[str] = set()
         self.max_operations = get_realtime_settings().operations_per_socket
         self.max_subscriptions_per_connection = None  # Strawberry's untyped check: ours instead
 
@@ -357,7 +359,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
     async def run_operation(self, operation: Operation[SocketContext, None]) -> None:
         """Strawberry's, with a context (and DataLoaders) of the operation's own."""
         op_context = self.context.for_operation(
-            operation.id, self.websocket.send_text, lambda: self._release_slot(operation.id)
+            operation.id,
+            self.websocket.send_text,
+            lambda: self._release_slot(operation.id),
+            lambda: self._hand_off(operation.id),
         )
         self._op_contexts[operation.id] = op_context
         try:
@@ -377,6 +382,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             )
         except _OperationStreamClosed:
             return
+        except asyncio.CancelledError:
+            if operation.id in self._handed_off:
+                return  # the hub sends its frames now; `complete` or the close ends it
+            raise
         except WebSocketDisconnected:
             return  # the peer is gone: nothing left to tell it
         except GraphQLError as error:
@@ -393,9 +402,20 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             raise
         finally:
             self._release_slot(operation.id)
-            op_context.detach()
-            if self._op_contexts.get(operation.id) is op_context:
-                del self._op_contexts[operation.id]
+            if operation.id not in self._handed_off:
+                op_context.detach()
+                if self._op_contexts.get(operation.id) is op_context:
+                    del self._op_contexts[operation.id]
+
+    def _hand_off(self, operation_id: str) -> None:
+        """A subscription whose frames the hub writes (app.api.frames) needs no task: end
+        it and keep the operation registered (its id, its limits, its `complete`). Its task
+        with the GraphQL stream under it was ~10 KB of every socket, for hours."""
+        operation = self.operations.get(operation_id)
+        if operation is None or operation.task is None or operation.task.done():
+            return
+        self._handed_off.add(operation_id)
+        operation.task.cancel()
 
     async def _admit(self, operation: Operation[SocketContext, None]) -> bool:
         """An admission slot (app.admission) until the operation's first result: a query or
@@ -461,6 +481,9 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         op_context = self._op_contexts.get(operation_id)
         if op_context is not None and operation_id in self.operations:
             op_context.detach()
+        if operation_id in self._handed_off and operation_id in self.operations:
+            self._handed_off.discard(operation_id)
+            self._op_contexts.pop(operation_id, None)
         await super().cleanup_operation(operation_id)
 
 

@@ -57,6 +57,11 @@ class RealtimeSettings(BaseSettings):
     # A held socket or subscription counts this long after its process was last heard of
     # (renewed every third of it): a crashed process's sockets stop counting by then.
     lease_seconds: float = Field(default=60.0, gt=0)
+    # From this many subscribers on, the hub moves the process's long-lived objects out of
+    # the garbage collector's walks (gc.freeze, decision 0039): a full collection over
+    # thousands of sockets paused the loop for 0.5-1.8 s, inside whatever broadcast ran.
+    # 0 = off.
+    gc_freeze_subscribers: int = Field(default=1000, ge=0)
 
     @model_validator(mode="after")
     def _check(self) -> RealtimeSettings:
