@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from app.coalesce import Coalesced
@@ -46,6 +47,31 @@ if held >= cap then return held end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return -1
+""",
+)
+
+
+# Every key's members pushed to ARGV[1] (the new deadline); ARGV[2]: the keys' TTL in ms; per
+# key its member count and members. One call renews RENEW_BATCH keys: 10,000 sockets cost
+# 20 EVALSHAs every 20 s instead of 20,000 pipelined commands (~0.5 s of redis-py's Python).
+_RENEW = LuaScript(
+    "lease_renew",
+    """
+local deadline, ttl, at = ARGV[1], ARGV[2], 3
+for _, key in ipairs(KEYS) do
+  local n = tonumber(ARGV[at])
+  for first = 1, n, 1000 do  -- unpack() has a bounded stack: ZADD 1,000 at a time
+    local args = {}
+    for i = first, math.min(n, first + 999) do
+      args[#args + 1] = deadline
+      args[#args + 1] = ARGV[at + i]
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+  redis.call('PEXPIRE', key, ttl)
+  at = at + n + 1
+end
+return 0
 """,
 )
 
@@ -198,9 +224,13 @@ class Leases:
         """Push the lease of everything this process holds `lease_seconds` ahead."""
         until = int(time.time() * 1000) + self.lease_ms
         items = [(key, sorted(members)) for key, members in self._held.items() if members]
-        for i in range(0, len(items), RENEW_BATCH):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key, members in items[i : i + RENEW_BATCH]:
-                    pipe.zadd(key, dict.fromkeys(members, until))
-                    pipe.pexpire(key, self.lease_ms + 1000)
-                await pipe.execute()
+        # A script's keys must share a slot on a cluster: one key per call there.
+        size = 1 if isinstance(self.redis, RedisCluster) else RENEW_BATCH
+        calls: list[tuple[list[str], list[object]]] = []
+        for i in range(0, len(items), size):
+            batch = items[i : i + size]
+            args: list[object] = [until, self.lease_ms + 1000]
+            for _, members in batch:
+                args += [len(members), *members]
+            calls.append(([key for key, _ in batch], args))
+        await run_script_many(self.redis, _RENEW, calls)

@@ -43,8 +43,9 @@ def _stop(_signum: int, _frame: FrameType | None) -> None:
 
 
 def _heap(_signum: int, _frame: FrameType | None) -> None:
+    n = next(_count)  # numbered even when not tracing: the phases keep their numbers
     if tracemalloc.is_tracing():
-        tracemalloc.take_snapshot().dump(os.path.join(_DIR or ".", f"{next(_count)}.heap"))
+        tracemalloc.take_snapshot().dump(os.path.join(_DIR or ".", f"{n}.heap"))
 
 
 _gc_started = [0.0]
