@@ -233,6 +233,9 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             return
         if self.connection_init_timeout_task:
             self.connection_init_timeout_task.cancel()
+            # Not kept for the socket's life (a finished task keeps its coroutine): the
+            # loop holds it until its cancellation lands.
+            self.connection_init_timeout_task = None
         payload = message.get("payload", {})
         if payload is None:
             payload = {}

@@ -55,6 +55,23 @@ def _gc(phase: str, info: dict[str, int]) -> None:
     if info.get("generation") != 2:
         return
     if phase == "start":
+        if os.environ.get("BENCH_GC_TYPES"):  # what a full collection walks (costly)
+            import asyncio
+            from collections import Counter
+
+            objects = gc.get_objects(2)
+            walked = Counter(type(o).__name__ for o in objects)
+            tasks = Counter(
+                getattr(o.get_coro(), "__qualname__", "?")
+                for o in objects
+                if isinstance(o, asyncio.Task)
+            )
+            coros = Counter(o.__qualname__ for o in objects if type(o).__name__ == "coroutine")
+            with open(os.path.join(_DIR or ".", "gc.types"), "a") as log:
+                log.write(
+                    f"{time.time():.3f} {sum(walked.values())} {walked.most_common(8)}"
+                    f" tasks {tasks.most_common(5)} coroutines {coros.most_common(5)}\n"
+                )
         _gc_started[0] = time.perf_counter()
         return
     pause = 1000 * (time.perf_counter() - _gc_started[0])
