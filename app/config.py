@@ -284,6 +284,11 @@ class Settings(BaseSettings):
     # A held socket or subscription counts this long after its process was last heard of
     # (renewed every third of it): a crashed process's sockets stop counting by then.
     realtime_lease_seconds: float = Field(default=60.0, gt=0)
+    # From this many subscribers on, the hub moves the process's long-lived objects out of
+    # the garbage collector's walks (gc.freeze, decision 0039): a full collection over
+    # thousands of sockets paused the loop for 0.5-1.8 s, inside whatever broadcast ran.
+    # 0 = off.
+    realtime_gc_freeze_subscribers: int = Field(default=1000, ge=0)
 
     @field_validator("timeline_encoding", mode="before")
     @classmethod

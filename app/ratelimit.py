@@ -76,24 +76,48 @@ async def check_rates(redis: Redis, budgets: Sequence[Budget], window_seconds: i
 
 async def check_windows(redis: Redis, windows: Sequence[Window]) -> None:
     """`check_rates` for budgets of different window lengths (a minute, an hour, a day)."""
+    refused = (await check_windows_many(redis, [windows]))[0]
+    if refused is not None:
+        raise refused
+
+
+async def check_windows_many(
+    redis: Redis, calls: Sequence[Sequence[Window]]
+) -> list[RateLimited | None]:
+    """`check_windows` for many callers in one pipeline (sockets opening together); each
+    caller's answer in order: None, or the RateLimited it would have raised."""
     now = time.time()
-    keys = [_key(bucket, int(now) // seconds) for _, bucket, _, seconds in windows]
+    keys = [[_key(bucket, int(now) // seconds) for _, bucket, _, seconds in w] for w in calls]
     try:
         async with redis.pipeline(transaction=False) as pipe:
-            for key, (*_, seconds) in zip(keys, windows, strict=True):
-                pipe.incr(key)
-                pipe.expire(key, seconds + 1)
+            for call_keys, windows in zip(keys, calls, strict=True):
+                for key, (*_, seconds) in zip(call_keys, windows, strict=True):
+                    pipe.incr(key)
+                    pipe.expire(key, seconds + 1)
             replies = await pipe.execute()
-        counts = [int(c) for c in replies[::2]]
+        flat = [int(c) for c in replies[::2]]
     except (RedisError, OSError):
         RATE_LIMIT_FALLBACK.inc()
-        counts = [
+        flat = [
             _local.incr(key, (int(now) // seconds + 1) * seconds)
-            for key, (*_, seconds) in zip(keys, windows, strict=True)
+            for call_keys, windows in zip(keys, calls, strict=True)
+            for key, (*_, seconds) in zip(call_keys, windows, strict=True)
         ]
-    for (kind, _, limit, seconds), count in zip(windows, counts, strict=True):
-        if limit > 0 and count > limit:
-            raise _refuse(kind, limit, now, seconds)
+    out: list[RateLimited | None] = []
+    at = 0
+    for windows in calls:
+        counts, at = flat[at : at + len(windows)], at + len(windows)
+        out.append(
+            next(
+                (
+                    _refuse(kind, limit, now, seconds)
+                    for (kind, _, limit, seconds), count in zip(windows, counts, strict=True)
+                    if limit > 0 and count > limit
+                ),
+                None,
+            )
+        )
+    return out
 
 
 _UNITS = {60: "minute", 3600: "hour", 86_400: "day"}

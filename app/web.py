@@ -32,7 +32,7 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError, MissingQueryError
@@ -125,7 +125,10 @@ class FeedGraphQL(GraphQL):
         context.authenticate()
         if context.token is not None:  # a logged-out or outdated token opens no socket
             try:
-                await revocation.check(context.state.redis, context.state.sessions, context.token)
+                # Batched with the sockets opening at the same time (one pipeline, one query).
+                await revocation.check_together(
+                    context.state.redis, context.state.sessions, context.token
+                )
             except AppError as exc:
                 raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
         return UNSET
@@ -258,6 +261,7 @@ class SocketLimits:
                 self._limit(transport)
                 scope[ABORT_KEY] = transport.abort
             scope[RAW_FRAMES_KEY] = RawFrames.for_send(send)
+            send = _forget_handshake(send)
         await self.app(scope, receive, send)
 
     def _limit(self, transport: Any) -> None:
@@ -268,6 +272,21 @@ class SocketLimits:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
         with contextlib.suppress(Exception):
             transport.set_write_buffer_limits(high=self.send_buffer)
+
+
+def _forget_handshake(send: Send) -> Send:
+    """uvicorn's sansio websocket keeps the upgrade's request and response (two header
+    maps, ~4 KB) for the socket's life; nothing reads them once the socket is accepted."""
+    protocol: Any = getattr(send, "__self__", None)
+    if type(protocol).__name__ != "WebSocketsSansIOProtocol":
+        return send
+
+    async def forgetting(message: Message) -> None:
+        await send(message)
+        if message["type"] == "websocket.accept" and getattr(protocol, "handshake_complete", 0):
+            protocol.request = protocol.response = None
+
+    return forgetting
 
 
 def metrics_refusal(settings: Settings, authorization: str | None) -> Response | None:

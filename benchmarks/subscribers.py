@@ -32,6 +32,7 @@ import gc
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -84,9 +85,15 @@ class Clients:
 
 
 class Server:
-    def __init__(self, env: dict[str, str], deflate: bool) -> None:
+    def __init__(self, env: dict[str, str], deflate: bool, profile_dir: str | None = None) -> None:
         self.port = free_port()
         args = ["--ws-per-message-deflate", "false"] if not deflate else []
+        self.profiled = profile_dir is not None
+        if profile_dir is not None:
+            # benchmarks/profile_hook/sitecustomize.py: phases marked by `mark` below.
+            os.makedirs(profile_dir, exist_ok=True)
+            hook = str(PROJECT_ROOT / "benchmarks" / "profile_hook")
+            env = {**env, "PYTHONPATH": hook, "BENCH_PROFILE_DIR": profile_dir}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "app.web:app", "--host", "127.0.0.1",
              "--port", str(self.port), "--log-level", "warning", *args],
@@ -113,6 +120,12 @@ class Server:
             for line in text.splitlines()
             if line.startswith(prefix) and not line.startswith("#")
         )
+
+    def mark(self, signum: int) -> None:
+        """Start (SIGUSR1) or dump (SIGUSR2) a cProfile run, or dump the heap (SIGWINCH,
+        with PYTHONTRACEMALLOC set), when the server runs the profiling hook."""
+        if self.profiled:
+            os.kill(self.proc.pid, signum)
 
     def cpu(self) -> float:
         t = self.ps.cpu_times()
@@ -184,10 +197,13 @@ async def measure(
             elapsed = time.perf_counter() - started
             print(f"  {len(clients.sockets)} sockets in {elapsed:.1f} s", file=sys.stderr)
 
+    server.mark(signal.SIGWINCH)  # profiles: 1.heap (before the sockets)
+    server.mark(signal.SIGUSR1)
     started, cpu0 = time.perf_counter(), server.cpu()
     await asyncio.gather(*(one(u) for u in range(1, n + 1)))
     connect_s = time.perf_counter() - started
     connect_cpu = server.cpu() - cpu0
+    server.mark(signal.SIGUSR2)  # 2.prof: connect
     # The client shares the machine: keep its own full collections (thousands of sockets'
     # objects) out of the latencies it measures.
     gc.collect()
@@ -195,6 +211,7 @@ async def measure(
     gc.disable()
     await asyncio.sleep(3)
     rss1 = server.rss()
+    server.mark(signal.SIGWINCH)  # 3.heap: the sockets held
     # Warm up both paths (script loads, statement preparation) before timing anything.
     await notifier.delivered(author, [(BASE_POST_ID, int(time.time() * 1000))], [1])
     await notifier.author_posted(author, BASE_POST_ID, int(time.time() * 1000), "public")
@@ -232,6 +249,7 @@ async def measure(
     last: list[float] = []
     celebrity_cpu: list[float] = []
     lost_celebrity = 0
+    server.mark(signal.SIGUSR1)
     for _ in range(args.rounds):
         await asyncio.sleep(1.0)
         clients.latencies.clear()
@@ -248,6 +266,7 @@ async def measure(
         last.append(max(clients.latencies, default=float("nan")))
         lost_celebrity += len(clients.sent_at)
         clients.sent_at.clear()
+    server.mark(signal.SIGUSR2)  # 4.prof: celebrity rounds (with their 1 s pauses)
 
     dropped = await server.metric("feed_realtime_subscribers_dropped_total")
     for ws in clients.sockets:
@@ -259,6 +278,7 @@ async def measure(
         "subscribers": n,
         "connect_s": round(connect_s, 1),
         "connect_cpu_ms_per_socket": round(1000 * connect_cpu / n, 2),
+        "connect_retries": sum(ws.retries for ws in clients.sockets),
         "rss_per_socket_kb": round((rss1 - rss0) / n / 1024, 1),
         "server_rss_mb": round(rss1 / 2**20),
         "idle_cpu_pct": round(idle_pct, 2),
@@ -298,9 +318,10 @@ async def main(args: argparse.Namespace) -> int:
         print(f"note: open-file limit {room + 100}: sizes capped at {room}", file=sys.stderr)
         sizes = [min(n, room) for n in sizes]
     env = provision.ensure_services()
-    database_url = await provision.acreate_database(env["DATABASE_URL"], DB_NAME, replace=True)
+    db_name = args.db_name
+    database_url = await provision.acreate_database(env["DATABASE_URL"], db_name, replace=True)
     await asyncio.to_thread(provision.migrate, database_url)
-    redis_url = scratch_redis_url(with_redis_db(env["REDIS_URL"], REDIS_DB))
+    redis_url = scratch_redis_url(with_redis_db(env["REDIS_URL"], args.redis_db))
     server_env = {
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
@@ -323,7 +344,10 @@ async def main(args: argparse.Namespace) -> int:
                 prepared = variant == "prepared"
                 await redis.flushdb()
                 env = {**server_env, "REALTIME_PREPARED_FRAMES": "1" if prepared else "0"}
-                server = Server(env, deflate=not args.no_deflate)
+                profile_dir = (
+                    os.path.join(args.profile_dir, f"{variant}-{n}") if args.profile_dir else None
+                )
+                server = Server(env, deflate=not args.no_deflate, profile_dir=profile_dir)
                 try:
                     await server.ready()
                     result = await measure(n, server, redis, settings, author, args, prepared)
@@ -333,7 +357,7 @@ async def main(args: argparse.Namespace) -> int:
                 print(json.dumps(result), flush=True)
     finally:
         await redis.aclose()
-        await provision.adrop_database(env["DATABASE_URL"], DB_NAME)
+        await provision.adrop_database(env["DATABASE_URL"], db_name)
     keys = list(results[0])
     print("\n| " + " | ".join(keys) + " |")
     print("|" + " --- |" * len(keys))
@@ -358,6 +382,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--load-seconds", type=float, default=10.0)
     parser.add_argument(
         "--no-deflate", action="store_true", help="server without permessage-deflate"
+    )
+    parser.add_argument(
+        "--redis-db", type=int, default=REDIS_DB, help="Redis database (FLUSHED) to run in"
+    )
+    parser.add_argument("--db-name", default=DB_NAME, help="scratch database (re-created)")
+    parser.add_argument(
+        "--profile-dir",
+        help="profile the server (benchmarks/profile_hook): cProfile of the connect phase "
+        "(2.prof) and of the celebrity rounds (4.prof); heap snapshots before and after the "
+        "connects (1.heap, 3.heap) when PYTHONTRACEMALLOC is set",
     )
     return parser.parse_args(argv)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import random
 import struct
 import time
 from collections.abc import Callable
@@ -50,6 +51,7 @@ class LeanSocket(asyncio.Protocol):
         self.closed = asyncio.get_running_loop().create_future()
         self.inbox: asyncio.Queue[bytes] | None = asyncio.Queue()  # until `stream()`
         self.close_code: int | None = None
+        self.retries = 0  # subscribes refused by admission control (OVERLOADED), then resent
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
@@ -142,9 +144,29 @@ async def open_lean(
     ack = await sock.receive()
     if ack.get("type") != "connection_ack":
         raise RuntimeError(f"not acknowledged: {ack}")
-    sock.send_json(subscribe)
-    first = await sock.receive()
-    if first.get("type") != "next":
-        raise RuntimeError(f"no first frame: {first}")
+    for _ in range(30):
+        sock.send_json(subscribe)
+        first = await sock.receive()
+        if first.get("type") == "next":
+            break
+        retry = _retry_after(first)
+        if retry is None:
+            raise RuntimeError(f"no first frame: {first}")
+        # Admission control refused the subscribe (OVERLOADED, nothing ran): as a client
+        # should, wait `retryAfter` and send it again on the same socket.
+        sock.retries += 1
+        await asyncio.sleep(retry * (0.5 + random.random()))
+    else:
+        raise RuntimeError("still refused after 30 attempts")
     sock.stream()
     return sock
+
+
+def _retry_after(message: dict[str, object]) -> float | None:
+    payload = message.get("payload")
+    if message.get("type") != "error" or not isinstance(payload, list) or not payload:
+        return None
+    extensions = payload[0].get("extensions") if isinstance(payload[0], dict) else None
+    if not isinstance(extensions, dict) or extensions.get("code") != "OVERLOADED":
+        return None
+    return float(extensions.get("retryAfter") or 1)

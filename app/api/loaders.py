@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
+from functools import cached_property
 
 from sqlalchemy import ARRAY, BigInteger, Select, cast, func, select, true, tuple_
 from sqlalchemy.orm import InstrumentedAttribute, aliased
@@ -51,24 +52,50 @@ def _pages_query(
 
 
 class Loaders:
+    """Each DataLoader is built on first use: a websocket holds a context (and so a Loaders)
+    per socket and per operation for hours, and a live subscription never loads anything;
+    eight idle loaders were ~4 KB of every socket (docs/benchmarks.md, issue 24)."""
+
     def __init__(self, state: AppState, viewer_id: int | None) -> None:
         self.state = state
         self.viewer_id = viewer_id
-        self.user_by_id: DataLoader[int, User | FeedAuthor | None] = DataLoader(self._users)
-        self.visible_post_by_id: DataLoader[int, Post | FeedPost | None] = DataLoader(self._posts)
-        self.viewer_follows_user = DataLoader(self._viewer_follows)
-        self.viewer_liked_post = DataLoader(self._viewer_liked)
-        # (author id, page size, keyset position or None) -> (posts, has more): `User.posts`
-        # of every user in a response in one query per distinct (size, position).
-        self.author_posts: DataLoader[AuthorPage, tuple[list[Post], bool]] = DataLoader(
-            self._author_posts
-        )
-        # `Post.comments` and `User.followers`/`following` alike: one query per distinct
-        # (size, position) (and direction) per level of the response, not one per parent.
-        self.post_comments: DataLoader[CommentsKey, CommentsPage] = DataLoader(self._post_comments)
-        self.follow_lists: DataLoader[FollowKey, FollowPage] = DataLoader(self._follow_lists)
-        # Per user: across a block from the viewer (their graph is hidden; decision 0018).
-        self.graph_hidden: DataLoader[int, bool] = DataLoader(self._graph_hidden)
+
+    @cached_property
+    def user_by_id(self) -> DataLoader[int, User | FeedAuthor | None]:
+        return DataLoader(self._users)
+
+    @cached_property
+    def visible_post_by_id(self) -> DataLoader[int, Post | FeedPost | None]:
+        return DataLoader(self._posts)
+
+    @cached_property
+    def viewer_follows_user(self) -> DataLoader[int, bool]:
+        return DataLoader(self._viewer_follows)
+
+    @cached_property
+    def viewer_liked_post(self) -> DataLoader[int, bool]:
+        return DataLoader(self._viewer_liked)
+
+    @cached_property
+    def author_posts(self) -> DataLoader[AuthorPage, tuple[list[Post], bool]]:
+        """(author id, page size, keyset position or None) -> (posts, has more): `User.posts`
+        of every user in a response in one query per distinct (size, position)."""
+        return DataLoader(self._author_posts)
+
+    @cached_property
+    def post_comments(self) -> DataLoader[CommentsKey, CommentsPage]:
+        """`Post.comments` and `User.followers`/`following` alike: one query per distinct
+        (size, position) (and direction) per level of the response, not one per parent."""
+        return DataLoader(self._post_comments)
+
+    @cached_property
+    def follow_lists(self) -> DataLoader[FollowKey, FollowPage]:
+        return DataLoader(self._follow_lists)
+
+    @cached_property
+    def graph_hidden(self) -> DataLoader[int, bool]:
+        """Per user: across a block from the viewer (their graph is hidden; decision 0018)."""
+        return DataLoader(self._graph_hidden)
 
     async def _users(self, ids: Sequence[int]) -> list[User | FeedAuthor | None]:
         async with read_sessions(self.state.sessions)() as session:

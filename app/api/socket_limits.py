@@ -16,9 +16,10 @@ from __future__ import annotations
 from prometheus_client import Counter
 from redis.asyncio import Redis
 
+from app.coalesce import Coalesced
 from app.config import Settings
 from app.errors import RateLimited
-from app.ratelimit import check_rates
+from app.ratelimit import check_windows_many
 from app.realtime.leases import SOCKETS, SUBSCRIPTIONS, Cap, address_key, user_key
 
 CLOSE_TOO_MANY = 4429  # graphql-ws's own code for "too many": its client does not retry it
@@ -83,11 +84,36 @@ def operations_refusal(limit: int) -> LimitReached:
 
 async def count_subscribe(redis: Redis, settings: Settings, user_id: int, address: str) -> None:
     """One subscription started, against the per-account and per-address minute budgets;
-    RateLimited (with retryAfter) past either."""
-    await check_rates(
-        redis,
-        [
-            ("subscribes", f"sub-u{user_id}", settings.realtime_subscribes_per_minute),
-            ("subscribes_ip", f"sub-ip{address}", settings.realtime_subscribes_per_ip_per_minute),
-        ],
-    )
+    RateLimited (with retryAfter) past either. Counted with the other subscriptions starting
+    at the same time, in one pipeline (app.coalesce)."""
+    await _together((redis, settings, user_id, address))
+
+
+Counted = tuple[Redis, Settings, int, str]
+
+
+async def _count_batch(items: list[Counted]) -> list[RateLimited | None]:
+    groups: dict[int, list[int]] = {}
+    for i, item in enumerate(items):
+        groups.setdefault(id(item[0]), []).append(i)
+    out: list[RateLimited | None] = [None] * len(items)
+    for indexes in groups.values():
+        redis = items[indexes[0]][0]
+        calls = [
+            [
+                ("subscribes", f"sub-u{user_id}", settings.realtime_subscribes_per_minute, 60),
+                (
+                    "subscribes_ip",
+                    f"sub-ip{address}",
+                    settings.realtime_subscribes_per_ip_per_minute,
+                    60,
+                ),
+            ]
+            for _, settings, user_id, address in (items[i] for i in indexes)
+        ]
+        for i, answer in zip(indexes, await check_windows_many(redis, calls), strict=True):
+            out[i] = answer
+    return out
+
+
+_together: Coalesced[Counted, None] = Coalesced(_count_batch)

@@ -77,10 +77,15 @@ class SocketContext(Context):
         self.loaders = Loaders(self.state, user_id)
 
     def for_operation(
-        self, operation_id: str, send_text: SendText, started: Callable[[], None] | None = None
+        self,
+        operation_id: str,
+        send_text: SendText,
+        started: Callable[[], None] | None = None,
+        hand_off: Callable[[], None] | None = None,
     ) -> OperationContext:
         return OperationContext(
             started=started,
+            hand_off=hand_off,
             state=self.state,
             request=self.request,
             viewer_id=self.viewer_id,
@@ -113,6 +118,9 @@ class OperationContext(Context):
     # Called once a subscription is set up (its first frame may go out from the hub, not
     # through the operation's stream): the operation's admission slot is given back then.
     started: Callable[[], None] | None = None
+    # Called once the hub writes a subscription's frames: the protocol handler ends the
+    # operation's task (cancelling it) and keeps the operation; `detach` stops it later.
+    hand_off: Callable[[], None] | None = None
     _on_detach: list[Callable[[], None]] = field(default_factory=list)
 
     def on_detach(self, callback: Callable[[], None]) -> None:
@@ -168,12 +176,18 @@ class Subscription:
         context.on_detach(lambda: hub.unsubscribe(subscriber))
         if context.started is not None:
             context.started()
+        handed_off = False
         try:
             if frames is not None:
                 # Frames go out from the hub (app.api.fast.live_frames); this stream only ends.
+                if context.hand_off is not None:
+                    # The detach callbacks above unsubscribe and release from now on.
+                    handed_off = True
+                    context.hand_off()
                 await asyncio.get_running_loop().create_future()
             while True:
                 yield feed_update(await subscriber.next())
         finally:
-            hub.unsubscribe(subscriber)
-            hub.release_soon(hold)
+            if not handed_off:
+                hub.unsubscribe(subscriber)
+                hub.release_soon(hold)

@@ -158,10 +158,12 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._expiry: asyncio.TimerHandle | None = None
-        self._recheck: asyncio.Task[None] | None = None
+        self._watched: int | None = None  # this socket's entry in revocation.watch
         self._op_contexts: dict[str, OperationContext] = {}
         self._holds: list[Hold] = []  # this socket's leases (per address, per account)
         self._slot_held: set[str] = set()  # operations holding an admission slot
+        # Subscriptions whose frames the hub writes, whose task was ended (`_hand_off`).
+        self._handed_off: set[str] = set()
         self.max_operations = self.context.state.settings.realtime_operations_per_socket
         self.max_subscriptions_per_connection = None  # Strawberry's untyped check: ours instead
 
@@ -195,8 +197,8 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         finally:
             if self._expiry is not None:
                 self._expiry.cancel()
-            if self._recheck is not None:
-                self._recheck.cancel()
+            if self._watched is not None:
+                revocation.watch.remove(self._watched)
             hub = self.context.hub
             for hold in self._holds:
                 if hub is not None:
@@ -230,6 +232,9 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             return
         if self.connection_init_timeout_task:
             self.connection_init_timeout_task.cancel()
+            # Not kept for the socket's life (a finished task keeps its coroutine): the
+            # loop holds it until its cancellation lands.
+            self.connection_init_timeout_task = None
         payload = message.get("payload", {})
         if payload is None:
             payload = {}
@@ -273,27 +278,28 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             return
         delay = max(0.0, expires_at - time.time())
         self._expiry = asyncio.get_running_loop().call_later(delay, self._on_expiry)
-        if self.context.token is not None:
-            self._recheck = asyncio.create_task(self._recheck_token())
+        context = self.context
+        if context.token is not None:
+            # Re-checked with every other socket's token in one loop (revocation.Watch).
+            self._watched = revocation.watch.add(
+                context.state.redis,
+                context.state.sessions,
+                context.token,
+                context.state.settings.token_recheck_seconds,
+                self._on_revoked,
+            )
 
-    async def _recheck_token(self) -> None:
-        """Close the socket (4403) once its token is revoked: logOut or changePassword."""
-        context, token = self.context, self.context.token
-        assert token is not None
-        interval = context.state.settings.token_recheck_seconds
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await revocation.check(context.state.redis, context.state.sessions, token)
-            except revocation.Revoked:
-                with contextlib.suppress(Exception):
-                    await self.websocket.close(
-                        code=CLOSE_FORBIDDEN,
-                        reason="Forbidden: the token was revoked; log in again",
-                    )
-                return
-            except Exception:  # Redis and Postgres both down: keep the socket, try again later
-                continue
+    def _on_revoked(self) -> None:
+        """The token was logged out or outdated by changePassword: close the socket (4403)."""
+        self._watched = None
+        task = asyncio.ensure_future(self._close_revoked())
+        task.add_done_callback(self._task_done)
+
+    async def _close_revoked(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.websocket.close(
+                code=CLOSE_FORBIDDEN, reason="Forbidden: the token was revoked; log in again"
+            )
 
     def _on_expiry(self) -> None:
         task = asyncio.ensure_future(self._close_expired())
@@ -355,7 +361,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
     async def run_operation(self, operation: Operation[SocketContext, None]) -> None:
         """Strawberry's, with a context (and DataLoaders) of the operation's own."""
         op_context = self.context.for_operation(
-            operation.id, self.websocket.send_text, lambda: self._release_slot(operation.id)
+            operation.id,
+            self.websocket.send_text,
+            lambda: self._release_slot(operation.id),
+            lambda: self._hand_off(operation.id),
         )
         self._op_contexts[operation.id] = op_context
         try:
@@ -375,6 +384,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             )
         except _OperationStreamClosed:
             return
+        except asyncio.CancelledError:
+            if operation.id in self._handed_off:
+                return  # the hub sends its frames now; `complete` or the close ends it
+            raise
         except WebSocketDisconnected:
             return  # the peer is gone: nothing left to tell it
         except GraphQLError as error:
@@ -391,9 +404,20 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             raise
         finally:
             self._release_slot(operation.id)
-            op_context.detach()
-            if self._op_contexts.get(operation.id) is op_context:
-                del self._op_contexts[operation.id]
+            if operation.id not in self._handed_off:
+                op_context.detach()
+                if self._op_contexts.get(operation.id) is op_context:
+                    del self._op_contexts[operation.id]
+
+    def _hand_off(self, operation_id: str) -> None:
+        """A subscription whose frames the hub writes (app.api.frames) needs no task: end
+        it and keep the operation registered (its id, its limits, its `complete`). Its task
+        with the GraphQL stream under it was ~10 KB of every socket, for hours."""
+        operation = self.operations.get(operation_id)
+        if operation is None or operation.task is None or operation.task.done():
+            return
+        self._handed_off.add(operation_id)
+        operation.task.cancel()
 
     async def _admit(self, operation: Operation[SocketContext, None]) -> bool:
         """An admission slot (app.admission) until the operation's first result: a query or
@@ -459,6 +483,9 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         op_context = self._op_contexts.get(operation_id)
         if op_context is not None and operation_id in self.operations:
             op_context.detach()
+        if operation_id in self._handed_off and operation_id in self.operations:
+            self._handed_off.discard(operation_id)
+            self._op_contexts.pop(operation_id, None)
         await super().cleanup_operation(operation_id)
 
 

@@ -17,6 +17,7 @@ every socket (the same trade as the rate limits' fallback, app.ratelimit).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import secrets
@@ -24,8 +25,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
+from app.coalesce import Coalesced
 from app.redis_scripts import AnyRedis, LuaScript, run_script_many
 
 log = logging.getLogger("app.realtime")
@@ -44,6 +47,31 @@ if held >= cap then return held end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return -1
+""",
+)
+
+
+# Every key's members pushed to ARGV[1] (the new deadline); ARGV[2]: the keys' TTL in ms; per
+# key its member count and members. One call renews RENEW_BATCH keys: 10,000 sockets cost
+# 20 EVALSHAs every 20 s instead of 20,000 pipelined commands (~0.5 s of redis-py's Python).
+_RENEW = LuaScript(
+    "lease_renew",
+    """
+local deadline, ttl, at = ARGV[1], ARGV[2], 3
+for _, key in ipairs(KEYS) do
+  local n = tonumber(ARGV[at])
+  for first = 1, n, 1000 do  -- unpack() has a bounded stack: ZADD 1,000 at a time
+    local args = {}
+    for i = first, math.min(n, first + 999) do
+      args[#args + 1] = deadline
+      args[#args + 1] = ARGV[at + i]
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+  redis.call('PEXPIRE', key, ttl)
+  at = at + n + 1
+end
+return 0
 """,
 )
 
@@ -95,6 +123,10 @@ class Leases:
         self._process = secrets.token_hex(6)
         self._ids = itertools.count(1)
         self._held: dict[str, set[str]] = {}  # key -> members this process holds
+        self._together: Coalesced[tuple[list[Cap], Hold], Hold] = Coalesced(
+            self._acquire_batch, orphaned=self._orphaned
+        )
+        self._releasing: set[asyncio.Task[None]] = set()
 
     def held(self, key: str) -> int:
         """Members of `key` held by this process."""
@@ -102,32 +134,62 @@ class Leases:
 
     async def acquire(self, caps: Iterable[Cap]) -> Hold:
         """One member under every cap, or CapReached naming the first one that is full
-        (nothing is taken then). Caps with a limit of 0 are off."""
+        (nothing is taken then). Caps with a limit of 0 are off.
+
+        Batched with the other sockets and subscriptions opening at the same time: a
+        reconnect storm pays one pipeline per batch instead of one script call per socket."""
         caps = [c for c in caps if c.limit > 0]
         member = f"{self._process}:{next(self._ids)}"
         hold = Hold(self, tuple(c.key for c in caps), member)
         if not caps:
             return hold
-        for cap in caps:  # this process alone may fill a cap (and must, while Redis is away)
-            if self.held(cap.key) >= cap.limit:
-                raise CapReached(cap)
+        return await self._together((caps, hold))
+
+    def _orphaned(self, hold: Hold) -> None:
+        """A hold whose caller was cancelled while its batch ran: give it back."""
+        task = asyncio.ensure_future(hold.release())
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+
+    async def _acquire_batch(self, items: list[tuple[list[Cap], Hold]]) -> list[Hold | CapReached]:
+        out: list[Hold | CapReached | None] = [None] * len(items)
+        going: list[int] = []  # items checked in Redis
+        calls: list[tuple[list[str], list[object]]] = []
         now = int(time.time() * 1000)
-        calls = [
-            ([c.key], [now, c.limit, now + self.lease_ms, member, self.lease_ms + 1000])
-            for c in caps
-        ]
+        for i, (caps, hold) in enumerate(items):
+            # This process alone may fill a cap (and must, while Redis is away); in order,
+            # so the holds of earlier items in the batch count.
+            full = next((cap for cap in caps if self.held(cap.key) >= cap.limit), None)
+            if full is not None:
+                out[i] = CapReached(full)
+                continue
+            for key in hold.keys:
+                self._held.setdefault(key, set()).add(hold.member)
+            going.append(i)
+            calls += [
+                ([c.key], [now, c.limit, now + self.lease_ms, hold.member, self.lease_ms + 1000])
+                for c in caps
+            ]
         try:
-            replies = await run_script_many(self.redis, _ACQUIRE, calls)
+            replies: list[object] = list(await run_script_many(self.redis, _ACQUIRE, calls))
         except (RedisError, OSError):
             log.warning("Redis unavailable: socket caps counted per process", exc_info=True)
-            replies = [-1] * len(caps)
-        full = [c for c, r in zip(caps, replies, strict=True) if int(r) >= 0]
-        for key in hold.keys:
-            self._held.setdefault(key, set()).add(member)
-        if full:
+            replies = [-1] * len(calls)
+        refused: list[Hold] = []
+        at = 0
+        for i in going:
+            caps, hold = items[i]
+            mine = replies[at : at + len(caps)]
+            at += len(caps)
+            full_caps = [c for c, r in zip(caps, mine, strict=True) if int(str(r)) >= 0]
+            if full_caps:
+                refused.append(hold)
+                out[i] = CapReached(full_caps[0])
+            else:
+                out[i] = hold
+        for hold in refused:
             await hold.release()
-            raise CapReached(full[0])
-        return hold
+        return [answer for answer in out if answer is not None]
 
     async def release(self, hold: Hold) -> None:
         for key in hold.keys:
@@ -162,9 +224,13 @@ class Leases:
         """Push the lease of everything this process holds `lease_seconds` ahead."""
         until = int(time.time() * 1000) + self.lease_ms
         items = [(key, sorted(members)) for key, members in self._held.items() if members]
-        for i in range(0, len(items), RENEW_BATCH):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key, members in items[i : i + RENEW_BATCH]:
-                    pipe.zadd(key, dict.fromkeys(members, until))
-                    pipe.pexpire(key, self.lease_ms + 1000)
-                await pipe.execute()
+        # A script's keys must share a slot on a cluster: one key per call there.
+        size = 1 if isinstance(self.redis, RedisCluster) else RENEW_BATCH
+        calls: list[tuple[list[str], list[object]]] = []
+        for i in range(0, len(items), size):
+            batch = items[i : i + size]
+            args: list[object] = [until, self.lease_ms + 1000]
+            for _, members in batch:
+                args += [len(members), *members]
+            calls.append(([key for key, _ in batch], args))
+        await run_script_many(self.redis, _RENEW, calls)

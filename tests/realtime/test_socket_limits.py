@@ -13,7 +13,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from tests.helpers import eventually, make_user
+from tests.helpers import PASSWORD, eventually, gql, make_user
 from tests.realtime.live import (
     FEED_UPDATES,
     authed,
@@ -238,3 +238,37 @@ async def test_one_account_cannot_hold_sixty_sockets_of_ten_subscriptions(
     assert kinds == {"next": 16, "error": 64} and codes == {"RATE_LIMITED": 64}
     for ws in sockets:
         await ws.close()
+
+
+async def test_sockets_opened_together_get_their_own_answers(test_database: str) -> None:
+    """Sockets that open at the same moment are checked in one batch (token check and
+    leases, app.coalesce): each still gets its own answer, a logged-out token is refused,
+    other accounts are served, and the per-account cap holds exactly inside the batch."""
+    env = {"REALTIME_SOCKETS_PER_USER": "2", "REALTIME_SOCKETS_PER_IP": "0"}
+    async with ApiServer(env=env) as api, api.http() as http:
+        token, _ = await make_user(http, "burst")
+        others = [(await make_user(http, f"burst{i}"))[0] for i in range(3)]
+        again = (await gql(http, "LogIn", {"handle": "burst", "password": PASSWORD})).ok()
+        logged_out = str(again["logIn"]["token"])
+        (await gql(http, "LogOut", token=logged_out)).ok()
+        tokens = [token] * 4 + others + [logged_out]
+        sockets = [await open_socket(api) for _ in tokens]
+        await asyncio.gather(
+            *(
+                send(ws, {"type": "connection_init", "payload": {"authorization": f"Bearer {t}"}})
+                for ws, t in zip(sockets, tokens, strict=True)
+            )
+        )
+
+        async def answer(ws: ClientConnection) -> str:
+            try:
+                return str((await receive(ws))["type"])
+            except ConnectionClosed:
+                return str(ws.close_code)
+
+        answers = await asyncio.gather(*(answer(ws) for ws in sockets))
+        assert sorted(answers[:4]) == ["4429", "4429", "connection_ack", "connection_ack"]
+        assert answers[4:7] == ["connection_ack"] * 3  # other accounts: not affected
+        assert answers[7] == "4403" and "logged out" in (sockets[7].close_reason or "")
+        for ws in sockets:
+            await ws.close()
