@@ -78,7 +78,7 @@ class FeedGraphQL(GraphQL):
     protocol's own ping/pong, sent by uvicorn (--ws-ping-interval/--ws-ping-timeout).
     """
 
-    websocket_adapter_class = TextFrameAdapter  # type: ignore[assignment]
+    websocket_adapter_class = TextFrameAdapter
     graphql_transport_ws_handler_class = FeedTransportWSHandler  # type: ignore[assignment]
 
     def __init__(
@@ -131,7 +131,7 @@ class FeedGraphQL(GraphQL):
                 )
             except AppError as exc:
                 raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
-        return UNSET
+        return cast(UnsetType, UNSET)
 
     async def execute_single(  # type: ignore[override]
         self,
@@ -199,7 +199,7 @@ class FeedGraphQL(GraphQL):
             return http_media.request_error(scope, exc)
         return http_media.finish(scope, response)
 
-    async def process_result(self, request: Request, result: ExecutionResult) -> Any:  # type: ignore[override]
+    async def process_result(self, request: Request, result: ExecutionResult) -> Any:
         return http_media.shape_result(
             request.scope, result, await super().process_result(request, result)
         )
@@ -218,7 +218,7 @@ class FeedGraphQL(GraphQL):
     def should_render_graphql_ide(self, request: Any) -> bool:
         return super().should_render_graphql_ide(request) and not names_a_document(request)
 
-    def encode_json(self, data: object) -> bytes:  # type: ignore[override]
+    def encode_json(self, data: object) -> bytes:
         return orjson.dumps(data)
 
     async def render_graphql_ide(self, request: Request) -> Response:
@@ -364,7 +364,7 @@ async def readiness(state: AppState) -> dict[str, str]:
 
     async def postgres() -> bool:
         async with state.engine.connect() as conn:
-            return (await conn.scalar(text("select 1"))) == 1
+            return bool((await conn.scalar(text("select 1"))) == 1)
 
     def lane_alive(queue: str) -> Callable[[], Awaitable[object]]:
         return lambda: state.redis.exists(queue + health_check_key_suffix)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -49,6 +50,9 @@ class ProcessSpec:
         """The argv to run, placeholders filled in."""
         max_bytes = get_settings().max_request_bytes
         return [a.format(python=sys.executable, port=port, max_bytes=max_bytes) for a in self.argv]
+
+
+Children = list[tuple[ProcessSpec, subprocess.Popen[bytes]]]
 
 
 def probe_wanted() -> bool:
@@ -127,7 +131,7 @@ def _record_path(pid: int) -> Path:
     return OWNERS_DIR / f"{pid}.json"
 
 
-def _write_record(command: str, children: list[tuple[ProcessSpec, subprocess.Popen]]) -> None:
+def _write_record(command: str, children: Children) -> None:
     """What this launcher owns, for whoever finds it dead later (`stop`, the next start)."""
     OWNERS_DIR.mkdir(parents=True, exist_ok=True)
     record = {
@@ -145,7 +149,7 @@ def _drop_record() -> None:
     _record_path(os.getpid()).unlink(missing_ok=True)
 
 
-def _records() -> list[dict]:
+def _records() -> list[dict[str, Any]]:
     out = []
     for path in sorted(OWNERS_DIR.glob("*.json")):
         with contextlib.suppress(OSError, ValueError):
@@ -167,7 +171,7 @@ def _cmdline(pid: int) -> str:
     return provision._cmdline(pid)
 
 
-def _still_ours(child: dict) -> bool:
+def _still_ours(child: dict[str, Any]) -> bool:
     """The recorded child still runs (the pid was not reused by something else)."""
     pid, argv = child.get("pid"), child.get("argv")
     if not isinstance(pid, int) or not isinstance(argv, list) or not _alive(pid):
@@ -306,7 +310,7 @@ def _seed_if_empty(database_url: str, env: dict[str, str], external_database: bo
     subprocess.run(SEED_COMMAND, cwd=PROJECT_ROOT, env=env, check=True)
 
 
-def _spawn(spec: ProcessSpec, env: dict[str, str], port: int) -> subprocess.Popen:
+def _spawn(spec: ProcessSpec, env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
     argv = spec.command(port)
     # Own process group: the terminal's Ctrl-C reaches only us, so shutdown is ordered.
     proc = subprocess.Popen(
@@ -321,7 +325,7 @@ def _spawn(spec: ProcessSpec, env: dict[str, str], port: int) -> subprocess.Pope
     return proc
 
 
-def _start_children(env: dict[str, str], port: int) -> list[tuple[ProcessSpec, subprocess.Popen]]:
+def _start_children(env: dict[str, str], port: int) -> Children:
     wanted = [spec for spec in PROCESSES if spec.wanted is None or spec.wanted()]
     return [(spec, _spawn(spec, env, port)) for spec in wanted]
 
@@ -345,12 +349,12 @@ class _Restarts:
         return len(recent) <= RESTART_LIMIT
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
 
 
-def _stop_children(children: list[tuple[ProcessSpec, subprocess.Popen]], stop: _Stop) -> None:
+def _stop_children(children: Children, stop: _Stop) -> None:
     """SIGTERM every group, wait up to GRACE_SECONDS (a second Ctrl-C cuts it short), SIGKILL."""
     for _, proc in children:
         if proc.poll() is None:

@@ -42,7 +42,7 @@ ARQ_EXTRA_TRIES = 3
 
 def backoff_seconds(job_try: int, base: float, cap: float) -> float:
     """base * 2^(try-1), capped, with +-20 % jitter so a failover's victims spread out."""
-    delay = min(cap, base * 2 ** (job_try - 1))
+    delay = min(cap, base * 2.0 ** (job_try - 1))
     return delay * random.uniform(0.8, 1.2)
 
 

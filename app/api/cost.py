@@ -221,7 +221,7 @@ class RequestLimits(SchemaExtension):
     literals are NoNulInText's), and a query over HTTP counts against the caller's read
     budgets (app.ratelimit: per user and per client IP)."""
 
-    async def on_execute(self) -> Any:  # type: ignore[override]
+    async def on_execute(self) -> Any:
         ctx = self.execution_context
         if ctx.variables and _has_nul(ctx.variables):
             raise BadInput(NUL_MESSAGE)

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from sqlalchemy import event
 from sqlalchemy.engine import ExceptionContext
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 from sqlalchemy.pool import AsyncAdaptedQueuePool, PoolProxiedConnection
 
 from app.config import Settings
@@ -62,5 +67,5 @@ def make_engine(settings: Settings, pool_size: int = 10) -> AsyncEngine:
     return engine
 
 
-def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:
+def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)

@@ -82,6 +82,6 @@ async def render(sources: LiveSources) -> bytes:
     registry = CollectorRegistry()
     registry.register(_live)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        MultiProcessCollector(registry)
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry)
     return generate_latest(REGISTRY) + generate_latest(registry)

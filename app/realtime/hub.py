@@ -330,7 +330,7 @@ class Hub:
             await asyncio.wait_for(self.leases.release_all(), 2.0)
         if self._pubsub is not None:
             with contextlib.suppress(RedisError, OSError):
-                await self._pubsub.aclose()
+                await self._pubsub.aclose()  # type: ignore[no-untyped-call]
                 if self._pubsub_redis is not None and self._pubsub_redis is not self.redis:
                     await self._pubsub_redis.aclose()
             self._pubsub = None

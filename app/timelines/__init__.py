@@ -1,12 +1,12 @@
 """Redis timelines: the only package that knows the `tl:{user}` / `posts:{author}` layout."""
 
+from app.posts.ids import created_ms as created_at_ms
 from app.posts.ids import encode_post_id
 from app.timelines.store import (
     POST_ID_EPOCH_MS,
     Entry,
     TimelineStore,
     author_posts_key,
-    created_at_ms,
     timeline_key,
 )
 

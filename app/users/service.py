@@ -88,7 +88,7 @@ async def by_handle(session: AsyncSession, handle: str) -> User | None:
 async def update_profile(session: AsyncSession, user_id: int, display_name: str) -> User:
     """Set the user's display name (same rule as at sign-up); the updated row."""
     name = clean_display_name(display_name)
-    user = await session.scalar(
+    user: User | None = await session.scalar(
         update(User).where(User.id == user_id).values(display_name=name).returning(User)
     )
     if user is None:

@@ -96,12 +96,12 @@ def enum_class(named: Any) -> type | None:
     return wrapped if isinstance(wrapped, type) else None
 
 
-def make_info(info_class: type, raw: GraphQLResolveInfo, field: StrawberryField) -> Any:
+def make_info(info_class: type, raw: GraphQLResolveInfo[Any], field: StrawberryField) -> Any:
     """Strawberry's `Info` as its resolver wrapper builds it (schema_converter)."""
     return info_class(_raw_info=raw, _field=field)
 
 
-def raw_info(info: Any) -> GraphQLResolveInfo:
+def raw_info(info: Any) -> GraphQLResolveInfo[Any]:
     """graphql-core's resolve info behind a Strawberry `Info`."""
     return info._raw_info  # type: ignore[no-any-return]
 
