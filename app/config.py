@@ -124,6 +124,11 @@ class Settings(BaseSettings):
     # at most so many authors whose inputs changed get their mode decided again.
     fanout_review_seconds: int = Field(default=5, ge=0, le=60)
     fanout_review_max_authors: int = Field(default=100, ge=1)
+    # `make run` (devtools/launcher.py): API processes behind the one port (uvicorn --workers)
+    # and ARQ worker processes per lane. Per-process limits (connections per client address,
+    # admission slots) then hold per process; the socket caps hold across them (leases).
+    api_workers: int = Field(default=1, ge=1, le=64)
+    fanout_workers: int = Field(default=1, ge=1, le=64)
     active_days: int = 30  # followers active within this window get pushed timelines
     feed_session_size: int = 500  # ranked ids frozen per feed session
     feed_session_ttl_seconds: int = 1800

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -45,11 +45,19 @@ class ProcessSpec:
     name: str
     argv: list[str]
     wanted: Callable[[], bool] | None = None
+    # Started FANOUT_WORKERS times (a lane's ARQ workers), as `name`, `name-2`, ...
+    scaled: bool = False
 
     def command(self, port: int) -> list[str]:
         """The argv to run, placeholders filled in."""
-        max_bytes = get_settings().max_request_bytes
-        return [a.format(python=sys.executable, port=port, max_bytes=max_bytes) for a in self.argv]
+        settings = get_settings()
+        values = {
+            "python": sys.executable,
+            "port": port,
+            "max_bytes": settings.max_request_bytes,
+            "api_workers": settings.api_workers,
+        }
+        return [a.format(**values) for a in self.argv]
 
 
 Children = list[tuple[ProcessSpec, subprocess.Popen[bytes]]]
@@ -88,11 +96,16 @@ PROCESSES: list[ProcessSpec] = [
             # (app/connections.py; bodies are bounded by the app, app/admission.py).
             "--http",
             "app.connections:GuardedHttpTools",
+            # API_WORKERS processes behind one port (uvicorn's own supervisor when > 1).
+            "--workers",
+            "{api_workers}",
         ],
     ),
     ProcessSpec("relay", ["{python}", "-m", "jobs.relay"]),
-    ProcessSpec("worker", ["{python}", "-m", "arq", "jobs.worker.WorkerSettings"]),
-    ProcessSpec("worker-big", ["{python}", "-m", "arq", "jobs.worker.BigLaneWorkerSettings"]),
+    ProcessSpec("worker", ["{python}", "-m", "arq", "jobs.worker.WorkerSettings"], scaled=True),
+    ProcessSpec(
+        "worker-big", ["{python}", "-m", "arq", "jobs.worker.BigLaneWorkerSettings"], scaled=True
+    ),
     # The synthetic probe (app.probe): canary accounts reading and writing through the API;
     # its metrics reach /metrics like the workers' (PROMETHEUS_MULTIPROC_DIR).
     ProcessSpec(
@@ -325,9 +338,21 @@ def _spawn(spec: ProcessSpec, env: dict[str, str], port: int) -> subprocess.Pope
     return proc
 
 
+def _wanted_specs() -> list[ProcessSpec]:
+    """PROCESSES that run, each lane's worker FANOUT_WORKERS times."""
+    copies = get_settings().fanout_workers
+    wanted = []
+    for spec in PROCESSES:
+        if spec.wanted is not None and not spec.wanted():
+            continue
+        wanted.append(spec)
+        if spec.scaled:
+            wanted += [replace(spec, name=f"{spec.name}-{i}") for i in range(2, copies + 1)]
+    return wanted
+
+
 def _start_children(env: dict[str, str], port: int) -> Children:
-    wanted = [spec for spec in PROCESSES if spec.wanted is None or spec.wanted()]
-    return [(spec, _spawn(spec, env, port)) for spec in wanted]
+    return [(spec, _spawn(spec, env, port)) for spec in _wanted_specs()]
 
 
 class _Restarts:

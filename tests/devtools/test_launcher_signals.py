@@ -377,3 +377,52 @@ async def test_a_busy_default_port_moves_the_api_and_says_so(tmp_path: Path) -> 
     moved = re.search(rf"port {default} busy: API on (\d+)", run.output())
     assert moved, run.output()
     assert f"API        http://127.0.0.1:{moved[1]}" in run.output(), run.output()
+
+
+async def test_api_and_fanout_workers_scale_out(run_dir: Path) -> None:
+    """API_WORKERS=2 FANOUT_WORKERS=2 (issue 23): two API processes behind the one port and
+    two ARQ workers per lane; a post made through one is fanned out and read back."""
+    run = Run(run_dir, API_WORKERS="2", FANOUT_WORKERS="2", SEED_DEMO="0", PROBE_ENABLED="0")
+    try:
+        await run.healthy()
+        left = processes_of(run_dir)
+        commands = list(left.values())
+        assert sum("jobs.worker.WorkerSettings" in c for c in commands) == 2, left
+        assert sum("jobs.worker.BigLaneWorkerSettings" in c for c in commands) == 2, left
+        # uvicorn's supervisor and its two workers (multiprocessing's spawned children).
+        assert sum("spawn_main" in c and "resource_tracker" not in c for c in commands) == 2, left
+        for name in ("worker-2", "worker-big-2"):
+            assert f"started {name} (pid" in run.output(), run.output()
+
+        suffix = uuid.uuid4().hex[:8]
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{run.port}", timeout=10) as http:
+
+            async def call(query: str, token: str | None = None) -> dict[str, object]:
+                headers = {"Authorization": f"Bearer {token}"} if token else {}
+                body = (await http.post("/graphql", json={"query": query}, headers=headers)).json()
+                assert "errors" not in body, body
+                return body["data"]
+
+            async def sign_up(handle: str) -> str:
+                made = await call(
+                    f'mutation {{ signUp(handle: "{handle}", password: "long-enough-pw",'
+                    f' displayName: "{handle}") {{ token }} }}'
+                )
+                return str(made["signUp"]["token"])  # type: ignore[index]
+
+            author = await sign_up(f"a{suffix}")
+            reader = await sign_up(f"r{suffix}")
+            await call(f'mutation {{ follow(handle: "a{suffix}") {{ handle }} }}', reader)
+            made = await call('mutation { createPost(body: "across processes") { id } }', author)
+            post_id = made["createPost"]["id"]  # type: ignore[index]
+
+            async def in_feed() -> bool:
+                page = await call("{ feed(first: 5) { edges { node { id } } } }", reader)
+                return post_id in [e["node"]["id"] for e in page["feed"]["edges"]]  # type: ignore[index]
+
+            await eventually(in_feed, 30, 0.3, "the post in the follower's feed")
+        run.proc.send_signal(signal.SIGTERM)
+        assert await run.exited() == 0, run.output()
+        await nothing_left(run_dir)
+    finally:
+        run.kill_everything()
