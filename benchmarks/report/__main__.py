@@ -1,0 +1,158 @@
+"""python -m benchmarks.report [--scale small|medium|large] [--reuse] [--out DIR]
+    [--only compare,burst,sweep,limits] [--users N --avg-following F ...]
+
+Exit status 1 when a correctness check failed (tests/benchmarks runs the small scale)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.config import PROJECT_ROOT
+from benchmarks.report import generate, limits, render, scenarios
+from benchmarks.report.scales import SCALES, scale_named
+from benchmarks.report.system import Client, System, scratch_name
+
+ALL = ("limits", "compare", "burst", "sweep")
+
+
+def machine() -> str:
+    mem = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    load = os.getloadavg()[0]
+    return (f"{platform.machine()}, {os.cpu_count()} cores{mem}, Python "
+            f"{platform.python_version()}, load average {load:.1f} at the start")  # fmt: skip
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    scale = scale_named(args.scale, users=args.users, avg_following=args.avg_following,
+                        celebrity=args.celebrity, stream_posts=args.stream_posts)  # fmt: skip
+    started = time.time()
+    system = System(scratch_name(scale.name, args.reuse), keep_database=args.reuse)
+    results: dict[str, Any] = {}
+    ok = False
+    try:
+        await system.open()
+        if args.reuse and await generate.existing(system.dsn, scale):
+            gen = "reused (--reuse: generated earlier with the same parameters)"
+        else:
+            if not system.created_database:  # a kept database of other parameters
+                from devtools.provision import drop_database
+
+                print("[report] the kept network differs: regenerating", flush=True)
+                drop_database(system.base_db, system.database)
+                from devtools.provision import create_database, migrate
+
+                system.dsn = create_database(system.base_db, system.database)
+                migrate(system.dsn)
+            phases = await generate.generate(system.dsn, scale)
+            gen = (f"COPY in {phases['total']:.0f} s (graph {phases['graph']:.0f} s, follows "
+                   f"{phases['follows_copy']:.0f} s, indexes {phases['follows_indexes']:.0f} s)")  # fmt: skip
+        system.start("relay")
+        system.start("stock")
+        await system.wait_http(system.stock)
+        w = await scenarios.world(system, scale)
+        client = Client(system.base)
+        import asyncpg
+
+        conn = await asyncpg.connect(system.dsn)
+        follows = await conn.fetchval("SELECT count(*) FROM follows")
+        await conn.close()
+        only = args.only.split(",") if args.only else list(ALL)
+        results["meta"] = {
+            "scale": scale.name,
+            "command": "python -m benchmarks.report " + shlex.join(sys.argv[1:]),
+            "started": datetime.fromtimestamp(started, UTC).strftime("%Y-%m-%d %H:%M"),
+            "machine": machine(),
+            "users": scale.users,
+            "follows": follows,
+            "active_users": len(w.active),
+            "zipf_exponent": scale.zipf_exponent,
+            "celebrity": w.follower_counts.get(1, 0),
+            "big": w.follower_counts.get(2, 0),
+            "ladder": ", ".join(f"{n:,}" for n in scale.ladder),
+            "generation": gen,
+            "stream": (f"{scale.stream_posts} ordinary posts by random active authors with "
+                       f"followers plus {scale.stream_celebrity_posts} celebrity posts, spread "
+                       f"over {scale.stream_seconds:g} s"),
+            "burst": (f"The celebrity posts {scale.burst_posts} times, every "
+                      f"{scale.burst_every:g} s, while ordinary authors post "
+                      f"{scale.burst_ordinary_rate:g} posts/s"),
+            "sweep_posts": scale.sweep_posts,
+        }  # fmt: skip
+        if "limits" in only:
+            print("[report] raw limits", flush=True)
+            results["limits"] = await limits.measure(system, client)
+        if "compare" in only:
+            keys = ["push", "pull", "hybrid", "control"]
+            results["compare"] = await scenarios.compare(system, client, w, keys)
+        if "burst" in only:
+            results["burst"] = await scenarios.burst(
+                system, client, w, ["push", "push-lanes", "hybrid", "control"]
+            )
+        if "sweep" in only:
+            results["sweep"] = await scenarios.sweep(system, client, w)
+        await client.aclose()
+        problems = []
+        for section in ("burst", "sweep"):
+            for k, r in (results.get(section) or {}).items():
+                problems += [f"{section} {k}: {p}" for p in r.get("problems", [])]
+        for k, r in ((results.get("compare") or {}).get("strategies") or {}).items():
+            problems += [f"compare {k}: {p}" for p in r.get("problems", [])]
+        results["problems"] = problems
+        ok = not problems
+    finally:
+        results.setdefault("meta", {})["seconds"] = time.time() - started
+        await system.close(keep_logs=not ok)
+        if not ok:
+            print(f"[report] logs kept in {system.workdir}", file=sys.stderr)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", choices=sorted(SCALES), default="small")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the generated network (database bench_report_<scale>) for "
+                             "the next run, and use it if it is there")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=PROJECT_ROOT / "docs" / "benchmarks")
+    parser.add_argument("--only", help=f"comma-separated subset of {','.join(ALL)}")
+    parser.add_argument("--users", type=int)
+    parser.add_argument("--avg-following", type=float)
+    parser.add_argument("--celebrity", type=int)
+    parser.add_argument("--stream-posts", type=int)
+    args = parser.parse_args(argv)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    results = asyncio.run(run(args))
+    args.out.mkdir(parents=True, exist_ok=True)
+    prefix = results["meta"]["scale"]
+    (args.out / f"report-{prefix}.json").write_text(json.dumps(results, indent=1, default=str))
+    images = render.charts(results, args.out, prefix)
+    (args.out / f"report-{prefix}.md").write_text(render.markdown(results, images))
+    print(f"[report] {args.out / f'report-{prefix}.md'}")
+    if results.get("problems"):
+        print("[report] CHECK FAILED:\n  " + "\n  ".join(results["problems"][:20]))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
