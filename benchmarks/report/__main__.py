@@ -63,7 +63,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                    f"{phases['follows_copy']:.0f} s, indexes {phases['follows_indexes']:.0f} s)")  # fmt: skip
         system.start("relay")
         system.start("stock")
+        system.start("api")
         await system.wait_http(system.stock)
+        await system.wait_http(system.base)
         w = await scenarios.world(system, scale)
         client = Client(system.base)
         import asyncpg
@@ -94,7 +96,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "sweep_posts": scale.sweep_posts,
         }  # fmt: skip
         if "limits" in only:
-            print("[report] raw limits", flush=True)
+            print(f"[report] {time.time() - started:.0f} s: raw limits", flush=True)
             results["limits"] = await limits.measure(system, client)
         if "compare" in only:
             keys = ["push", "pull", "hybrid", "control"]

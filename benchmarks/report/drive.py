@@ -25,6 +25,7 @@ PERIODIC = ("cron:", "reconcile_fanouts:", "review_fanout_modes:")
 HUGE = 2_000_000_000  # a follower count no author reaches
 ACTIVE_SQL = "last_active_at >= now() - make_interval(days => 30)"
 LAG_SAMPLE_SECONDS = 0.5
+AUTHOR_CACHE_SECONDS = 2.5  # app.feed.service: the author-index cache's TTL (2 s) and a margin
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,8 @@ async def materialize_empty(system: System, ids: np.ndarray) -> None:
 
 async def reset(system: System, strategy: Strategy, active: np.ndarray) -> None:
     """No posts, empty Redis, every active user an empty timeline, authors in the modes the
-    strategy starts from; then the API and the workers started with the strategy's settings."""
-    system.stop("api", *WORKER_SPECS)
+    strategy starts from; then the workers started with the strategy's settings."""
+    system.stop(*WORKER_SPECS)
     conn = await asyncpg.connect(system.dsn)
     try:
         await conn.execute(
@@ -135,11 +136,17 @@ async def reset(system: System, strategy: Strategy, active: np.ndarray) -> None:
     await system.redis.flushall()
     await system.redis.config_resetstat()
     await materialize_empty(system, active)
-    system.start("api", strategy.env)
     for name in WORKER_SPECS:
         system.start(name, strategy.env)
-    await system.wait_http(system.base)
-    await asyncio.sleep(1.0)  # the workers connect and register
+    # The API stays up (no setting of a strategy is read by it); its in-process author-index
+    # cache lives AUTHOR_CACHE_SECONDS: nothing of the previous strategy is served after it.
+    started = time.monotonic()
+    health = [f"{q}:health-check" for q in ("arq:queue", "arq:queue:big")]
+    while await system.redis.exists(*health) < len(health):
+        if system.dead() or time.monotonic() - started > 120:
+            raise RuntimeError(f"workers not up: {system.dead()} (logs in {system.workdir})")
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(max(0.0, AUTHOR_CACHE_SECONDS - (time.monotonic() - started)))
 
 
 @dataclass
@@ -171,13 +178,13 @@ async def post_stream(
         bar.close()
 
 
-async def settle(system: System, timeout: float = 1800) -> float:
+async def settle(system: System, limit_s: float = 1800) -> float:
     """Until the outbox is relayed and both lanes are empty; returns the seconds waited."""
     assert system.redis is not None
     started = time.monotonic()
     conn = await asyncpg.connect(system.dsn)
     try:
-        while time.monotonic() - started < timeout:
+        while time.monotonic() - started < limit_s:
             if system.dead():
                 raise RuntimeError(f"exited: {system.dead()} (logs in {system.workdir})")
             waiting = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
@@ -186,7 +193,7 @@ async def settle(system: System, timeout: float = 1800) -> float:
             await asyncio.sleep(0.05)
     finally:
         await conn.close()
-    raise TimeoutError(f"fan-out not settled after {timeout} s")
+    raise TimeoutError(f"fan-out not settled after {limit_s} s")
 
 
 async def queued_jobs(system: System) -> list[str]:

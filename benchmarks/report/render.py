@@ -29,7 +29,7 @@ def charts(results: dict[str, Any], out: Path, prefix: str) -> dict[str, str]:
     burst = results.get("burst") or {}
     if burst:
         fig, ax = plt.subplots(figsize=(8, 4))
-        for key, r in burst.items():
+        for r in burst.values():
             lag = r["lag"]
             ax.plot([t for t, _, _ in lag], [max(d, b) for _, d, b in lag], label=r["label"])
         ax.set_xlabel("seconds since the burst began")
@@ -207,7 +207,7 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             "correct |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
-        for k, s in strat.items():
+        for s in strat.values():
             r = s["reads"]
             cpu = r["cpu_ms"]
             celeb = s["entries_per_celebrity_post"]
@@ -248,7 +248,7 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             "all settled | correct |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
-        for k, r in burst.items():
+        for r in burst.values():
             worst = max((max(d, b) for _, d, b in r["lag"]), default=0.0)
             lines.append(
                 f"| {r['label']} | {r['ordinary_posts']} | {_ms(r['visible_p50_ms'])} | "

@@ -96,7 +96,7 @@ def _summary(posted: list[Posted], seen: drive.Visibility, chk: check.Check) -> 
         else 0.0,
         "entries_per_celebrity_post": [chk.entries[p.post_id] for p in celeb],
         "celebrity_active_followers": [chk.expected[p.post_id] for p in celeb],
-        "pulled_posts": len(seen.pulled),
+        "pulled_posts": sum(p.post_id in seen.pulled for p in posted),
         "check_ok": chk.ok,
         "problems": chk.problems,
         "pulled_reads_checked": chk.pulled_reads,
@@ -139,7 +139,7 @@ async def compare(system: System, client: Client, w: World, keys: list[str]) -> 
     table = drive.strategies(s.pull_threshold, s.push_threshold)
     for key in keys:
         strategy = table[key]
-        print(f"[report] strategy: {strategy.label}", flush=True)
+        print(f"[report] {time.strftime('%H:%M:%S')} strategy: {strategy.label}", flush=True)
         await drive.reset(system, strategy, w.active)
         posted, seen, figures = await _stream(system, client, w, w.schedule, key)
         stream = list(posted)
@@ -236,7 +236,7 @@ async def burst(system: System, client: Client, w: World, keys: list[str]) -> di
     out: dict[str, Any] = {}
     for key in keys:
         strategy = table[key]
-        print(f"[report] burst: {strategy.label}", flush=True)
+        print(f"[report] {time.strftime('%H:%M:%S')} burst: {strategy.label}", flush=True)
         await drive.reset(system, strategy, w.active)
         lag: list[tuple[float, float, float]] = []
         stop = asyncio.Event()
@@ -261,7 +261,7 @@ async def sweep(system: System, client: Client, w: World) -> dict[str, Any]:
     schedule += [x for x in w.schedule if x[2]]
     for threshold in s.sweep:
         strategy = drive.swept(threshold)
-        print(f"[report] sweep: {strategy.label}", flush=True)
+        print(f"[report] {time.strftime('%H:%M:%S')} sweep: {strategy.label}", flush=True)
         await drive.reset(system, strategy, w.active)
         posted, seen, figures = await _stream(system, client, w, schedule, f"T={threshold}")
         reads = await drive.read_loop(
