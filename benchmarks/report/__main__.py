@@ -143,7 +143,20 @@ def main(argv: list[str] | None = None) -> int:
         uvloop.install()
     except ImportError:
         pass
-    results = asyncio.run(run(args))
+    embedded: frozenset[str] = frozenset()
+    if not os.environ.get("DATABASE_URL"):
+        # As `make test`: the embedded PostgreSQL (devtools.provision) when none is given.
+        from devtools import provision
+
+        os.environ.update(provision.ensure_services())
+        embedded = provision.started_services()
+    try:
+        results = asyncio.run(run(args))
+    finally:
+        if embedded:
+            from devtools import provision
+
+            provision.stop_services(embedded)
     args.out.mkdir(parents=True, exist_ok=True)
     prefix = results["meta"]["scale"]
     (args.out / f"report-{prefix}.json").write_text(json.dumps(results, indent=1, default=str))

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from app.posts.ids import EPOCH_MS
+from app.timelines.store import TimelineStore, timeline_key
 from benchmarks.fanout_path import raw_rates
 from benchmarks.report.drive import pct, read_loop
 from benchmarks.report.system import Client, System
@@ -39,6 +41,21 @@ def _redis_benchmark(url: str, *args: str) -> dict[str, float] | None:
     )
 
 
+async def timeline_bytes(system: System) -> dict[str, int]:
+    """MEMORY USAGE of one full (800-entry) timeline in each layout the store writes: the
+    articles' 84 KB (zset, skiplist) against 16 KB (listpack) per timeline."""
+    assert system.redis is not None
+    found = {}
+    base_ms = 1_780_000_000_000
+    entries = [(((base_ms + i - EPOCH_MS) << 22), base_ms + i) for i in range(800)]
+    for encoding in ("packed", "zset"):
+        store = TimelineStore(system.redis, 800, 200, encoding=encoding)  # type: ignore[arg-type]
+        await store.rebuild(-7, entries)
+        found[encoding] = int(await system.redis.memory_usage(timeline_key(-7), samples=0))
+        await system.redis.delete(timeline_key(-7))
+    return found
+
+
 async def measure(system: System, client: Client, n: int = 100_000) -> dict[str, Any]:
     assert system.redis is not None
     out: dict[str, Any] = {}
@@ -51,6 +68,7 @@ async def measure(system: System, client: Client, n: int = 100_000) -> dict[str,
     # ZADD pipelined x64 by redis-benchmark (when there) and a redis-py pipeline of ZADD.
     out["zadd"] = await raw_rates(system.redis, system.redis_url, n)
     await system.redis.flushall()
+    out["timeline_800_bytes"] = await timeline_bytes(system)
     conn = await asyncpg.connect(system.dsn)
     try:
         stmt = await conn.prepare("SELECT * FROM users WHERE id = $1")

@@ -179,6 +179,8 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             lines.append("| redis-benchmark | binary not found: redis-py pipelined ZADD only |")
         for k, v in zadd.items():
             lines.append(f"| {k} | {v:,.0f} /s |")
+        for enc, size in (lim.get("timeline_800_bytes") or {}).items():
+            lines.append(f"| one 800-entry timeline, {enc} (MEMORY USAGE) | {size:,} B |")
         pk = lim["pk_fetch"]
         lines.append(f"| PostgreSQL primary-key fetch (asyncpg, prepared, 1 connection) | "
                      f"{pk['rps']:,.0f} /s, p50 {_ms(pk['p50_ms'])}, p99 {_ms(pk['p99_ms'])} |")  # fmt: skip
