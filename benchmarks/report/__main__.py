@@ -95,18 +95,28 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                       f"{scale.burst_ordinary_rate:g} posts/s"),
             "sweep_posts": scale.sweep_posts,
         }  # fmt: skip
+        partial = args.out / f"report-{scale.name}.partial.json"
+        args.out.mkdir(parents=True, exist_ok=True)
+
+        def keep() -> None:  # a crash later still leaves what was measured
+            partial.write_text(json.dumps(results, indent=1, default=str))
+
         if "limits" in only:
             print(f"[report] {time.time() - started:.0f} s: raw limits", flush=True)
             results["limits"] = await limits.measure(system, client)
+            keep()
         if "compare" in only:
             keys = ["push", "pull", "hybrid", "control"]
             results["compare"] = await scenarios.compare(system, client, w, keys)
+            keep()
         if "burst" in only:
             results["burst"] = await scenarios.burst(
                 system, client, w, ["push", "push-lanes", "hybrid", "control"]
             )
+            keep()
         if "sweep" in only:
             results["sweep"] = await scenarios.sweep(system, client, w)
+        partial.unlink(missing_ok=True)
         await client.aclose()
         problems = []
         for section in ("burst", "sweep"):
