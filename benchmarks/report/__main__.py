@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from benchmarks.report import generate, limits, render, scenarios
 from benchmarks.report.scales import SCALES, scale_named
 from benchmarks.report.system import Client, System, scratch_name
 
-ALL = ("limits", "compare", "burst", "sweep")
+ALL = ("limits", "compare", "curves", "burst", "sweep")
 
 
 def machine() -> str:
@@ -109,10 +110,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             keys = ["push", "pull", "hybrid", "control"]
             results["compare"] = await scenarios.compare(system, client, w, keys)
             keep()
+        if "curves" in only:
+            results["curves"] = await scenarios.curves(system, client, w)
+            keep()
         if "burst" in only:
-            results["burst"] = await scenarios.burst(
-                system, client, w, ["push", "push-lanes", "hybrid", "control"]
-            )
+            results["burst"] = await scenarios.burst(system, client, w, list(scale.burst_variants))
             keep()
         if "sweep" in only:
             results["sweep"] = await scenarios.sweep(system, client, w)
@@ -122,6 +124,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for section in ("burst", "sweep"):
             for k, r in (results.get(section) or {}).items():
                 problems += [f"{section} {k}: {p}" for p in r.get("problems", [])]
+        for k, r in (results.get("curves") or {}).items():
+            problems += [f"curves {k}: {p}" for p in r.get("problems", [])]
         for k, r in ((results.get("compare") or {}).get("strategies") or {}).items():
             problems += [f"compare {k}: {p}" for p in r.get("problems", [])]
         results["problems"] = problems
@@ -146,7 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--avg-following", type=float)
     parser.add_argument("--celebrity", type=int)
     parser.add_argument("--stream-posts", type=int)
+    parser.add_argument("--render", type=Path, metavar="JSON",
+                        help="only write the report and charts from a run's results")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.render:
+        results = json.loads(args.render.read_text())
+        return _write(results, args.out)
+    # SIGTERM as Ctrl-C: the processes and servers of the run are stopped on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         import uvloop
 
@@ -167,12 +178,16 @@ def main(argv: list[str] | None = None) -> int:
             from devtools import provision
 
             provision.stop_services(embedded)
-    args.out.mkdir(parents=True, exist_ok=True)
+    return _write(results, args.out)
+
+
+def _write(results: dict[str, Any], out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
     prefix = results["meta"]["scale"]
-    (args.out / f"report-{prefix}.json").write_text(json.dumps(results, indent=1, default=str))
-    images = render.charts(results, args.out, prefix)
-    (args.out / f"report-{prefix}.md").write_text(render.markdown(results, images))
-    print(f"[report] {args.out / f'report-{prefix}.md'}")
+    (out / f"report-{prefix}.json").write_text(json.dumps(results, indent=1, default=str))
+    images = render.charts(results, out, prefix)
+    (out / f"report-{prefix}.md").write_text(render.markdown(results, images))
+    print(f"[report] {out / f'report-{prefix}.md'}")
     if results.get("problems"):
         print("[report] CHECK FAILED:\n  " + "\n  ".join(results["problems"][:20]))
         return 1

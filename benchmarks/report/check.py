@@ -3,6 +3,9 @@ follower exactly once, and nothing leaked. Timings are not asserted here."""
 
 from __future__ import annotations
 
+import asyncio
+import random
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -14,7 +17,8 @@ from benchmarks.report.drive import ACTIVE_SQL, Posted, Visibility, queued_jobs
 from benchmarks.report.system import Client, System
 from jobs.dead_letters import DEAD_LETTERS
 
-PULLED_READS_BUDGET = 300
+PULLED_READS_BUDGET = 60  # feeds read over the API per check, at most
+PULLED_READS_SECONDS = 120.0  # and for at most this long (pull-only reads can take seconds)
 
 
 @dataclass
@@ -93,6 +97,7 @@ async def verify(
     # Feeds read over the API for pulled posts: `sample` followers per post, at most
     # PULLED_READS_BUDGET in all (pull-only pulls every post).
     per_post = max(1, min(sample, PULLED_READS_BUDGET // max(1, len(seen.pulled & set(ours)))))
+    to_read: list[tuple[int, int]] = []
     for post_id, p in ours.items():
         should = followers[p.author]
         got = set(holders[post_id])
@@ -111,11 +116,7 @@ async def verify(
             if entries.count(post_id) != 1:
                 result.problem(f"pulled post {post_id} is {entries.count(post_id)} times in "
                                f"{author_posts_key(p.author)}")  # fmt: skip
-            readers = sorted(should - got)[:per_post]
-            for reader in readers:
-                result.pulled_reads += 1
-                if not await _in_feed(client, reader, post_id):
-                    result.problem(f"pulled post {post_id} missing from follower {reader}'s feed")
+            to_read += [(reader, post_id) for reader in sorted(should - got)[:per_post]]
         else:
             result.pushed += 1
             missing = should - got
@@ -124,6 +125,8 @@ async def verify(
                     f"pushed post {post_id} missed {len(missing)} of {len(should)} active "
                     f"followers (e.g. {sorted(missing)[:3]})"
                 )
+    random.Random(len(to_read)).shuffle(to_read)  # spread over the posts
+    await _read_pulled(client, to_read[:PULLED_READS_BUDGET], result)
     if waiting := await queued_jobs(system):
         result.problem(f"{len(waiting)} jobs still queued: {waiting[:3]}")
     if letters := await redis.hlen(DEAD_LETTERS):
@@ -131,6 +134,21 @@ async def verify(
     if system.tracebacks():
         result.problem(f"{system.tracebacks()} tracebacks in the logs ({system.workdir})")
     return result
+
+
+async def _read_pulled(client: Client, pairs: list[tuple[int, int]], result: Check) -> None:
+    """Each (follower, pulled post): the post on the follower's feed, 4 readers at a time."""
+    deadline = time.monotonic() + PULLED_READS_SECONDS
+    queue = list(pairs)
+
+    async def reader() -> None:
+        while queue and time.monotonic() < deadline:
+            follower, post_id = queue.pop()
+            result.pulled_reads += 1
+            if not await _in_feed(client, follower, post_id):
+                result.problem(f"pulled post {post_id} missing from follower {follower}'s feed")
+
+    await asyncio.gather(*(reader() for _ in range(4)))
 
 
 async def _in_feed(client: Client, viewer: int, post_id: int, pages: int = 5) -> bool:

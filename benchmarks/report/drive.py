@@ -111,7 +111,9 @@ async def materialize_empty(system: System, ids: np.ndarray) -> None:
     await system.redis.delete(timeline_key(-1))
 
 
-async def reset(system: System, strategy: Strategy, active: np.ndarray) -> None:
+async def reset(
+    system: System, strategy: Strategy, active: np.ndarray, pins: dict[int, str] | None = None
+) -> None:
     """No posts, empty Redis, every active user an empty timeline, authors in the modes the
     strategy starts from; then the workers started with the strategy's settings."""
     system.stop(*WORKER_SPECS)
@@ -130,6 +132,16 @@ async def reset(system: System, strategy: Strategy, active: np.ndarray) -> None:
             FANOUT_PULL,
             FANOUT_PUSH,
         )
+        # Pinned authors (the curves): their mode whatever the thresholds (decision 0026).
+        for pin in ("push", "pull"):
+            ids = [a for a, p in (pins or {}).items() if p == pin]
+            if ids:
+                await conn.execute(
+                    "UPDATE users SET fanout_pin = $1, fanout_mode = $2 WHERE id = ANY($3)",
+                    pin,
+                    FANOUT_PULL if pin == "pull" else FANOUT_PUSH,
+                    ids,
+                )
     finally:
         await conn.close()
     assert system.redis is not None
@@ -284,9 +296,12 @@ async def read_loop(
     naive_doc: str | None = None,
     bare: bool = False,
     desc: str = "reads",
+    budget_s: float = 120.0,
 ) -> Reads:
     """`reads` feed first pages (20 posts, CHRONOLOGICAL) of the viewers in turn, by `clients`
-    concurrent clients; naive_doc: the stock server's naiveFeed instead; bare: its /healthz."""
+    concurrent clients; naive_doc: the stock server's naiveFeed instead; bare: its /healthz.
+    At most `budget_s` seconds measuring (and half of it warming up): a strategy whose reads
+    take seconds gets fewer of them, counted in the result."""
     out = Reads()
     admin = await asyncpg.connect(system.base_db)
     pg = system.postgres(admin)
@@ -336,14 +351,18 @@ async def read_loop(
             out.empty += not data["edges"]
         bar.update(1)
 
+    deadline = 0.0
+
     async def worker() -> None:
-        while queue:
+        while queue and time.monotonic() < deadline:
             await one(queue.pop())
 
     # Warm-up, not measured: one read per viewer (fills the API's author caches, connections).
     queue = list(dict.fromkeys(viewers))[:reads]
+    deadline = time.monotonic() + budget_s / 2
     await asyncio.gather(*(worker() for _ in range(clients)))
     queue = [viewers[i % len(viewers)] for i in range(reads)]
+    deadline = time.monotonic() + budget_s
     measuring = True
     cpu0, redis0, pg0 = system.cpu(*names), system.redis_cpu(), await pg.snapshot()
     try:

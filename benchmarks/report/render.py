@@ -60,7 +60,7 @@ def charts(results: dict[str, Any], out: Path, prefix: str) -> dict[str, str]:
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
         made["burst_visible"] = name
-    curves = (results.get("compare") or {}).get("curves") or {}
+    curves = {k: v for k, v in (results.get("curves") or {}).items() if k in ("push", "pull")}
     if curves:
         fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
         for key, c in curves.items():
@@ -220,8 +220,8 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
                 f" active | {s['redis_commands_per_post']:,.1f} | {s['redis_memory_mb']:,.1f} MB "
                 f"({s['redis_memory_delta_mb']:+,.1f}) | {_ms(s['visible_p50_ms'])} | "
                 f"{_ms(s['visible_p99_ms'])} | {_ms(max(cv)) if cv else 'n/a'} | "
-                f"{_ms(r['p50_ms'])}{_ratio(r['p50_ms'], bare_p50)} | {_ms(r['p99_ms'])} | "
-                f"{cpu['service']:.2f} + {cpu['redis']:.2f} + {cpu['postgres']:.2f} | "
+                f"{_ms(r['p50_ms'])}{_ratio(r['p50_ms'], bare_p50)} | {_ms(r['p99_ms'])} "
+                f"(n={r['reads']}) | {cpu['service']:.2f} + {cpu['redis']:.2f} + {cpu['postgres']:.2f} | "
                 f"{'yes' if s['check_ok'] else 'NO: ' + '; '.join(s['problems'][:3])} |"
             )
         naive = comp.get("naive_reads")
@@ -264,18 +264,20 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
         for key in ("burst_lag", "burst_visible"):
             if key in images:
                 lines += [f"![{key}]({images[key]})", ""]
-    curves = comp.get("curves") or {}
+    curves = {k: v for k, v in (results.get("curves") or {}).items() if k in ("push", "pull")}
     if curves:
-        lines += ["## 3. Scaling curves", "", "Fan-out: one post at a time from authors of "
-                  "growing follower counts (commit -> visible to every active follower).", "",
+        lines += ["## 3. Scaling curves", "", "In the constant hybrid, with the curve's authors "
+                  "pinned push, then pull (`python -m app.fanout pin`). Fan-out: one post at a "
+                  "time from authors of growing follower counts (createPost sent -> visible to "
+                  "every active follower).", "",
                   "| followers | " + " | ".join(curves) + " |",
                   "|---:|" + "---:|" * len(curves)]  # fmt: skip
         first = next(iter(curves.values()))
         for i, p in enumerate(first["fanout"]):
             cells = [_ms(c["fanout"][i]["visible_ms"]) for c in curves.values()]
             lines.append(f"| {p['followers']:,} | " + " | ".join(cells) + " |")
-        lines += ["", "Feed read (first page) of the viewer following exactly k authors, "
-                  "each with two posts: p50 / p99.", "",
+        lines += ["", "Feed read (first page, 1 client) of the viewer following exactly k "
+                  "authors, each with two posts, the authors pushed or pulled: p50 / p99.", "",
                   "| k followees | " + " | ".join(curves) + " | extra p99, pull - push |",
                   "|---:|" + "---:|" * (len(curves) + 1)]  # fmt: skip
         for i, r in enumerate(first["reads"]):

@@ -31,6 +31,7 @@ class Scale:
     burst_ordinary_rate: float = 10.0  # ordinary posts per second during the burst
     sweep: tuple[int, ...] = (1_000, 10_000, 100_000)  # FANOUT_PULL_THRESHOLD values
     sweep_posts: int = 100
+    burst_variants: tuple[str, ...] = ("push", "push-lanes", "hybrid", "control")
     workers: int = 1  # ARQ worker processes per lane
     seed: int = 25
     reads_per_viewer_sample: int = 30  # pulled posts checked through the API, per post
@@ -74,15 +75,16 @@ SCALES = {
         big=50_000,
         ladder=(1_000, 5_000, 20_000, 100_000),
         read_ladder=(0, 1, 10, 50, 200),
-        stream_posts=300,
+        stream_posts=200,
         stream_celebrity_posts=2,
         stream_seconds=20.0,
-        reads=1_000,
-        burst_posts=8,
+        reads=600,
+        burst_posts=6,
         burst_every=4.0,
         burst_ordinary_rate=10.0,
-        sweep=(1_000, 10_000, 100_000, 1_000_000),
-        sweep_posts=150,
+        burst_variants=("push", "hybrid", "control"),
+        sweep=(1_000, 10_000, 100_000),
+        sweep_posts=100,
     ),
     "large": Scale(
         name="large",

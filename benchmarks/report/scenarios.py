@@ -13,7 +13,7 @@ import numpy as np
 
 from benchmarks.feed_read import variant_document
 from benchmarks.report import check, drive
-from benchmarks.report.drive import Posted, Strategy, pct
+from benchmarks.report.drive import Posted, pct
 from benchmarks.report.generate import Layout
 from benchmarks.report.scales import Scale
 from benchmarks.report.system import Client, System
@@ -133,9 +133,9 @@ async def _stream(
 
 
 async def compare(system: System, client: Client, w: World, keys: list[str]) -> dict[str, Any]:
-    """Scenario 1 (+ the curves for push and pull, which need the same fresh state)."""
+    """Scenario 1: the same stream under each strategy, then reads; the naive join last."""
     s = w.scale
-    out: dict[str, Any] = {"strategies": {}, "curves": {}}
+    out: dict[str, Any] = {"strategies": {}}
     table = drive.strategies(s.pull_threshold, s.push_threshold)
     for key in keys:
         strategy = table[key]
@@ -146,12 +146,6 @@ async def compare(system: System, client: Client, w: World, keys: list[str]) -> 
         reads = await drive.read_loop(
             system, client, w.viewers, s.reads, s.read_clients, desc=f"{key} reads"
         )
-        curve: dict[str, Any] = {}
-        if key in ("push", "pull"):
-            more, curve = await curves(system, client, w, strategy)
-            posted += more.posted
-            seen.visible_ms.update(more.seen.visible_ms)
-            seen.pulled |= more.seen.pulled
         chk = await check.verify(
             system, client, posted, seen, w.active, w.inactive, s.reads_per_viewer_sample
         )
@@ -161,10 +155,6 @@ async def compare(system: System, client: Client, w: World, keys: list[str]) -> 
             **_summary(stream, seen, chk),
             "reads": _reads(reads),
         }
-        out["strategies"][key]["check_ok"] = chk.ok
-        out["strategies"][key]["problems"] = chk.problems
-        if curve:
-            out["curves"][key] = curve
     # The naive join: the stock server's naiveFeed on the same database (posts of the last run).
     naive = await drive.read_loop(
         system, client, w.viewers, s.reads, s.read_clients,
@@ -192,12 +182,30 @@ class _More:
     seen: drive.Visibility
 
 
-async def curves(
-    system: System, client: Client, w: World, strategy: Strategy
-) -> tuple[_More, dict[str, Any]]:
-    """Scenario 3a: one post per ladder author (and the 50k author, and the celebrity), one at
-    a time, commit -> last timeline written; then the read curve: the viewer following k
-    authors (the pool, two posts each) reads its first page."""
+async def curves(system: System, client: Client, w: World) -> dict[str, Any]:
+    """Scenario 3a, in the constant hybrid with the curve's authors pinned push, then pull
+    (decision 0026's pins): how the cost grows with followers (push) or followees (pull)."""
+    s = w.scale
+    hybrid = drive.strategies(s.pull_threshold, s.push_threshold)["hybrid"]
+    lay = w.layout
+    authors = [lay.celebrity, lay.big, *lay.ladder, *lay.pool]
+    out: dict[str, Any] = {}
+    for mode in ("push", "pull"):
+        print(f"[report] {time.strftime('%H:%M:%S')} curves: authors pinned {mode}", flush=True)
+        await drive.reset(system, hybrid, w.active, {a: mode for a in authors})
+        more, curve = await _curve(system, client, w)
+        chk = await check.verify(
+            system, client, more.posted, more.seen, w.active, w.inactive,
+            s.reads_per_viewer_sample,
+        )  # fmt: skip
+        out[mode] = {**curve, "check_ok": chk.ok, "problems": chk.problems}
+    return out
+
+
+async def _curve(system: System, client: Client, w: World) -> tuple[_More, dict[str, Any]]:
+    """One post per ladder author (and the 50k author, and the celebrity), one at a time,
+    commit -> last timeline written; then the read curve: the viewer following k authors
+    (the pool, two posts each) reads its first page."""
     lay = w.layout
     posted: list[Posted] = []
     fanout: list[dict[str, Any]] = []
@@ -224,7 +232,7 @@ async def curves(
     reads: list[dict[str, Any]] = []
     per = max(50, w.scale.reads // 4)
     for k, viewer in sorted(lay.viewers.items()):
-        r = await drive.read_loop(system, client, [viewer], per, 1, desc=f"k={k}")
+        r = await drive.read_loop(system, client, [viewer], per, 1, desc=f"k={k}", budget_s=30)
         reads.append({"followees": k, **_reads(r)})
     return _More(posted, seen_all), {"fanout": fanout, "reads": reads}
 

@@ -67,7 +67,8 @@ def test_small_scale_report_is_correct(tmp_path: Path) -> None:
         assert b["celebrity_posts"] == 4 and b["ordinary_posts"] > 0
     for key, sw in results["sweep"].items():
         assert sw["check_ok"], (key, sw["problems"])
-    curves = results["compare"]["curves"]
+    curves = results["curves"]
+    assert curves["push"]["check_ok"] and curves["pull"]["check_ok"]
     assert [p["pulled"] for p in curves["pull"]["fanout"]] == [True] * 5
     assert not any(p["pulled"] for p in curves["push"]["fanout"])
 
