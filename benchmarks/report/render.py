@@ -221,7 +221,8 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
                 f"({s['redis_memory_delta_mb']:+,.1f}) | {_ms(s['visible_p50_ms'])} | "
                 f"{_ms(s['visible_p99_ms'])} | {_ms(max(cv)) if cv else 'n/a'} | "
                 f"{_ms(r['p50_ms'])}{_ratio(r['p50_ms'], bare_p50)} | {_ms(r['p99_ms'])} "
-                f"(n={r['reads']}) | {cpu['service']:.2f} + {cpu['redis']:.2f} + {cpu['postgres']:.2f} | "
+                f"(n={r['reads']}{', ' + str(r['errors']) + ' failed' if r['errors'] else ''}) | "
+                f"{cpu['service']:.2f} + {cpu['redis']:.2f} + {cpu['postgres']:.2f} | "
                 f"{'yes' if s['check_ok'] else 'NO: ' + '; '.join(s['problems'][:3])} |"
             )
         naive = comp.get("naive_reads")

@@ -100,6 +100,7 @@ def _summary(posted: list[Posted], seen: drive.Visibility, chk: check.Check) -> 
         "check_ok": chk.ok,
         "problems": chk.problems,
         "pulled_reads_checked": chk.pulled_reads,
+        "pulled_reads_unverified": chk.pulled_unverified,
     }
 
 
