@@ -23,7 +23,7 @@ from benchmarks.report import generate, limits, render, scenarios
 from benchmarks.report.scales import SCALES, scale_named
 from benchmarks.report.system import Client, System, scratch_name
 
-ALL = ("limits", "compare", "curves", "burst", "sweep")
+ALL = ("limits", "compare", "burst", "curves", "sweep")
 
 
 def machine() -> str:
@@ -107,14 +107,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["limits"] = await limits.measure(system, client)
             keep()
         if "compare" in only:
-            keys = ["push", "pull", "hybrid", "control"]
+            keys = ["push", "hybrid", "control", "pull"]
             results["compare"] = await scenarios.compare(system, client, w, keys)
-            keep()
-        if "curves" in only:
-            results["curves"] = await scenarios.curves(system, client, w)
             keep()
         if "burst" in only:
             results["burst"] = await scenarios.burst(system, client, w, list(scale.burst_variants))
+            keep()
+        if "curves" in only:
+            results["curves"] = await scenarios.curves(system, client, w)
             keep()
         if "sweep" in only:
             results["sweep"] = await scenarios.sweep(system, client, w)

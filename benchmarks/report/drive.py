@@ -142,6 +142,9 @@ async def reset(
                     FANOUT_PULL if pin == "pull" else FANOUT_PUSH,
                     ids,
                 )
+        # The mass UPDATE leaves dead rows in users and its partial pull index (pull-only
+        # marks ~every author): without this, the next strategy's reads scan millions of them.
+        await conn.execute("VACUUM (ANALYZE) users")
     finally:
         await conn.close()
     assert system.redis is not None
