@@ -156,7 +156,7 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
         f"# Benchmark report: scale `{meta['scale']}`",
         "",
         f"Command: `{meta['command']}`  ",
-        f"Run: {meta['started']} UTC, {meta['seconds']:.0f} s; machine: {meta['machine']}",
+        f"Run: {meta['started']} UTC, {meta.get('seconds', float('nan')):.0f} s; machine: {meta['machine']}",
         "",
         "## The network",
         "",

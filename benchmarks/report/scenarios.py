@@ -73,8 +73,28 @@ async def world(system: System, scale: Scale) -> World:
     burst = [(span * i / ordinary, int(a), False) for i, a in enumerate(burst_authors)]
     burst += [(scale.burst_every * i, layout.celebrity, True) for i in range(scale.burst_posts)]
     burst.sort()
-    viewers = [int(v) for v in rng.choice(readers, size=min(len(readers), 300), replace=False)]
+    # The read sample: active followers of the stream's authors (one each, at random), so
+    # that their first page holds the run's posts; random users would mostly read nothing.
+    conn = await asyncpg.connect(system.dsn)
+    try:
+        rows = await conn.fetch(
+            f"SELECT DISTINCT ON (f.followee_id) f.follower_id FROM follows f "
+            f"JOIN users u ON u.id = f.follower_id AND u.{drive.ACTIVE_SQL} "
+            f"WHERE f.followee_id = ANY($1::bigint[]) ORDER BY f.followee_id, random()",
+            sorted(set(authors)),
+        )
+    finally:
+        await conn.close()
+    picked = np.array(sorted({r[0] for r in rows} - set(lay_ids(layout))), dtype=np.int64)
+    if len(picked) == 0:
+        picked = readers
+    viewers = [int(v) for v in rng.choice(picked, size=min(len(picked), 300), replace=False)]
     return World(scale, layout, active, inactive, authors, viewers, schedule, burst, counts)
+
+
+def lay_ids(layout: Layout) -> list[int]:
+    """The planted users (their reads belong to the curves)."""
+    return [layout.celebrity, layout.big, *layout.ladder, *layout.pool, *layout.viewers.values()]
 
 
 def _summary(posted: list[Posted], seen: drive.Visibility, chk: check.Check) -> dict[str, Any]:
