@@ -165,8 +165,9 @@ async def _read_pulled(client: Client, pairs: list[tuple[int, int]], result: Che
     await asyncio.gather(*(reader() for _ in range(4)))
 
 
-async def _in_feed(client: Client, viewer: int, post_id: int, pages: int = 5) -> bool:
-    """The post on one of the viewer's first pages (CHRONOLOGICAL, 50 a page)."""
+async def _in_feed(client: Client, viewer: int, post_id: int, pages: int = 20) -> bool:
+    """The post on one of the viewer's first 20 pages (CHRONOLOGICAL, 50 a page: the curve's
+    viewer of 200 authors has 400 posts)."""
     after = None
     for _ in range(pages):
         for attempt in range(DEGRADED_RETRIES + 1):
