@@ -15,7 +15,9 @@ import matplotlib.pyplot as plt
 def _ms(x: float) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
-    return f"{x:,.0f} ms" if x >= 100 else f"{x:,.1f} ms"
+    if abs(x) < 1:
+        return f"{x:.3f} ms"
+    return f"{x:,.0f} ms" if abs(x) >= 100 else f"{x:,.1f} ms"
 
 
 def _ratio(x: float, base: float | None) -> str:
@@ -247,7 +249,7 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
             "oldest queued job) sampled every 0.5 s.",
             "",
             "| strategy | ordinary posts | p50 | p99 | max | within 500 ms | within 5 s | "
-            "celebrity posts visible (last) | timeline writes / celebrity post | worst lane lag | "
+            "celebrity posts visible (slowest) | timeline writes / celebrity post (most) | worst lane lag | "
             "all settled | correct |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
@@ -271,6 +273,7 @@ def markdown(results: dict[str, Any], images: dict[str, str]) -> str:
                   "pinned push, then pull (`python -m app.fanout pin`). Fan-out: one post at a "
                   "time from authors of growing follower counts (createPost sent -> visible to "
                   "every active follower).", "",
+                  *([meta["curves_note"], ""] if meta.get("curves_note") else []),
                   "| followers | " + " | ".join(curves) + " |",
                   "|---:|" + "---:|" * len(curves)]  # fmt: skip
         first = next(iter(curves.values()))
