@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from typing import cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -207,20 +207,24 @@ async def record_post(
     """Count one post in the author's window. Keyed by the post id when given, so a replayed
     split counts it once; the author joins the review set for the periodic pass."""
     key = _window_key(author_id)
-    async with redis.pipeline(transaction=False) as pipe:
+    async with redis.pipeline(transaction=False) as pipe:  # one round trip for both
         pipe.zadd(key, {str(post_id if post_id is not None else now_ms): now_ms})
         pipe.zremrangebyscore(key, "-inf", now_ms - WINDOW_MAX_SECONDS * 1000)
         pipe.zremrangebyrank(key, 0, -WINDOW_MAX_POSTS - 1)
         pipe.expire(key, WINDOW_MAX_SECONDS)
+        _queue_review(pipe, author_id, now_ms)
         await pipe.execute()
-    await mark_for_review(redis, author_id, now_ms)
+
+
+def _queue_review(pipe: Any, author_id: int, now_ms: int) -> None:
+    pipe.zadd(REVIEW_KEY, {str(author_id): now_ms})
+    pipe.zremrangebyscore(REVIEW_KEY, "-inf", now_ms - 2 * WINDOW_MAX_SECONDS * 1000)
 
 
 async def mark_for_review(redis: AnyRedis, author_id: int, now_ms: int) -> None:
     """The author's inputs changed (a post, a burst still on): the periodic pass looks again."""
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.zadd(REVIEW_KEY, {str(author_id): now_ms})
-        pipe.zremrangebyscore(REVIEW_KEY, "-inf", now_ms - 2 * WINDOW_MAX_SECONDS * 1000)
+        _queue_review(pipe, author_id, now_ms)
         await pipe.execute()
 
 
@@ -233,8 +237,10 @@ async def note_catchup(redis: AnyRedis, author_id: int, version: int, since_ms: 
     commits: if the process dies between the commit and the catch-up's enqueue, the next
     decision for the author (its next post, the periodic pass: the author is put up for
     review) finds it and queues the catch-up (job ids per mode version: never twice)."""
-    await redis.set(_catchup_key(author_id), f"{version}:{since_ms}", ex=2 * WINDOW_MAX_SECONDS)
-    await mark_for_review(redis, author_id, int(time.time() * 1000))
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.set(_catchup_key(author_id), f"{version}:{since_ms}", ex=2 * WINDOW_MAX_SECONDS)
+        _queue_review(pipe, author_id, int(time.time() * 1000))
+        await pipe.execute()
 
 
 async def pending_catchup(redis: AnyRedis, author_id: int) -> tuple[int, int] | None:
