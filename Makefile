@@ -100,7 +100,7 @@ canary: $(STAMP)
 	$(PY) -m devtools.canary
 
 schema: $(STAMP)
-	$(PY) -m app.api.export_schema
+	$(PY) -m app.api.endpoint.export_schema
 
 # Stops the embedded PostgreSQL and Redis (and a `make run` left behind by a killed terminal);
 # their data under .run/ stays. `make clean` stops them and deletes the data.

@@ -150,7 +150,7 @@ class Settings(BaseSettings):
     max_query_depth: int = 10
     max_request_bytes: int = 64 * 1024
     rate_limit_writes_per_minute: int = 120
-    # Queries (app.api.cost): per user, and per client IP whoever asks (0 = no limit).
+    # Queries (app.api.schema.cost): per user, and per client IP whoever asks (0 = no limit).
     rate_limit_reads_per_minute: int = Field(default=1200, ge=0)
     rate_limit_reads_per_ip_per_minute: int = Field(default=6000, ge=0)
     # signUp per client address whatever token is sent: the write budget per minute above,
@@ -190,7 +190,7 @@ class Settings(BaseSettings):
     big_author_followers: int = 5_000
     feed_source_timeout_ms: int = 250  # per Redis candidate source on the read path
     ranking_budget_ms: int = 50  # past this, RANKED falls back to freshness (degraded)
-    # Admission control (app.admission): GraphQL HTTP requests running at once per process
+    # Admission control (transports.admission): GraphQL HTTP requests running at once per process
     # (0 = no limit), and how long one over it may wait for a slot before 503 OVERLOADED.
     max_in_flight: int = Field(default=16, ge=0)
     admission_wait_ms: int = Field(default=500, ge=0)
@@ -200,7 +200,7 @@ class Settings(BaseSettings):
     request_body_timeout_seconds: float = Field(default=10.0, gt=0)
     request_header_timeout_seconds: float = Field(default=10.0, gt=0)
     # Open HTTP connections per client address and API process (0 = no cap); past it a
-    # request is answered 429 RATE_LIMITED and its connection closed (app.connections).
+    # request is answered 429 RATE_LIMITED and its connection closed (transports.connections).
     max_connections_per_client: int = Field(default=32, ge=0)
     # `production` turns the developer surfaces off: GraphiQL, introspection, /metrics
     # without METRICS_TOKEN (docs/API.md, "Production profile").
@@ -233,7 +233,7 @@ class Settings(BaseSettings):
     reconcile_max_posts: int = Field(default=100, ge=1)
     reconcile_max_attempts: int = Field(default=3, ge=1)
     reconcile_max_events: int = Field(default=20_000, ge=1)  # events checked per pass
-    # Refuse documents other than graphql/operations/ ones (app.api.trusted): production.
+    # Refuse documents other than graphql/operations/ ones (app.api.transports.trusted): production.
     trusted_documents_only: bool = False
     # GraphQL attribute fields without graphql-core's per-field machinery (app.api.fast.executor).
     fast_execution: bool = True
@@ -242,7 +242,7 @@ class Settings(BaseSettings):
     # How long this process trusts a token that passed the revocation check (app.auth.revocation).
     token_check_cache_ms: int = Field(default=1000, ge=0, le=60_000)
 
-    # Live updates (app.realtime, app.api.websocket; env REALTIME_*, docs/API.md). Tests shrink
+    # Live updates (app.realtime, api.endpoint.websocket; env REALTIME_*, docs/API.md). Tests shrink
     # them. At most one frame per subscriber per interval; updates inside it are merged
     # (coalesced). The first update after a quiet interval goes out at once (no added latency).
     realtime_coalesce_ms: int = 250

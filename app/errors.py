@@ -50,14 +50,14 @@ class Conflict(AppError):
 
 
 class PersistedQueryNotFound(AppError):
-    """A document hash that is not registered (app.api.trusted): Apollo's code and message;
+    """A document hash that is not registered (transports.trusted): Apollo's code and message;
     clients retry with the document's text."""
 
     code = "PERSISTED_QUERY_NOT_FOUND"
 
 
 class Overloaded(AppError):
-    """The API process is at capacity (app.admission, app.passwords): retry after the
+    """The API process is at capacity (app.api.transports.admission, app.passwords): retry after the
     Retry-After seconds (extensions.retryAfter when raised inside a request)."""
 
     code = "OVERLOADED"

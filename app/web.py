@@ -43,23 +43,28 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 from strawberry.types.unset import UNSET, UnsetType
 
-from app.admission import Admission
-from app.api import http_media
-from app.api.context import Context, http_context
+from app.api.endpoint.schema import FeedSchema, build_schema
+from app.api.endpoint.subscriptions import ABORT_KEY, SocketContext
+from app.api.endpoint.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
 from app.api.fast.adapter import graphql_schema, uvicorn_transport
 from app.api.fast.compiled_http import CompiledHTTP
 from app.api.fast.compiler import compile_documents
 from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.fast.raw_frames import RawFrames
-from app.api.graphiql import graphiql_assets_mount, graphiql_html
-from app.api.schema import FeedSchema, build_schema
-from app.api.subscriptions import ABORT_KEY, SocketContext
-from app.api.trusted import DocumentRefused, manifest_route, names_a_document, with_document_id
-from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
+from app.api.schema.context import Context, http_context
+from app.api.transports import http_media
+from app.api.transports.admission import Admission
+from app.api.transports.connections import SETTINGS_STATE_KEY
+from app.api.transports.graphiql import graphiql_assets_mount, graphiql_html
+from app.api.transports.trusted import (
+    DocumentRefused,
+    manifest_route,
+    names_a_document,
+    with_document_id,
+)
 from app.auth import revocation
 from app.auth.tokens import user_id_from_header
 from app.config import PROJECT_ROOT, Settings, get_settings
-from app.connections import SETTINGS_STATE_KEY
 from app.errors import AppError
 from app.fanout import lanes
 from app.observability.exposition import render as render_metrics
@@ -94,7 +99,7 @@ class FeedGraphQL(GraphQL):
         kwargs.setdefault("connection_init_wait_timeout", timedelta(seconds=init_timeout))
         schema = build_schema(settings)
         super().__init__(schema, **kwargs)
-        self.documents = schema.documents  # trusted documents (app.api.trusted)
+        self.documents = schema.documents  # trusted documents (app.api.transports.trusted)
         self._state = state_getter
         self._hub = hub_getter
         self.max_message_bytes = settings.max_request_bytes
@@ -143,7 +148,7 @@ class FeedGraphQL(GraphQL):
         request_data: GraphQLRequestData,
     ) -> ExecutionResult:
         """Strawberry's, but a subscription over HTTP is a typed error, not a null result,
-        and a document may be named by its hash (app.api.trusted)."""
+        and a document may be named by its hash (app.api.transports.trusted)."""
         allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
         if request_adapter.method == "GET" and not self.allow_queries_via_get:
             allowed -= {OperationType.QUERY}
@@ -180,7 +185,7 @@ class FeedGraphQL(GraphQL):
         self, request: Request | WebSocket, context: Any = UNSET, root_value: Any = UNSET
     ) -> Response | WebSocket:
         """Strawberry's, answering in the media type negotiated from `Accept`
-        (app.api.http_media); websockets pass straight through."""
+        (app.api.transports.http_media); websockets pass straight through."""
         if isinstance(request, WebSocket):
             if await self.pick_websocket_subprotocol(request) is None:
                 await refuse_subprotocol(request)  # never accepted, then closed 4406
@@ -205,7 +210,7 @@ class FeedGraphQL(GraphQL):
         )
 
     async def parse_http_body(self, request: AsyncHTTPRequestAdapter) -> Any:
-        """Strawberry's, keeping the `documentId` it drops (app.api.trusted). A body that is
+        """Strawberry's, keeping the `documentId` it drops (transports.trusted). A body that is
         JSON but not an object, or not UTF-8, is a request error (400), not a crash."""
         try:
             data = await super().parse_http_body(request)
@@ -222,7 +227,7 @@ class FeedGraphQL(GraphQL):
         return orjson.dumps(data)
 
     async def render_graphql_ide(self, request: Request) -> Response:
-        """GraphiQL from vendored assets (app/api/graphiql.py): it works offline."""
+        """GraphiQL from vendored assets (app/api/transports/graphiql.py): it works offline."""
         return HTMLResponse(graphiql_html(request.url.path))
 
 
@@ -401,7 +406,7 @@ def create_app(state: AppState | None = None) -> Starlette:
         gc.freeze()
         try:
             # Lifespan state: uvicorn hands it to each connection's protocol, which is how
-            # app.connections' guards get their settings.
+            # app.api.transports.connections' guards get their settings.
             yield {SETTINGS_STATE_KEY: st.settings}
         finally:
             # Uvicorn has closed the sockets (1012) by now; anything left gets 1001.
@@ -428,7 +433,7 @@ def create_app(state: AppState | None = None) -> Starlette:
             graphql_schema(schema), graphql.documents.by_text(), schema.process_errors
         )
         view = CompiledHTTP(graphql, current_state, graphql.documents, plans)
-    graphql_app = Timed(view)  # bodies arrive read and bounded (app.admission)
+    graphql_app = Timed(view)  # bodies arrive read and bounded (app.api.transports.admission)
 
     async def health() -> tuple[dict[str, str], int]:
         st = current_state()

@@ -12,7 +12,7 @@ What it does:
    persistence), stopped at the end, so that no other work's Redis db is flushed and no test
    run flushes this one (`--redis-url URL` names a scratch db instead: it gets FLUSHED).
 2. In this process: the app's composition root (app.state) and two schemas from
-   app.api.schema.build_schema, one with `fast_execution=True` (app.api.fast.executor), one with
+   app.api.endpoint.schema.build_schema, one with `fast_execution=True` (app.api.fast.executor), one with
    False (graphql-core's executor). Requests are `schema.execute` of the Feed document of
    graphql/operations/feed.graphql (20 posts), with a fresh request Context each, and their
    answer encoded as the HTTP view does (strawberry's process_result, orjson): no HTTP.
@@ -109,7 +109,7 @@ def _leaves(value: Any) -> int:
 
 class Bench:
     def __init__(self, state: Any, schemas: dict[str, Any], document: str) -> None:
-        from app.api.context import Context
+        from app.api.schema.context import Context
 
         self.state = state
         self.schemas = schemas
@@ -190,7 +190,7 @@ async def run(args: argparse.Namespace) -> None:
         await redis.flushdb()
 
         from app.api.documents import operations
-        from app.api.schema import build_schema
+        from app.api.endpoint.schema import build_schema
         from app.config import get_settings
         from app.state import create_state
         from app.timelines.store import timeline_key

@@ -4,7 +4,7 @@
 
 benchmarks/feed_read.py starts it as a second uvicorn process next to `app.web:app`, on its
 own port, in the same run. POST /graphql answers two fields that return the API's own object
-types (app.api.types: FeedConnection, PostEdge, Post, User, PageInfo) through DataLoaders of
+types (app.api.schema.types: FeedConnection, PostEdge, Post, User, PageInfo) through DataLoaders of
 the same names the API's types resolve through, so the Feed selection set of
 graphql/operations/feed.graphql runs unchanged, field resolvers included:
 
@@ -43,7 +43,7 @@ from strawberry.dataloader import DataLoader
 from strawberry.extensions import ParserCache, ValidationCache
 from strawberry.types import Info
 
-from app.api.types import FeedConnection, PageInfo, Post, PostEdge
+from app.api.schema.types import FeedConnection, PageInfo, Post, PostEdge
 from app.auth.tokens import user_id_from_header
 from app.config import Settings
 from app.db import models
@@ -115,7 +115,7 @@ def memory_page() -> MemoryPage:
 
 
 class Loaders:
-    """The loaders app.api.types resolves `author`, `viewerHasLiked` and `viewerFollows`
+    """The loaders app.api.schema.types resolves `author`, `viewerHasLiked` and `viewerFollows`
     through: one IN query per kind and request (naiveFeed), or primed (memoryFeed)."""
 
     def __init__(self, sessions: async_sessionmaker | None, viewer_id: int | None) -> None:
@@ -241,7 +241,7 @@ class StockQuery:
         return _connection(edges, has_next)
 
 
-# Factories, as in app/api/schema.py: a fresh extension per request over module-level LRUs.
+# Factories, as in app/api/endpoint/schema.py: a fresh extension per request over module-level LRUs.
 schema = strawberry.Schema(
     query=StockQuery,
     extensions=[lambda: ParserCache(maxsize=256), lambda: ValidationCache(maxsize=256)],

@@ -93,9 +93,9 @@ PROCESSES: list[ProcessSpec] = [
             "--timeout-graceful-shutdown",
             "5",
             # Heads bounded in time and size, connections capped per client address
-            # (app/connections.py; bodies are bounded by the app, app/admission.py).
+            # (app/api/transports/connections.py; bodies are bounded by the app, admission.py).
             "--http",
-            "app.connections:GuardedHttpTools",
+            "app.api.transports.connections:GuardedHttpTools",
             # API_WORKERS processes behind one port (uvicorn's own supervisor when > 1).
             "--workers",
             "{api_workers}",

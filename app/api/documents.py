@@ -2,7 +2,7 @@
 
 Each named operation is returned as a self-contained document (the operation plus the
 fragments it spreads), ready to POST. Keeping one source avoids drift between clients. The
-same texts are the server's trusted documents (app.api.trusted): a client may send
+same texts are the server's trusted documents (app.api.transports.trusted): a client may send
 `document_id(text)` instead of the text.
 """
 

@@ -34,7 +34,7 @@ FANOUT_PULL = 1
 
 class Visibility(StrEnum):
     """Who may see a post (the rule itself: app.posts.visibility). Stored as its value; the
-    GraphQL enum maps onto it (app.api.types)."""
+    GraphQL enum maps onto it (app.api.schema.types)."""
 
     PUBLIC = "public"
     FOLLOWERS = "followers"

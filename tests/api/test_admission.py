@@ -1,4 +1,4 @@
-"""Overload: admission control (app.admission) on a real uvicorn process with
+"""Overload: admission control (app.api.transports.admission) on a real uvicorn process with
 MAX_IN_FLIGHT=2, and the feed's source timeouts, which a busy process must not mistake for
 a slow Redis (app.feed.service `_in_time`).
 
@@ -19,7 +19,7 @@ import asyncpg
 import httpx
 import pytest
 
-from app.admission import QUEUE_FACTOR, RETRY_AFTER_SECONDS, Slots
+from app.api.transports.admission import QUEUE_FACTOR, RETRY_AFTER_SECONDS, Slots
 from app.feed.service import LoadTimeout, LoopLag
 from tests.conftest import TEST_DATABASE_URL, TEST_DB
 from tests.helpers import PASSWORD, eventually, gql, make_user
@@ -110,7 +110,7 @@ async def test_past_capacity_the_excess_is_refused_at_once(small_server: ApiServ
                 *(timed(profile(crowd, "slow")) for _ in range(crowd_size))
             )
             # Not counted: health, metrics, the GraphiQL page, opening a websocket. An
-            # operation sent over it takes a slot like a request (app.api.websocket): refused.
+            # operation sent over it takes a slot like a request (endpoint.websocket): refused.
             assert (await http.get("/healthz")).status_code == 200
             assert (await http.get("/metrics")).status_code == 200
             assert (await http.get("/graphql", headers={"accept": "text/html"})).status_code == 200

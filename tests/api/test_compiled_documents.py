@@ -29,12 +29,12 @@ import orjson
 import pytest
 from strawberry.http import process_result
 
-from app.api.context import Context
 from app.api.documents import sha256_hex
+from app.api.endpoint.schema import build_schema
 from app.api.fast.compiled_http import COMPILED, FALLBACK
 from app.api.fast.compiler import MIRRORED_EXTENSIONS, compile_documents, extension_names
-from app.api.schema import build_schema
-from app.api.trusted import Registered
+from app.api.schema.context import Context
+from app.api.transports.trusted import Registered
 from app.config import get_settings
 from tests.api import test_fast_execution as fast
 from tests.api.test_fast_execution import (

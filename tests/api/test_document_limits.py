@@ -1,5 +1,5 @@
 """A document costs the server little to refuse (issue 19): caps before validation and rules
-linear in the document's size (app.api.document_limits, app.api.cost).
+linear in the document's size (app.api.transports.document_limits, app.api.schema.cost).
 
 The issue's document: fragments that spread the next one twice (`fragment F0 on Query {
 ...F1 ...F1 }`, ...). Strawberry's depth and alias rules and the old cost rule walked a
@@ -19,15 +19,15 @@ import httpx
 import pytest
 from graphql import parse, validate
 
-from app.api.cost import QUERY_COST, create_cost_rule
-from app.api.document_limits import (
+from app.api.endpoint.schema import build_schema
+from app.api.schema.cost import QUERY_COST, create_cost_rule
+from app.api.transports.document_limits import (
     MAX_ALIASES,
     MAX_DEFINITIONS,
     MAX_FIELD_REPEATS,
     MAX_FRAGMENT_SPREADS,
     MAX_TOKENS,
 )
-from app.api.schema import build_schema
 from app.config import get_settings
 from tests.helpers import add_comment, counting_statements, follow, gql, make_user, post
 from tests.servers import ApiServer

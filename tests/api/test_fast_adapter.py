@@ -23,7 +23,7 @@ from strawberry.types import Info
 
 from app.api.fast import adapter
 from app.api.fast.raw_frames import RawFrames
-from app.api.types import PAGE_EXTRAS
+from app.api.schema.types import PAGE_EXTRAS
 
 
 @strawberry.enum

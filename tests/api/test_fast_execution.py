@@ -36,9 +36,9 @@ import strawberry
 from strawberry.http import process_result
 from strawberry.schema.config import StrawberryConfig
 
-from app.api.context import Context
+from app.api.endpoint.schema import build_schema
 from app.api.fast.executor import EventScopedExecutor, FastExecutor
-from app.api.schema import build_schema
+from app.api.schema.context import Context
 from app.config import get_settings
 from tests.helpers import block, follow, gql, make_user, post, sql, unfollow
 

@@ -1,4 +1,4 @@
-"""GraphQL over HTTP media types (app/api/http_media.py), request by request.
+"""GraphQL over HTTP media types (app/api/transports/http_media.py), request by request.
 
 `Accept: application/graphql-response+json` gets that Content-Type, 400 and no `data` entry
 for a request error (parse, validation, variable coercion, malformed body, refused trusted
@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from app.api.documents import document_id, operations
-from app.api.http_media import GRAPHQL_RESPONSE, negotiate
+from app.api.transports.http_media import GRAPHQL_RESPONSE, negotiate
 from tests.helpers import codes, make_user
 
 GRAPHQL_RESPONSE_TYPE = "application/graphql-response+json; charset=utf-8"

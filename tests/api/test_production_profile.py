@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from app.api.documents import DOCUMENT_ID_PREFIX, sha256_hex
-from app.api.graphiql import GRAPHIQL_ASSETS_PATH, SCRIPTS
+from app.api.transports.graphiql import GRAPHIQL_ASSETS_PATH, SCRIPTS
 from app.config import PROJECT_ROOT, get_settings
 from app.state import create_state
 from app.web import create_app

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from app.api.documents import operations
-from app.api.export_schema import SDL_PATH, current_sdl
-from app.api.schema import build_schema
+from app.api.endpoint.export_schema import SDL_PATH, current_sdl
+from app.api.endpoint.schema import build_schema
 from app.config import get_settings
 
 

@@ -1,4 +1,4 @@
-"""Trusted documents (app.api.trusted): the operations in graphql/operations/ are registered by
+"""Trusted documents (transports.trusted): the operations in graphql/operations/ are registered by
 SHA-256; a client may send the hash instead of the text (`documentId`, Apollo's
 `extensions.persistedQuery`), a registered document skips parsing and validation, other
 texts take the full path, and TRUSTED_DOCUMENTS_ONLY refuses them."""
@@ -17,8 +17,8 @@ from strawberry.extensions.parser_cache import _get_parse_cache
 from strawberry.extensions.validation_cache import _get_validate_cache
 
 from app.api.documents import document_id, operations, sha256_hex
-from app.api.schema import DOCUMENT_CACHE_SIZE, build_schema
-from app.api.trusted import MANIFEST_PATH
+from app.api.endpoint.schema import DOCUMENT_CACHE_SIZE, build_schema
+from app.api.transports.trusted import MANIFEST_PATH
 from app.config import get_settings
 from tests.helpers import codes, create_post, follow, gql, make_user, sign_up
 from tests.realtime.live import LiveClient
@@ -76,7 +76,7 @@ def test_a_document_that_does_not_validate_stops_start_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     broken = {**operations(), "Broken": "query Broken { viewer { noSuchField } }"}
-    monkeypatch.setattr("app.api.schema.operations", lambda: broken)
+    monkeypatch.setattr("app.api.endpoint.schema.operations", lambda: broken)
     with pytest.raises(ValueError, match="Broken"):
         build_schema(get_settings())
 

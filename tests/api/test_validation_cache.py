@@ -1,5 +1,5 @@
 """A document is validated once, however often it is sent: the limit rules are built once
-(app.api.schema.build_schema), so Strawberry's ValidationCache, keyed on the document and
+(app.api.endpoint.schema.build_schema), so Strawberry's ValidationCache, keyed on the document and
 the rule classes, hits. Rules made anew per request never hit (issue 10: 30-50% of CPU)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 import httpx
 from strawberry.extensions.validation_cache import _get_validate_cache
 
-from app.api.schema import DOCUMENT_CACHE_SIZE
+from app.api.endpoint.schema import DOCUMENT_CACHE_SIZE
 
 
 async def test_a_repeated_document_is_validated_once(client: httpx.AsyncClient) -> None:

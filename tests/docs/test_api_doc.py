@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings
 
 from app import errors
 from app.api.documents import OPERATIONS_DIR
-from app.api.export_schema import SDL_PATH
+from app.api.endpoint.export_schema import SDL_PATH
 from app.config import PROJECT_ROOT, Settings
 from app.probe.settings import ProbeSettings
 from tests.helpers import readme_bulk_seed_command
@@ -110,7 +110,7 @@ def test_every_operation_document_is_listed() -> None:
 
 
 def _error_codes() -> set[str]:
-    codes = {"INTERNAL", "BAD_USER_INPUT"}  # also set outside AppError (app/api/schema.py)
+    codes = {"INTERNAL", "BAD_USER_INPUT"}  # also set outside AppError (app/api/endpoint/schema.py)
     pending: list[type[errors.AppError]] = [errors.AppError]
     while pending:
         cls = pending.pop()

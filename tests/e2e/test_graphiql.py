@@ -1,6 +1,6 @@
 """GraphiQL at GET /graphql in a real browser with no internet: every request to a host other
 than 127.0.0.1 is aborted, so the page can only work from the vendored assets
-(app/api/graphiql.py). The Headers pane authenticates queries (HTTP header) and
+(app/api/transports/graphiql.py). The Headers pane authenticates queries (HTTP header) and
 subscriptions (the websocket's connection_init payload)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 from playwright.async_api import Locator, Page, expect
 
-from app.api.graphiql import GRAPHIQL_ASSETS_PATH, SCRIPTS, STYLESHEETS
+from app.api.transports.graphiql import GRAPHIQL_ASSETS_PATH, SCRIPTS, STYLESHEETS
 from tests.e2e.conftest import Pages
 from tests.helpers import follow, post, sign_up
 

@@ -11,7 +11,7 @@ import pytest
 from playwright.async_api import Route, expect
 
 from app.api.documents import document_id, operations
-from app.api.trusted import MANIFEST_PATH
+from app.api.transports.trusted import MANIFEST_PATH
 from tests.e2e.conftest import Pages
 from tests.e2e.ui import feed_post, log_in
 from tests.helpers import follow, post, sign_up

@@ -53,7 +53,7 @@ from tests.servers import ApiServer
 REQUESTS = int(os.environ.get("FUZZ_REQUESTS", "300"))
 PER_REQUEST_SECONDS = 10.0
 # A bomb is refused (or answered) at once: the caps and linear rules of
-# app.api.document_limits; generous for a loaded 2-core machine (tens of ms when idle).
+# app.api.transports.document_limits; generous for a loaded 2-core machine (tens of ms when idle).
 BOMB_SECONDS = 1.0
 SCHEMA = build_schema((PROJECT_ROOT / "graphql" / "schema.graphql").read_text())
 ROOTS = {

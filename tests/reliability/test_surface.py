@@ -17,7 +17,7 @@ import httpx
 from graphql import parse, validate
 
 from app.api.documents import operations
-from app.api.schema import build_schema
+from app.api.endpoint.schema import build_schema
 from app.config import PROJECT_ROOT, get_settings
 from app.state import AppState, create_state
 from app.web import create_app
@@ -79,7 +79,7 @@ async def test_small_nested_pages_run(client: httpx.AsyncClient) -> None:
 def test_registered_documents_are_within_the_budget() -> None:
     """Checked at start-up (build_schema registers them with the same rules); their costs
     are the figures of docs/decisions/0012-query-cost.md."""
-    from app.api.cost import create_cost_rule
+    from app.api.schema.cost import create_cost_rule
 
     schema = build_schema(get_settings())._schema
     limit = get_settings().query_cost_limit

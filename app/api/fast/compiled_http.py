@@ -6,9 +6,9 @@ feed page's CPU once its data is in hand. A request this module recognises exact
 POST naming a compiled document, by `documentId`, Apollo's persisted-query hash or its
 exact text; variables that are plainly valid values of the operation's variable types; an
 `Accept` we serve) runs the same steps in the same order here: the context with the token
-checked (app.api.context.http_context), the NUL check and the read budgets
-(app.api.cost), the root field's function, then the plan renders the body in the
-negotiated media type (app.api.http_media), with the status the regular path would give.
+checked (app.api.schema.context.http_context), the NUL check and the read budgets
+(app.api.schema.cost), the root field's function, then the plan renders the body in the
+negotiated media type (app.api.transports.http_media), with the status the regular path would give.
 
 Every other request (anything unusual at all, including what would be an error before
 execution) goes to the regular path untouched, its body replayed: the regular path stays the
@@ -30,12 +30,12 @@ from prometheus_client import Counter
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.admission import replay_body
-from app.api import http_media
-from app.api.context import Context, http_context
-from app.api.cost import limit_reads
 from app.api.fast.compiler import CompiledQuery, NotCompilable
-from app.api.trusted import DocumentRefused, DocumentRegistry
+from app.api.schema.context import Context, http_context
+from app.api.schema.cost import limit_reads
+from app.api.transports import http_media
+from app.api.transports.admission import replay_body
+from app.api.transports.trusted import DocumentRefused, DocumentRegistry
 from app.errors import AppError
 from app.state import AppState
 

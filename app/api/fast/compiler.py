@@ -1,6 +1,6 @@
 """Registered documents compiled to direct code: the feed without graphql-core or the view.
 
-A registered document (app.api.trusted) is known at start-up, so its whole selection can be
+A registered document (transports.trusted) is known at start-up, so its whole selection can be
 planned once: which attribute each response key reads, how each leaf serializes. When every
 field of a registered query is one this module can plan, `compile_documents` makes a
 `CompiledQuery` of it, and app.api.fast.compiled_http answers such a request over HTTP with
@@ -11,10 +11,10 @@ no graphql-core execution context, no per-field Path/Info/resolver wrapper. What
 - `__typename`; Strawberry *basic* fields (attribute reads, app.api.fast.executor's
   `classify_field`) of leaf types (through the leaf type's own output coercion), of object
   types and of lists of them;
-- resolver fields whose type declares how a page's `extras` answer them (app.api.types,
+- resolver fields whose type declares how a page's `extras` answer them (app.api.schema.types,
   `PAGE_EXTRAS`: today `Post.author` and `Post.viewerHasLiked`, the authors and the
   viewer's likes read with the page's rows); what a page did not hold is loaded through the
-  request's DataLoaders first (app.api.feed.complete_page_extras).
+  request's DataLoaders first (app.api.schema.feed.complete_page_extras).
 
 Anything else (other fields, directives, arguments below the root, abstract types, a
 response key used twice, a document with more than one operation) leaves the document to
@@ -63,7 +63,6 @@ from graphql import (
 )
 from graphql.language import EnumValueNode
 
-from app.api.context import Context
 from app.api.fast.adapter import (
     Undefined,
     enum_class,
@@ -79,9 +78,10 @@ from app.api.fast.executor import (
     classify_field,
     completion,
 )
-from app.api.feed import complete_page_extras, feed_connection
-from app.api.trusted import Registered
-from app.api.types import PAGE_EXTRAS
+from app.api.schema.context import Context
+from app.api.schema.feed import complete_page_extras, feed_connection
+from app.api.schema.types import PAGE_EXTRAS
+from app.api.transports.trusted import Registered
 
 log = logging.getLogger("app.api")
 
@@ -91,7 +91,7 @@ RootResolver = Callable[..., Awaitable[Any]]
 # Root fields a compiled document may select: the function the field's resolver calls.
 ROOTS: dict[str, RootResolver] = {"feed": feed_connection}
 
-# The schema's extensions (app.api.schema.build_schema), by class name, and what a compiled
+# The schema's extensions (app.api.endpoint.schema.build_schema), by class name, and what a compiled
 # request does in their place. A schema with any other extension compiles nothing: a new
 # extension must be added here, with its counterpart, before compiled documents come back
 # (tests/api/test_compiled_documents.py compares this list with the schema's).

@@ -32,7 +32,7 @@ from strawberry.types import Info
 
 from app.api.fast.adapter import execute_subscription_event, raw_info, variable_values
 from app.api.fast.raw_frames import RawFrames
-from app.api.types import FeedUpdate
+from app.api.schema.types import FeedUpdate
 from app.realtime.counts import FeedCount
 from app.realtime.metrics import PREPARED_FRAMES
 

@@ -16,7 +16,7 @@ that is still waiting when its budget runs out, is answered HTTP 503 with `Retry
 a GraphQL error body whose `extensions.code` is OVERLOADED (retryable: nothing was run).
 
 Requests that run GraphQL over HTTP are counted, and each operation sent over a websocket
-(app.api.websocket takes a slot through SLOTS_SCOPE_KEY; the socket itself holds none);
+(app.api.endpoint.websocket takes a slot through SLOTS_SCOPE_KEY; the socket itself holds none);
 /healthz, /metrics, the demo page, GraphiQL's page and its assets pass untouched.
 MAX_IN_FLIGHT=0 turns the limit off.
 
@@ -65,7 +65,7 @@ INPUT_REFUSED = Counter(
 
 RETRY_AFTER_SECONDS = 1
 # Where a websocket finds the process's slots: each operation sent over a socket takes one
-# like an HTTP request (app.api.websocket), so sockets cannot run work past admission.
+# like an HTTP request (app.api.endpoint.websocket), so sockets cannot run work past admission.
 SLOTS_SCOPE_KEY = "feed.admission_slots"
 QUEUE_FACTOR = 4  # requests that may wait for a slot, per slot
 MESSAGE = "The server is at capacity and did not run this request; retry in a moment."

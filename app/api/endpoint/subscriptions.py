@@ -3,7 +3,7 @@
 Auth happens once per socket, in `connection_init` (`{"Authorization": "Bearer <token>"}`,
 the key in any letter case): a missing or bad token rejects the connection (close 4403, the
 reason says why) before any operation can start, and the socket closes (4403) when the token
-expires. The protocol handler itself is app.api.websocket.
+expires. The protocol handler itself is app.api.endpoint.websocket.
 """
 
 from __future__ import annotations
@@ -17,12 +17,16 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types import Info
 
-from app.api.context import Context
 from app.api.fast.live_frames import SendText, SocketFrames, feed_update
 from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
-from app.api.loaders import Loaders
-from app.api.socket_limits import count_subscribe, subscription_caps, subscription_refusal
-from app.api.types import FeedUpdate
+from app.api.schema.context import Context
+from app.api.schema.loaders import Loaders
+from app.api.schema.types import FeedUpdate
+from app.api.transports.socket_limits import (
+    count_subscribe,
+    subscription_caps,
+    subscription_refusal,
+)
 from app.auth.tokens import header_claims
 from app.errors import AppError, BadInput
 from app.realtime.hub import Hub

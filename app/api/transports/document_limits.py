@@ -16,7 +16,7 @@ execution must cost little and a bounded amount. Three parts:
 - **Linear depth and alias rules** (`create_depth_rule`, `create_alias_rule`) in place of
   Strawberry's, which walk a fragment again at every spread: fragments that spread the next
   one twice, 22 levels deep (1 KB), meant 2^22 walks. Here each fragment's figure is
-  computed once per document (`FragmentMemo`); the query cost rule (app.api.cost) does the
+  computed once per document (`FragmentMemo`); the query cost rule (app.api.schema.cost) does the
   same. Same verdicts and messages as Strawberry's rules.
 
 Measured figures and the choice of caps: docs/decisions/0015-document-limits.md.

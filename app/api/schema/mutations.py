@@ -10,8 +10,8 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession
 from strawberry.types import Info
 
-from app.api.context import Context
-from app.api.types import AuthPayload, Comment, Post, User, Visibility
+from app.api.schema.context import Context
+from app.api.schema.types import AuthPayload, Comment, Post, User, Visibility
 from app.auth import revocation
 from app.auth.account import change_password
 from app.auth.guesses import Guesses, GuessLimits
@@ -44,7 +44,7 @@ GraphChange = Callable[[AsyncSession, int, models.User], Awaitable[bool]]
 
 async def _change_graph(info: Info[Context, None], handle: str, change: GraphChange) -> User:
     """Follow/unfollow/block/unblock: one transaction, the target returned with new counts
-    (none across a block: app.api.social.profile)."""
+    (none across a block: app.api.schema.social.profile)."""
     viewer_id = await _writer(info)
     async with info.context.transaction() as session:
         target = await graph.require_user(session, handle)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Re-vendor GraphiQL's browser files from the npm registry into this folder.
 #
-#   sh app/api/graphiql_assets/refresh.sh
+#   sh app/api/transports/graphiql_assets/refresh.sh
 #
 # Installs the pinned packages into a temporary directory (no install scripts run), copies
 # the five files the page loads, rewrites LICENSES.txt (the vendored packages' license texts

@@ -15,7 +15,8 @@ gets. Then:
 - Any other text takes the full path (GraphiQL), unless TRUSTED_DOCUMENTS_ONLY refuses it.
 
 The transports turn a request into the text to run with `DocumentRegistry.resolve`: HTTP in
-app/web.py (`FeedGraphQL`), graphql-transport-ws in app/api/websocket.py (`handle_subscribe`).
+app/web.py (`FeedGraphQL`), graphql-transport-ws in app/api/endpoint/websocket.py
+(`handle_subscribe`).
 `GET /graphql/documents.json` (`manifest_route`) maps each operation name to its documentId.
 """
 
@@ -45,8 +46,8 @@ from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.http import GraphQLRequestData
 from strawberry.schema.schema import validate_document
 
-from app.api.document_limits import measure, operation_name_error, shape_error
 from app.api.documents import DOCUMENT_ID_PREFIX, sha256_hex
+from app.api.transports.document_limits import measure, operation_name_error, shape_error
 from app.errors import BadInput, PersistedQueryNotFound
 
 PERSISTED_QUERY_NOT_FOUND = PersistedQueryNotFound.code  # Apollo's code and message

@@ -8,7 +8,8 @@ held forever (its keep-alive timer runs only between requests, and any byte rese
 and the request line and headers are buffered without a bound. Each such connection costs
 a file descriptor and a buffer, so a few thousand of them stop the process accepting.
 
-`make run` (devtools.launcher) serves with `uvicorn --http app.connections:GuardedHttpTools`:
+`make run` (devtools.launcher) serves with
+`uvicorn --http app.api.transports.connections:GuardedHttpTools`:
 
 - a request's head must be complete within REQUEST_HEADER_TIMEOUT_SECONDS of the connection's
   start (or of the first byte of the next request on a kept-alive connection): past it, the
@@ -26,7 +27,7 @@ The limits come from the settings the app hands over at start-up: app.web's life
 them as lifespan state under SETTINGS_STATE_KEY, and uvicorn passes that state to each
 connection's protocol (its `app_state`), so this module reads no settings of its own.
 
-The body's own deadline is the app's (app.admission): the body of a GraphQL request is read
+The body's own deadline is the app's (transports.admission): the body of a GraphQL request is read
 before it takes an admission slot. Websockets leave the count when they upgrade (their caps
 are the realtime layer's).
 """
@@ -47,7 +48,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from app.config import Settings
 from app.errors import RateLimited
 
-SETTINGS_STATE_KEY = "app.connections.settings"  # in the ASGI lifespan state (app.web)
+SETTINGS_STATE_KEY = (
+    "app.api.transports.connections.settings"  # in the ASGI lifespan state (app.web)
+)
 HEAD_SLACK_BYTES = 16 * 1024  # the head less its query string: h11's default bound for it
 RETRY_AFTER_SECONDS = 1
 

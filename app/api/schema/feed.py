@@ -9,9 +9,9 @@ import strawberry
 from prometheus_client import Histogram
 from strawberry.types import Info
 
-from app.api.context import Context
-from app.api.resolvers import check_first
-from app.api.types import FeedConnection, FeedMode, Post, PostEdge, page_info
+from app.api.schema.context import Context
+from app.api.schema.resolvers import check_first
+from app.api.schema.types import FeedConnection, FeedMode, Post, PostEdge, page_info
 from app.feed import modes
 from app.feed.cursor import CursorCodec, fingerprint
 from app.observability.metrics import FEED_LATENCY
@@ -69,7 +69,7 @@ async def feed_connection(
 
 async def complete_page_extras(ctx: Context, connection: FeedConnection) -> None:
     """Authors and likes a page did not read with its rows come from the loaders, for the
-    fields a compiled document answers from `extras` (app.api.types, PAGE_EXTRAS)."""
+    fields a compiled document answers from `extras` (app.api.schema.types, PAGE_EXTRAS)."""
     extras = connection.extras
     posts = [edge.node.row for edge in connection.edges]
     authors = [p.author_id for p in posts if p.author_id not in extras.authors]

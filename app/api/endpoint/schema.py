@@ -11,20 +11,20 @@ from strawberry.extensions import AddValidationRules, MaxTokensLimiter
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
 
-from app.api.cost import NoNulInText, RequestLimits, create_cost_rule
-from app.api.document_limits import (
+from app.api.documents import operations
+from app.api.endpoint.subscriptions import Subscription
+from app.api.fast.executor import EventScopedExecutor, FastExecutor
+from app.api.schema.cost import NoNulInText, RequestLimits, create_cost_rule
+from app.api.schema.mutations import Mutation
+from app.api.schema.queries import Query
+from app.api.transports.document_limits import (
     MAX_ALIASES,
     MAX_TOKENS,
     DocumentLimits,
     create_alias_rule,
     create_depth_rule,
 )
-from app.api.documents import operations
-from app.api.fast.executor import EventScopedExecutor, FastExecutor
-from app.api.mutations import Mutation
-from app.api.queries import Query
-from app.api.subscriptions import Subscription
-from app.api.trusted import (
+from app.api.transports.trusted import (
     DocumentParserCache,
     DocumentRegistry,
     DocumentValidationCache,
@@ -41,7 +41,9 @@ INTERNAL_MESSAGE = "Something went wrong on our side; the request was not comple
 
 
 class FeedSchema(strawberry.Schema):
-    documents: DocumentRegistry  # the trusted documents (app.api.trusted), set by build_schema
+    documents: (
+        DocumentRegistry  # the trusted documents (app.api.transports.trusted), set by build_schema
+    )
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -81,11 +83,11 @@ def build_schema(
     # made anew per request (as QueryDepthLimiter(...) in a factory does) never hits, which
     # cost a full validation of every request, 30-50% of the API's CPU.
     limits: list[type[ASTValidationRule]] = [
-        # Linear in the document (app.api.document_limits), unlike Strawberry's: a fragment's
-        # depth and aliases are counted once, not at every spread (issue 19).
+        # Linear in the document (app.api.transports.document_limits), unlike Strawberry's: a
+        # fragment's depth and aliases are counted once, not at every spread (issue 19).
         create_depth_rule(settings.max_query_depth),
         create_alias_rule(MAX_ALIASES),
-        create_cost_rule(settings.query_cost_limit),  # app.api.cost; docs/decisions/0012
+        create_cost_rule(settings.query_cost_limit),  # app.api.schema.cost; docs/decisions/0012
         NoNulInText,
     ]
     if settings.profile == "production":  # on every path: POST, GET, websocket (decision 0016)
@@ -101,11 +103,11 @@ def build_schema(
             # Factories: a fresh extension per request; the two caches are module-level LRUs.
             lambda: AddValidationRules(limits),
             lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
-            RequestLimits,  # read budgets, NUL in variables: before execution (app.api.cost)
-            # A registered document skips the two caches (app.api.trusted): first in line.
+            RequestLimits,  # read budgets, NUL in variables: before execution (app.api.schema.cost)
+            # A registered document skips the two caches (transports.trusted): first in line.
             lambda: RegisteredDocuments(documents),
             lambda: DocumentParserCache(maxsize=DOCUMENT_CACHE_SIZE),
-            # Caps and the operation name, before validation (app.api.document_limits).
+            # Caps and the operation name, before validation (app.api.transports.document_limits).
             DocumentLimits,
             lambda: DocumentValidationCache(maxsize=DOCUMENT_CACHE_SIZE),
         ],

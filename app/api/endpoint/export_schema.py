@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from app.api.schema import build_schema
+from app.api.endpoint.schema import build_schema
 from app.config import PROJECT_ROOT, Settings, get_settings
 
 SDL_PATH = PROJECT_ROOT / "graphql" / "schema.graphql"

@@ -9,9 +9,9 @@ long-lived socket needs that a request does not.
   within TOKEN_RECHECK_SECONDS after it was logged out or outdated (app.auth.revocation).
 - A message size limit equal to the HTTP body limit (close 1009).
 - Close reasons that say what to send (4403 carries the reason the token was refused).
-- Limits (app.api.socket_limits, decision 0017): sockets per address and per account (4429),
-  operations at once per socket, and each operation takes an admission slot (app.admission)
-  until its first result, as an HTTP request does.
+- Limits (app.api.transports.socket_limits, decision 0017): sockets per address and per
+  account (4429), operations at once per socket, and each operation takes an admission slot
+  (app.api.transports.admission) until its first result, as an HTTP request does.
 - Every refusal of an operation is an `error` message with `extensions.code`, syntax errors
   included (Strawberry closed the socket, or logged a traceback and sent a bare `complete`).
 """
@@ -50,17 +50,17 @@ from strawberry.types.execution import ExecutionResult, PreExecutionError
 from strawberry.types.unset import UnsetType
 from strawberry.utils.aio import aclosing
 
-from app.admission import MESSAGE as OVERLOADED_MESSAGE
-from app.admission import RETRY_AFTER_SECONDS, SLOTS_SCOPE_KEY, Slots
-from app.api.socket_limits import (
+from app.api.endpoint.subscriptions import OperationContext, SocketContext
+from app.api.transports.admission import MESSAGE as OVERLOADED_MESSAGE
+from app.api.transports.admission import RETRY_AFTER_SECONDS, SLOTS_SCOPE_KEY, Slots
+from app.api.transports.socket_limits import (
     CLOSE_TOO_MANY,
     address_socket_caps,
     operations_refusal,
     socket_refusal,
     user_socket_caps,
 )
-from app.api.subscriptions import OperationContext, SocketContext
-from app.api.trusted import DocumentRefused
+from app.api.transports.trusted import DocumentRefused
 from app.auth import revocation
 from app.errors import BadInput, Overloaded, Unavailable
 from app.realtime.leases import Cap, CapReached, Hold
@@ -68,7 +68,7 @@ from app.realtime.leases import Cap, CapReached, Hold
 if TYPE_CHECKING:
     from strawberry.schema.schema import StreamResult
 
-    from app.api.schema import FeedSchema
+    from app.api.endpoint.schema import FeedSchema
 
 CLOSE_TOO_BIG = 1009  # RFC 6455: a message too big to process
 CLOSE_FORBIDDEN = 4403
@@ -327,7 +327,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             await self.handle_invalid_message(wrong)
             return
         if self.connection_acknowledged and message["id"] not in self.operations:
-            # A trusted document may be named by its hash (app.api.trusted): run its text.
+            # A trusted document may be named by its hash (transports.trusted): run its text.
             documents = cast("FeedSchema", self.schema).documents
             try:
                 query = documents.resolve(
@@ -420,7 +420,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         operation.task.cancel()
 
     async def _admit(self, operation: Operation[SocketContext, None]) -> bool:
-        """An admission slot (app.admission) until the operation's first result: a query or
+        """An admission slot (transports.admission) until the operation's first result: a query or
         mutation over a socket waits and is refused like one over HTTP, and a subscription
         pays its setup (SQL, Redis) inside the same bound. False: refused and told so."""
         slots = self._slots

@@ -1,19 +1,19 @@
 """Resolver bodies for profiles and user search (issue 14): argument checks and mapping
 domain rows to GraphQL types; the rules live in app.social and app.users. (Comments and
-follower lists are fields of the types: app.api.types over app.api.resolvers.)"""
+follower lists are fields of the types: app.api.schema.types over app.api.schema.resolvers.)"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.api.resolvers import check_first
-from app.api.types import User
+from app.api.schema.resolvers import check_first
+from app.api.schema.types import User
 from app.db import models
 from app.feed.rows import read_sessions
 from app.users.search import search_users
 
 if TYPE_CHECKING:
-    from app.api.context import Context
+    from app.api.schema.context import Context
 
 SEARCH_DEFAULT = 10
 

@@ -1,5 +1,5 @@
 """Shared resolver bodies below the types: argument checks and the reads a connection field
-makes (through the request's DataLoaders), returning rows; app.api.types maps them to GraphQL
+makes (through the request's DataLoaders), returning rows; app.api.schema.types maps them to GraphQL
 types. This module imports no GraphQL type, so the types can call it at import time (no
 import circle: types -> resolvers, never back)."""
 
@@ -15,7 +15,7 @@ from app.posts.ids import MAX_STORED_ID
 from app.social.follow_lists import Direction
 
 if TYPE_CHECKING:
-    from app.api.context import Context
+    from app.api.schema.context import Context
 
 PAGE_MIN, PAGE_MAX = 1, 100
 BIGINT_MAX = 2**63 - 1  # comments.id, users.id
@@ -47,7 +47,7 @@ async def user_posts(
     size = check_first(first)
     position = check_after(after, MAX_STORED_ID)
     ctx.viewer()  # a bad token fails here too
-    # Batched: `posts` of every user in the response in one query (app.api.loaders).
+    # Batched: `posts` of every user in the response in one query (app.api.schema.loaders).
     posts, has_next = await ctx.loaders.author_posts.load((author_id, size, position))
     ctx.loaders.prime_posts(posts)
     return posts, has_next, position is not None
@@ -60,7 +60,7 @@ async def post_comments(
     size = check_first(first)
     position = check_after(after)
     ctx.viewer()  # a bad token fails here too
-    # Batched: the comments of every post in the response in one query (app.api.loaders).
+    # Batched: the comments of every post in the response in one query (app.api.schema.loaders).
     rows, has_next = await ctx.loaders.post_comments.load((post_id, size, position))
     return rows, has_next, position is not None
 

@@ -44,8 +44,8 @@ from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.graphql import OperationType
 
-from app.api.context import Context
-from app.api.resolvers import PAGE_MAX
+from app.api.schema.context import Context
+from app.api.schema.resolvers import PAGE_MAX
 from app.errors import BadInput
 from app.observability.metrics import QUERY_COST_REFUSED
 from app.ratelimit import read_budgets, read_meter

@@ -13,7 +13,7 @@ import strawberry
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
-from app.api import resolvers
+from app.api.schema import resolvers
 from app.db import models
 from app.db.models import FANOUT_PULL
 from app.feed import modes
@@ -26,7 +26,7 @@ V = TypeVar("V")
 # answers the field from the page's `extras` (PageExtras, read with the page's rows) instead
 # of calling its resolver. The value is `read(parent, extras)`, returning the field's value
 # (an object type's instance, or a leaf's Python value), or None when the page did not hold
-# it (the compiled request then falls back to the regular path). app.api.feed's
+# it (the compiled request then falls back to the regular path). app.api.schema.feed's
 # complete_page_extras fills in what a page lacks before a compiled document renders it.
 PAGE_EXTRAS = "feed.page_extras"
 
@@ -133,7 +133,7 @@ class User:
 
     def __init__(self, row: models.User | FeedAuthor, graph_hidden: bool = False) -> None:
         """`graph_hidden`: the user is across a block from the viewer, who sees none of their
-        graph (app.api.social.profile; decision 0018)."""
+        graph (app.api.schema.social.profile; decision 0018)."""
         self.row = row
         self.id = strawberry.ID(str(row.id))
         self.handle = row.handle
@@ -286,7 +286,7 @@ class FeedConnection:
     page_info: PageInfo
     session_id: strawberry.ID | None
     degraded: bool
-    # The page's authors and the viewer's likes, read with its rows (app.api.feed).
+    # The page's authors and the viewer's likes, read with its rows (app.api.schema.feed).
     extras: strawberry.Private[PageExtras] = dataclasses.field(default_factory=PageExtras)
 
 

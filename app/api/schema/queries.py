@@ -5,10 +5,10 @@ from __future__ import annotations
 import strawberry
 from strawberry.types import Info
 
-from app.api.context import Context
-from app.api.feed import resolve_feed
-from app.api.social import find_users, profile
-from app.api.types import FeedConnection, FeedMode, Post, User
+from app.api.schema.context import Context
+from app.api.schema.feed import resolve_feed
+from app.api.schema.social import find_users, profile
+from app.api.schema.types import FeedConnection, FeedMode, Post, User
 from app.posts.ids import parse_post_id
 from app.users.service import by_handle
 

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.websockets import WebSocket
 
-from app.api.loaders import Loaders
+from app.api.schema.loaders import Loaders
 from app.auth import revocation
 from app.auth.tokens import TokenClaims, header_claims
 from app.errors import AppError, Unauthenticated
