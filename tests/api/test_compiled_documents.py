@@ -15,7 +15,7 @@ Differential tests, as tests/api/test_fast_execution.py does for the executor:
   fields it cannot plan, a response key twice).
 
 A first page makes a new session on every read: within one comparison the page is read once
-and replayed to the other path (tests/api/test_fast_execution.py's `replayed_pages`).
+and replayed to the other path (tests/api/differential.py's `replayed_pages`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from app.api.fast.compiler import MIRRORED_EXTENSIONS, compile_documents, extens
 from app.api.schema.context import Context
 from app.api.transports.trusted import Registered
 from app.config import get_settings
-from tests.api import test_fast_execution as fast
-from tests.api.test_fast_execution import (
+from tests.api import differential
+from tests.api.differential import (
     PLAIN,
     World,
     build_world,
@@ -48,9 +48,9 @@ from tests.api.test_fast_execution import (
 )
 from tests.helpers import app_client, gql, make_user, sql
 
-POST_LEAVES = (*fast.POST_LEAVES, "__typename")
-AUTHOR_LEAVES = tuple(f for f in fast.USER_LEAVES if f != "viewerFollows")  # not planned
-PAGE_INFO_LEAVES = (*fast.PAGE_INFO_LEAVES, "__typename")
+POST_LEAVES = (*differential.POST_LEAVES, "__typename")
+AUTHOR_LEAVES = tuple(f for f in differential.USER_LEAVES if f != "viewerFollows")  # not planned
+PAGE_INFO_LEAVES = (*differential.PAGE_INFO_LEAVES, "__typename")
 
 
 def _compile(text: str) -> Any:
@@ -305,14 +305,14 @@ async def test_a_second_operation_needs_a_name_on_every_path(client, state, pipe
     world = await build_world(client, pipeline, seed=3)
     token = world.tokens["bob"]
     text = gql_text("Feed") + SECOND_OPERATION
-    expected = [(m, "BAD_USER_INPUT") for m in fast.graphql_core_refusal(text)]
+    expected = [(m, "BAD_USER_INPUT") for m in differential.graphql_core_refusal(text)]
     headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
     async with app_client(state, compiled_documents=False) as regular:
         for http in (client, regular):
             status, _, body = await _post(http, {"query": text, "variables": {"first": 2}}, headers)
-            assert status == 200 and fast.refusal_of(orjson.loads(body)) == expected
+            assert status == 200 and differential.refusal_of(orjson.loads(body)) == expected
             got = await http.get("/graphql", params={"query": text}, headers=headers)
-            assert fast.refusal_of(got.json()) == expected
+            assert differential.refusal_of(got.json()) == expected
             named = {"query": text, "operationName": "Other"}
             ran = await _post(http, named, headers)
             assert orjson.loads(ran[2]) == {"data": {"viewer": {"id": str(world.ids["bob"])}}}

@@ -1,3 +1,3 @@
-"""upstream/ is graphql-core's tests, run by test_upstream_execution.py, not collected as is."""
+"""third_party/ is graphql-core's tests, run by test_upstream_execution.py, not collected as is."""
 
-collect_ignore = ["upstream"]
+collect_ignore = ["third_party"]

@@ -1,7 +1,7 @@
 """graphql-core's own execution tests, run with the fast executor as graphql-core's executor.
 
 As graphql-jit runs ports of graphql-js's execution tests against its compiled queries: the
-files under upstream/execution/ are graphql-core's tests (execution, variables, non-null and
+files under third_party/execution/ are graphql-core's tests (execution, variables, non-null and
 error propagation, lists, abstract types, resolvers, directives, mutations, sync execution),
 copied verbatim (README.md). Every test there calls graphql-core's `execute`/`execute_sync`
 without naming an executor; here graphql-core's default executor class is swapped for
@@ -39,7 +39,7 @@ from app.api.fast.executor import FastExecutor
 
 # The module, not the `execute` function the package exports under the same name.
 graphql_execute = importlib.import_module("graphql.execution.execute")
-UPSTREAM = "tests.api.graphql_core.upstream.execution"
+UPSTREAM = "tests.api.graphql_core.third_party.execution"
 MODULES = (
     "test_abstract",
     "test_directives",
