@@ -1,7 +1,7 @@
 """GraphiQL served by the project itself, with no CDN: a browser with no internet access
 (or a firewall) still gets a working IDE at GET /graphql.
 
-The assets are npm packages vendored under `graphiql_assets/` (versions, checksums and the
+The assets are npm packages vendored under `graphiql_assets/vendor/` (versions, checksums and the
 refresh command in its README.md) plus the page's own script, `hybridfeed-graphiql.js`:
 queries over HTTP POST and subscriptions over graphql-transport-ws, the Headers pane going
 to both (request headers; the websocket's `connection_init` payload).
@@ -24,15 +24,16 @@ GRAPHIQL_ASSETS_PATH = "/graphiql"
 GRAPHIQL_ASSETS_DIR = Path(__file__).parent / "graphiql_assets"
 
 # In load order: GraphiQL's UMD build expects the React globals; the page script comes last.
+# The npm files sit in vendor/ (copied unchanged; tools that look for repeated code skip it).
 SCRIPTS = (
-    "react.production.min.js",
-    "react-dom.production.min.js",
-    "graphql-ws.min.js",
-    "graphiql.min.js",
+    "vendor/react.production.min.js",
+    "vendor/react-dom.production.min.js",
+    "vendor/graphql-ws.min.js",
+    "vendor/graphiql.min.js",
     "hybridfeed-graphiql.js",
 )
-STYLESHEETS = ("graphiql.min.css",)
-LICENSES = "LICENSES.txt"
+STYLESHEETS = ("vendor/graphiql.min.css",)
+LICENSES = "vendor/LICENSES.txt"
 
 _PAGE = """<!doctype html>
 <html lang="en">

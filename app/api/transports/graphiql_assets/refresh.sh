@@ -27,12 +27,12 @@ npm install --ignore-scripts --no-audit --no-fund --silent \
     @babel/runtime
 
 nm=node_modules
-cp "$nm/graphiql/graphiql.min.js" "$nm/graphiql/graphiql.min.css" "$here/"
-cp "$nm/react/umd/react.production.min.js" "$here/"
-cp "$nm/react-dom/umd/react-dom.production.min.js" "$here/"
-cp "$nm/graphql-ws/umd/graphql-ws.min.js" "$here/"
+cp "$nm/graphiql/graphiql.min.js" "$nm/graphiql/graphiql.min.css" "$here/vendor/"
+cp "$nm/react/umd/react.production.min.js" "$here/vendor/"
+cp "$nm/react-dom/umd/react-dom.production.min.js" "$here/vendor/"
+cp "$nm/graphql-ws/umd/graphql-ws.min.js" "$here/vendor/"
 
-node - "$here" <<'JS'
+node - "$here/vendor" <<'JS'
 const fs = require("fs");
 const path = require("path");
 const out = process.argv[2];
@@ -87,6 +87,6 @@ const parts = [
 fs.writeFileSync(path.join(out, "LICENSES.txt"), parts.join("\n"));
 JS
 
-cd "$here"
+cd "$here/vendor"
 sha256sum graphiql.min.js graphiql.min.css react.production.min.js \
     react-dom.production.min.js graphql-ws.min.js
