@@ -142,6 +142,16 @@ def test_info_is_built_from_graphql_cores_resolve_info() -> None:
 
 # -- graphql-core ----------------------------------------------------------------------------
 
+# graphql-core's two value completions (a value, an awaitable) take the same parameters.
+COMPLETE_PARAMETERS = [
+    "self",
+    "return_type",
+    "field_details_list",
+    "info",
+    "path",
+    "result",
+    "position_context",
+]
 # The executor methods the fast executor overrides or calls, with the parameters it passes.
 EXECUTOR_METHODS = {
     "execute_fields": [
@@ -161,24 +171,8 @@ EXECUTOR_METHODS = {
         "position_context",
     ],
     "handle_field_error": ["self", "raw_error", "return_type", "field_details_list", "path"],
-    "complete_value": [
-        "self",
-        "return_type",
-        "field_details_list",
-        "info",
-        "path",
-        "result",
-        "position_context",
-    ],
-    "complete_awaitable_value": [
-        "self",
-        "return_type",
-        "field_details_list",
-        "info",
-        "path",
-        "result",
-        "position_context",
-    ],
+    "complete_value": COMPLETE_PARAMETERS,
+    "complete_awaitable_value": COMPLETE_PARAMETERS,
     "build_resolve_info": ["self", "field_def", "field_nodes", "parent_type", "path"],
     "collect_subfields": ["self", "return_type", "field_details_list"],
     "collect_and_execute_subfields": [

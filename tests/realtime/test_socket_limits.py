@@ -14,13 +14,12 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from tests.helpers import PASSWORD, eventually, gql, make_user
+from tests.realtime import live
 from tests.realtime.live import (
-    FEED_UPDATES,
     authed,
     closed_with,
     open_socket,
     receive,
-    run_query,
     send,
 )
 from tests.servers import ApiServer
@@ -51,7 +50,7 @@ async def limited(test_database: str) -> AsyncIterator[tuple[ApiServer, ApiServe
 
 async def subscribe(ws: ClientConnection, op_id: str) -> dict[str, Any]:
     """A feedUpdates subscribe; its first answer (a `next`, or an `error`)."""
-    await send(ws, {"id": op_id, "type": "subscribe", "payload": {"query": FEED_UPDATES}})
+    await send(ws, {"id": op_id, "type": "subscribe", "payload": {"query": live.FEED_UPDATES}})
     return await receive(ws)
 
 
@@ -113,7 +112,7 @@ async def test_live_subscriptions_per_account_are_capped(limited) -> None:
     assert error["extensions"]["limit"] == 3
     assert "at most 3" in error["message"] and "Complete one" in error["message"]
     # The socket stays open and serves queries; a completed subscription frees a place.
-    assert (await run_query(b, "q", "{ viewer { handle } }", {}))["data"] is not None
+    assert (await live.run_query(b, "q", "{ viewer { handle } }", {}))["data"] is not None
     await send(a, {"id": "1", "type": "complete"})
 
     async def resubscribed() -> bool:

@@ -15,11 +15,10 @@ from websockets.exceptions import ConnectionClosedError
 from app.api.documents import operations
 from app.realtime.counts import reset_new_post_count
 from app.realtime.keys import Channels, count_key
+from tests import helpers
 from tests.helpers import (
     author_with_fans,
     block,
-    fanout_mode,
-    feed_ids,
     follow,
     gql,
     make_user,
@@ -118,7 +117,7 @@ async def test_pull_mode_author_is_announced_once_per_process_to_followers_only(
         await follow(http, late, "celeb")
         await post(http, author, "now I have 10 followers")  # the split switches to PULL
         await pipeline.settle()
-        assert await fanout_mode(http, "celeb") == "PULL"
+        assert await helpers.fanout_mode(http, "celeb") == "PULL"
 
         here = await LiveClient.open(server, fans[0][0])
         there = await LiveClient.open(server2, fans[1][0])
@@ -203,7 +202,7 @@ async def test_reading_the_first_feed_page_resets_the_count(server: ApiServer, p
         await post(http, fan.author, "news")
         await pipeline.settle()
         assert (await fan.live.next_update())["newPostCount"] == 1
-        await feed_ids(http, fan.token, first=10)
+        await helpers.feed_ids(http, fan.token, first=10)
         assert (await fan.live.next_update())["newPostCount"] == 0
         await fan.live.close()
 
