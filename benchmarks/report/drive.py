@@ -14,6 +14,7 @@ import numpy as np
 from tqdm import tqdm
 
 from app.db.models import FANOUT_PULL, FANOUT_PUSH
+from app.fanout import lanes
 from app.fanout.lag import lane_lag_seconds
 from app.timelines.store import TimelineStore, timeline_key
 from benchmarks.feed_wrk import pg_cpu_delta
@@ -156,7 +157,7 @@ async def reset(
     # The API stays up (no setting of a strategy is read by it); its in-process author-index
     # cache lives AUTHOR_CACHE_SECONDS: nothing of the previous strategy is served after it.
     started = time.monotonic()
-    health = [f"{q}:health-check" for q in ("arq:queue", "arq:queue:big")]
+    health = [f"{q}:health-check" for q in lanes.LANES.values()]  # ARQ's per-queue key
     while await system.redis.exists(*health) < len(health):
         if system.dead() or time.monotonic() - started > 120:
             raise RuntimeError(f"workers not up: {system.dead()} (logs in {system.workdir})")
@@ -216,7 +217,7 @@ async def queued_jobs(system: System) -> list[str]:
     control plane's pass: ids `<cron name>:<ms>`), which are always scheduled ahead."""
     assert system.redis is not None
     found: list[str] = []
-    for queue in ("arq:queue", "arq:queue:big"):
+    for queue in lanes.LANES.values():
         found += [m.decode() for m in await system.redis.zrange(queue, 0, -1)]
     return [j for j in found if not j.startswith(PERIODIC)]
 
