@@ -193,6 +193,9 @@ class Settings(BaseSettings):
     database_replica_url: str = ""
     database_replica_max_lag_seconds: float = Field(default=5.0, gt=0)
     database_replica_check_seconds: float = Field(default=1.0, gt=0)
+    # Session pages hydrated from the replica too (the primary still filters): off, because
+    # measured it cost the primary more CPU per page than it saved (decision 0043).
+    database_replica_feed_pages: bool = False
     # Authors with this many followers have their batches on the big lane.
     big_author_followers: int = 5_000
     feed_source_timeout_ms: int = 250  # per Redis candidate source on the read path

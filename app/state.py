@@ -111,7 +111,7 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
         activity=activity,
         reset_new_posts=partial(reset_new_post_count, redis, settings),
         read_counter=ReadCounter(redis),
-        replica=replica,
+        replica=replica if settings.database_replica_feed_pages else None,
     )
     return AppState(
         settings=settings,

@@ -25,6 +25,7 @@ from typing import Any
 import asyncpg
 
 from app.config import Settings
+from app.db.replica import REPLICA_READS, REPLICA_STALE_ROWS
 from app.feed.modes import FeedMode
 from app.state import AppState, create_state
 from benchmarks.common import percentile
@@ -79,7 +80,12 @@ async def run(args: argparse.Namespace) -> None:
         states = {
             "primary only": create_state(Settings(**base), pool_size=5),
             "with replica": create_state(
-                Settings(**base, database_replica_url=pair.url("standby", DB)), pool_size=5
+                Settings(
+                    **base,
+                    database_replica_url=pair.url("standby", DB),
+                    database_replica_feed_pages=True,
+                ),
+                pool_size=5,
             ),
         }
         await states["primary only"].redis.flushdb()
@@ -110,6 +116,13 @@ async def run(args: argparse.Namespace) -> None:
             for state in states.values():
                 await state.close()
         report(results, args)
+        counts = {
+            f"{s.name}{s.labels}": s.value
+            for metric in (REPLICA_READS, REPLICA_STALE_ROWS)
+            for s in metric.collect()[0].samples
+            if s.name.endswith("_total")
+        }
+        print("replica router counters (whole run):", counts)
 
 
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:

@@ -234,15 +234,16 @@ class FanoutService:
         since = active_since(self.settings.active_days)
         gate = asyncio.Semaphore(ENQUEUE_CONCURRENCY)
 
+        queued: set[str] = set()  # a page read again on the primary is not queued twice
+
         async def batch(page: list[int]) -> None:
+            job_id = batch_job_id(job_prefix, page[0])
+            if job_id in queued:
+                return
+            queued.add(job_id)
             async with gate:
                 await enqueue(
-                    lanes.FANOUT_BATCH,
-                    author_id,
-                    entries,
-                    page,
-                    job_id=batch_job_id(job_prefix, page[0]),
-                    lane=lane,
+                    lanes.FANOUT_BATCH, author_id, entries, page, job_id=job_id, lane=lane
                 )
 
         async def continuation(last: int) -> None:
@@ -291,8 +292,8 @@ class FanoutService:
         committed before it; a follow committed after it is backfilled from the primary
         (backfill_follow reads the author's posts after the follow), so the pages miss no
         follower the primary would have listed. A stale unfollow only pushes an id the read
-        path filters out. A replica failing mid-read: the primary reads again (the batches'
-        job ids are deterministic, so a batch already queued is not queued twice)."""
+        path filters out. A replica failing mid-read: the primary reads again (`read` skips a
+        batch it already queued)."""
         replica, replica_sessions = self.replica, self.replica_sessions
         if replica is None or replica_sessions is None or not entries:
             return await read(self.sessions)

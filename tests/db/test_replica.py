@@ -62,6 +62,7 @@ async def replicated() -> AsyncIterator[tuple[AppState, httpx.AsyncClient, Repli
             database_replica_url=pair.url("standby", DB),
             database_replica_max_lag_seconds=0.5,
             database_replica_check_seconds=0.05,
+            database_replica_feed_pages=True,
         )
         state = create_state(settings, pool_size=4)
         app = create_app(state)
