@@ -26,6 +26,7 @@ import asyncpg
 
 from app.config import Settings
 from app.db.replica import REPLICA_READS, REPLICA_STALE_ROWS
+from app.fanout import lanes
 from app.feed.modes import FeedMode
 from app.state import AppState, create_state
 from benchmarks.common import percentile
@@ -96,6 +97,7 @@ async def run(args: argparse.Namespace) -> None:
             for name in states
         }
         try:
+            await splits(pair, primary_url, states, args.splits)
             for state in states.values():  # warm-up: pools, statement caches
                 for viewer in viewers[:5]:
                     await scroll(state, viewer, 2, [])
@@ -123,6 +125,51 @@ async def run(args: argparse.Namespace) -> None:
             if s.name.endswith("_total")
         }
         print("replica router counters (whole run):", counts)
+
+
+async def splits(pair: ReplicaPair, primary_url: str, states: dict[str, AppState], n: int) -> None:
+    """Fan-out's follower paging (`enqueue_pages`, jobs not queued) of the author with the
+    most followers, `n` times per variant, alternating: wall and server CPU per split."""
+    if n <= 0:
+        return
+    conn = await asyncpg.connect(primary_url)
+    try:
+        author, followers = await conn.fetchrow(
+            "SELECT followee_id, count(*) FROM follows GROUP BY 1 ORDER BY 2 DESC LIMIT 1"
+        )
+        post_id = await conn.fetchval("SELECT max(id) FROM posts WHERE author_id = $1", author)
+    finally:
+        await conn.close()
+
+    async def nothing(function: str, *args: Any, job_id: str, lane: str) -> None:
+        return None
+
+    figures: dict[str, list[float]] = {name: [0.0, 0.0, 0.0, 0.0] for name in states}
+    for round_ in range(4):
+        order = list(states) if round_ % 2 == 0 else list(reversed(states))
+        for name in order:
+            fanout, f = states[name].fanout, figures[name]
+            p0, s0, t0 = (
+                server_cpu(pair, "primary"),
+                server_cpu(pair, "standby"),
+                time.perf_counter(),
+            )
+            for i in range(n // 4):
+                _, paged = await fanout.enqueue_pages(
+                    author, [(post_id, 0)], lanes.DEFAULT, f"bench:{i}", 0, nothing
+                )
+            f[0] += time.perf_counter() - t0
+            f[1] += server_cpu(pair, "primary") - p0
+            f[2] += server_cpu(pair, "standby") - s0
+            f[3] += n // 4
+    print(
+        f"\nfollower paging: author with {followers} followers ({paged} active paged), {n} splits per variant"
+    )
+    print("| variant | ms per split | primary CPU ms/split | standby CPU ms/split |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, f in figures.items():
+        k = max(1.0, f[3])
+        print(f"| {name} | {f[0] * 1000 / k:.2f} | {f[1] * 1000 / k:.3f} | {f[2] * 1000 / k:.3f} |")
 
 
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
@@ -170,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--viewers", type=int, default=40)
     parser.add_argument("--pages", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--splits", type=int, default=200, help="follower pagings per variant")
     asyncio.run(run(parser.parse_args(argv)))
 
 
