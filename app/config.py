@@ -186,6 +186,16 @@ class Settings(BaseSettings):
     redis_connect_timeout_seconds: float = Field(default=1.0, gt=0)
     # A PostgreSQL connect gives up after this (UNAVAILABLE), where the driver waits 60 s.
     database_connect_timeout_seconds: float = Field(default=5.0, gt=0)
+    # A streaming replica for the reads that tolerate lag (app.db.replica, decision 0043);
+    # empty = every read on DATABASE_URL. Reads go back to the primary while the replica is
+    # down or its replay lag is past DATABASE_REPLICA_MAX_LAG_SECONDS (measured at most every
+    # DATABASE_REPLICA_CHECK_SECONDS per process).
+    database_replica_url: str = ""
+    database_replica_max_lag_seconds: float = Field(default=5.0, gt=0)
+    database_replica_check_seconds: float = Field(default=1.0, gt=0)
+    # Session pages hydrated from the replica too (the primary still filters): off, because
+    # measured it cost the primary more CPU per page than it saved (decision 0043).
+    database_replica_feed_pages: bool = False
     # Authors with this many followers have their batches on the big lane.
     big_author_followers: int = 5_000
     feed_source_timeout_ms: int = 250  # per Redis candidate source on the read path
@@ -347,6 +357,11 @@ class Settings(BaseSettings):
     def asyncpg_dsn(self) -> str:
         """DATABASE_URL for SQLAlchemy's engine (`sqlalchemy_url`), whatever scheme was given."""
         return sqlalchemy_url(self.database_url)
+
+    @property
+    def replica_dsn(self) -> str:
+        """DATABASE_REPLICA_URL for SQLAlchemy's engine; empty when no replica is configured."""
+        return sqlalchemy_url(self.database_replica_url) if self.database_replica_url else ""
 
     @property
     def plain_database_url(self) -> str:

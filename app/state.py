@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings, get_settings
 from app.db.engine import make_engine, make_sessionmaker
+from app.db.replica import ReplicaRouter, make_replica
 from app.fanout.control import published_costs
 from app.fanout.lag import LagProbe, lane_lag_seconds
 from app.fanout.service import FanoutService
@@ -44,6 +45,7 @@ class AppState:
     feed: FeedService
     activity: Activity
     passwords: PasswordGate
+    replica: ReplicaRouter | None = None  # DATABASE_REPLICA_URL (decision 0043)
 
     async def lane_lag(self) -> dict[str, tuple[float, int]]:
         """For /metrics (app.observability.exposition.LiveSources)."""
@@ -74,6 +76,8 @@ class AppState:
         await self.feed.read_counter.close()
         await self.redis.aclose()
         await self.engine.dispose()
+        if self.replica is not None:
+            await self.replica.close()
 
 
 def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppState:
@@ -81,9 +85,18 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
     engine = make_engine(settings, pool_size=pool_size)
     sessions = make_sessionmaker(engine)
     redis = make_redis(settings)
+    replica = make_replica(settings, pool_size=pool_size)
+    replica_sessions = make_sessionmaker(replica.engine) if replica is not None else None
     timelines = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
     # Workers publish live "new posts" notifications after each timeline write.
-    fanout = FanoutService(sessions, timelines, settings, notifier=RedisNotifier(redis, settings))
+    fanout = FanoutService(
+        sessions,
+        timelines,
+        settings,
+        notifier=RedisNotifier(redis, settings),
+        replica=replica,
+        replica_sessions=replica_sessions,
+    )
     # Timeline rebuilds run in the API process that needs them (see app.users.activity).
     activity = Activity(redis, engine, timelines, settings.active_days, fanout.rebuild_timeline)
     feed = FeedService(
@@ -98,6 +111,7 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
         activity=activity,
         reset_new_posts=partial(reset_new_post_count, redis, settings),
         read_counter=ReadCounter(redis),
+        replica=replica if settings.database_replica_feed_pages else None,
     )
     return AppState(
         settings=settings,
@@ -109,4 +123,5 @@ def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppSt
         feed=feed,
         activity=activity,
         passwords=PasswordGate(settings.password_hash_concurrency, settings.password_hash_wait_ms),
+        replica=replica,
     )

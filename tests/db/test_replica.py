@@ -1,0 +1,257 @@
+"""DATABASE_REPLICA_URL against a real streaming standby (tests/db/local_replica.py), through
+GraphQL: session pages hydrated from the replica, the author's own writes and every
+authorization decision on fresh data while the replica lags (replay paused), fan-out's
+follower paging on the replica only once it has the post, and the replica stopped and
+restarted under reads (the primary answers meanwhile, no errors). Decision 0043."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from functools import partial
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from prometheus_client import REGISTRY
+
+from app.config import Settings
+from app.fanout import lanes
+from app.state import AppState, create_state
+from app.web import create_app
+from devtools.replica import ReplicaPair, replica_pair
+from tests.conftest import TABLES
+from tests.helpers import (
+    author_with_fans,
+    block,
+    eventually,
+    gql,
+    make_user,
+    post,
+    run_module,
+)
+
+DB = "replicated"
+
+
+def reads(use: str, served: str) -> float:
+    value = REGISTRY.get_sample_value("feed_db_replica_reads_total", {"use": use, "served": served})
+    return value or 0.0
+
+
+def stale_rows() -> float:
+    return REGISTRY.get_sample_value("feed_db_replica_stale_rows_total") or 0.0
+
+
+@pytest.fixture(scope="module")
+async def replicated() -> AsyncIterator[tuple[AppState, httpx.AsyncClient, ReplicaPair]]:
+    """The app on a fresh primary (migrated) with its standby as DATABASE_REPLICA_URL."""
+    async with replica_pair() as pair:
+        admin = await asyncpg.connect(pair.url("primary"))
+        try:
+            await admin.execute(f'CREATE DATABASE "{DB}"')
+        finally:
+            await admin.close()
+        code, _, err = await run_module(
+            "alembic", "upgrade", "head", env={"DATABASE_URL": pair.url("primary", DB)}
+        )
+        assert code == 0, err
+        settings = Settings(
+            database_url=pair.url("primary", DB),
+            database_replica_url=pair.url("standby", DB),
+            database_replica_max_lag_seconds=0.5,
+            database_replica_check_seconds=0.05,
+            database_replica_feed_pages=True,
+        )
+        state = create_state(settings, pool_size=4)
+        app = create_app(state)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            try:
+                yield state, client, pair
+            finally:
+                await state.close()
+
+
+@pytest.fixture
+async def rep(
+    replicated: tuple[AppState, httpx.AsyncClient, ReplicaPair],
+) -> AsyncIterator[tuple[AppState, httpx.AsyncClient, ReplicaPair]]:
+    """Empty tables on the primary, the replica caught up and replaying, default lag bound."""
+    state, _, pair = replicated
+    conn = await asyncpg.connect(pair.url("primary", DB))
+    try:
+        await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    finally:
+        await conn.close()
+    state.forget_local()
+    assert state.replica is not None
+    state.replica.max_lag = 0.5
+    await eventually(pair.caught_up, what="standby caught up")
+    yield replicated
+    await pair.resume_replay()
+
+
+async def routed(state: AppState, where: str) -> bool:
+    """Whether the replica router, checking now if due, sends reads `where`."""
+    assert state.replica is not None
+    return await state.replica.route() == where
+
+
+async def fan_out(state: AppState, post_id: int) -> None:
+    """The post's split and batches run inline (the write path's own service calls)."""
+
+    async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
+        if function == lanes.FANOUT_BATCH:
+            await state.fanout.deliver(*args)
+        elif function == lanes.FANOUT_PAGES:
+            await state.fanout.enqueue_pages(*args, enqueue)
+
+    await state.fanout.split_post(post_id, enqueue)
+
+
+async def scroll(client: httpx.AsyncClient, token: str, first: int = 5) -> list[dict[str, Any]]:
+    """Every post of a RANKED home feed, page by page (session pages after the first)."""
+    shown: list[dict[str, Any]] = []
+    after: str | None = None
+    for _ in range(50):
+        variables = {"first": first, "after": after}
+        feed = (await gql(client, "Feed", variables, token=token)).ok()["feed"]
+        shown += [edge["node"] for edge in feed["edges"]]
+        if not feed["pageInfo"]["hasNextPage"]:
+            return shown
+        after = feed["pageInfo"]["endCursor"]
+    raise AssertionError("the feed did not end")
+
+
+async def test_feed_pages_are_hydrated_from_the_replica(rep: Any) -> None:
+    state, client, pair = rep
+    author, _, fans = await author_with_fans(client, 2)
+    made = [await post(client, author, f"post {i}") for i in range(12)]
+    await eventually(pair.caught_up)
+    for post_id in made:
+        await fan_out(state, post_id)
+    served = reads("feed_session_page", "replica")
+    shown = await scroll(client, fans[0][0])
+    assert sorted(int(p["id"]) for p in shown) == sorted(made)
+    assert {p["body"] for p in shown} == {f"post {i}" for i in range(12)}
+    assert all(p["author"]["handle"] == "author" for p in shown)
+    assert reads("feed_session_page", "replica") >= served + 3  # 12 posts, 5 a page
+    assert reads("fanout_followers", "replica") >= 1
+
+
+async def test_own_writes_at_once_and_followers_after_catch_up(rep: Any) -> None:
+    state, client, pair = rep
+    author, _, fans = await author_with_fans(client, 1)
+    fan = fans[0][0]
+    first = await post(client, author, "before the pause")
+    await eventually(pair.caught_up)
+    await fan_out(state, first)
+    await pair.pause_replay()
+    # The replica stays "usable" though behind: hydration still asks it, and must notice.
+    state.replica.max_lag = 3600
+    fresh = await post(client, author, "written while the replica lags")
+    edited = await gql(client, "EditPost", {"id": str(first), "body": "edited"}, token=author)
+    edited.ok()
+    assert await pair.standby_sql(f"SELECT count(*) FROM posts WHERE id = {fresh}", DB) == 0
+    stale = stale_rows()
+    own = {int(p["id"]): p["body"] for p in await scroll(client, author)}
+    assert own == {fresh: "written while the replica lags", first: "edited"}
+    # Fan-out does not page followers on a replica that lacks the post.
+    behind = reads("fanout_followers", "behind")
+    await fan_out(state, fresh)
+    assert reads("fanout_followers", "behind") == behind + 1
+    seen = {int(p["id"]): p["body"] for p in await scroll(client, fan)}
+    assert seen[first] == "edited"  # the replica's older version was re-read from the primary
+    assert stale_rows() > stale
+    # Lag past the bound: the primary serves those reads, counted as such.
+    state.replica.max_lag = 0.5
+    lagging = reads("feed_session_page", "lag")
+    await eventually(partial(routed, state, "lag"))
+    await scroll(client, fan)
+    assert reads("feed_session_page", "lag") > lagging
+    await pair.resume_replay()
+    await eventually(pair.caught_up)
+    await eventually(partial(routed, state, "replica"))
+    on_replica, stale = reads("feed_session_page", "replica"), stale_rows()
+    seen = {int(p["id"]): p["body"] for p in await scroll(client, fan)}
+    assert seen == {fresh: "written while the replica lags", first: "edited"}
+    assert reads("feed_session_page", "replica") > on_replica
+    assert stale_rows() == stale  # caught up: nothing re-read
+
+
+async def test_a_block_applies_at_once_while_the_replica_lags(rep: Any) -> None:
+    state, client, pair = rep
+    author, _, fans = await author_with_fans(client, 1)
+    other, _ = await make_user(client, "other")
+    viewer = fans[0][0]
+    await gql(client, "Follow", {"handle": "other"}, token=viewer)
+    for i in range(6):
+        await post(client, author, f"a{i}")
+        await post(client, other, f"o{i}")
+    await eventually(pair.caught_up)
+    page = (await gql(client, "Feed", {"first": 3}, token=viewer)).ok()["feed"]
+    await pair.pause_replay()
+    state.replica.max_lag = 3600  # the lagging replica still hydrates the next pages
+    await block(client, viewer, "author")
+    assert await pair.standby_sql("SELECT count(*) FROM blocks", DB) == 0  # the lag is real
+    on_replica = reads("feed_session_page", "replica")
+    after: str | None = page["pageInfo"]["endCursor"]
+    rest: list[dict[str, Any]] = []
+    while after is not None:
+        feed = (await gql(client, "Feed", {"first": 3, "after": after}, token=viewer)).ok()
+        rest += [e["node"] for e in feed["feed"]["edges"]]
+        info = feed["feed"]["pageInfo"]
+        after = info["endCursor"] if info["hasNextPage"] else None
+    assert rest, "the other author's posts still come"
+    assert {p["author"]["handle"] for p in rest} == {"other"}
+    assert reads("feed_session_page", "replica") > on_replica
+
+
+async def test_replica_stopped_and_restarted_under_reads(rep: Any) -> None:
+    _, client, pair = rep
+    author, _, fans = await author_with_fans(client, 1)
+    for i in range(10):
+        await post(client, author, f"p{i}")
+    await eventually(pair.caught_up)
+    fan = fans[0][0]
+    errors: list[Any] = []
+    stop = asyncio.Event()
+
+    async def reader() -> int:
+        n = 0
+        while not stop.is_set():
+            for _ in range(3):
+                result = await gql(client, "Feed", {"first": 4}, token=fan)
+                errors.extend(result.errors)
+                if result.status != 200:
+                    errors.append(result.status)
+            n += 1
+            await scroll(client, fan, first=4)
+        return n
+
+    task = asyncio.ensure_future(reader())
+    try:
+        down = reads("feed_session_page", "down") + reads("feed_session_page", "error")
+        await asyncio.to_thread(pair.stop, "standby", "fast")
+        await eventually(
+            lambda: (
+                reads("feed_session_page", "down") + reads("feed_session_page", "error") > down + 3
+            ),
+            what="reads answered by the primary while the replica is down",
+        )
+        await asyncio.to_thread(pair.start, "standby")
+        back = reads("feed_session_page", "replica")
+        await eventually(
+            lambda: reads("feed_session_page", "replica") > back + 3,
+            within=30,
+            what="reads on the replica again",
+        )
+    finally:
+        stop.set()
+        rounds = await task
+    assert rounds > 0
+    assert errors == []
+    lag = REGISTRY.get_sample_value("feed_db_replica_lag_seconds")
+    assert lag is not None and lag >= 0  # measured again after the restart
