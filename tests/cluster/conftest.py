@@ -101,7 +101,9 @@ def role_env(cluster_url: str) -> dict[str, str]:
 @pytest.fixture(scope="session")
 async def scaled(test_database: str) -> AsyncIterator[Scaled]:
     async with ClusterTopology(masters=3) as cluster:
-        env = {**os.environ, **role_env(cluster.url)}
+        # Jobs failed by a failover come back within a second or two, not 1, 2, 4... s.
+        quick_retries = {"JOB_RETRY_BASE_SECONDS": "0.3", "JOB_RETRY_MAX_SECONDS": "3"}
+        env = {**os.environ, **role_env(cluster.url), **quick_retries}
         apis = [ApiServer(env=env) for _ in range(2)]
         workers = [Process(["arq", lane], env) for lane in LANES for _ in range(WORKERS_PER_LANE)]
         relay = Process(["jobs.relay"], env)
