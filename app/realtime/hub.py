@@ -265,7 +265,10 @@ class Hub:
         sessions: async_sessionmaker[AsyncSession],
         settings: Settings,
         timelines: TimelineStore,
+        leases_redis: AnyRedis | None = None,
     ) -> None:
+        """`redis`: the pubsub role (channels and live counts); `leases_redis`: the limits
+        role, where the socket leases live (default: `redis`)."""
         self.redis = redis
         self.sessions = sessions
         self.settings = settings
@@ -275,7 +278,7 @@ class Hub:
         self._author_prefix = self.channels.author_prefix.encode()
         self._subs: dict[int, set[Subscriber]] = {}
         # Sockets and subscriptions held per account and address, across processes.
-        self.leases = Leases(redis, self.settings.realtime_lease_seconds)
+        self.leases = Leases(leases_redis or redis, self.settings.realtime_lease_seconds)
         self._follows: dict[int, set[int]] = {}  # local user -> pull-mode authors followed
         self._followers: dict[int, set[int]] = {}  # pull-mode author -> local users
         self._joined: set[str] = set()  # channels SUBSCRIBE was sent for
