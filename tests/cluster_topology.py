@@ -247,4 +247,3 @@ class ClusterTopology:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
-

@@ -130,7 +130,9 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
                 return True
 
             started = time.monotonic()
-            await eventually(converged, WAIT, 0.5, f"every acknowledged post in every feed; {report}")
+            await eventually(
+                converged, WAIT, 0.5, f"every acknowledged post in every feed; {report}"
+            )
             print(f"converged {time.monotonic() - started:.2f} s after the load stopped; "
                   f"{time.monotonic() - killed_at:.2f} s after the kill")  # fmt: skip
 
