@@ -78,7 +78,20 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
     cluster = scaled.cluster
     async with api1.http() as h1, api2.http() as h2:
         author, _ = await make_user(h1, "author")
-        fans = [await active_follower((h1, h2)[i % 2], scaled, f"fan{i}") for i in range(4)]
+        # The victim: the master of the first slots, the node the hubs listen on (the first
+        # node that answers, in the cluster's slot order), and of fan0's timeline, live count
+        # and sessions; three more fans wherever their slots fall.
+        victim = cluster.masters[0]
+
+        def on_victim(fan: tuple[str, int]) -> bool:
+            return cluster.master_for(timeline_key(fan[1])) is victim
+
+        made: list[tuple[str, int]] = []
+        while not any(on_victim(f) for f in made) or len(made) < 4:
+            assert len(made) < 30, "no user id hashed to the victim's slots"
+            made.append(await active_follower((h1, h2)[len(made) % 2], scaled, f"fan{len(made)}"))
+        hit = next(f for f in made if on_victim(f))
+        fans = [hit, *[f for f in made if f is not hit][:3]]
         for token, _ in fans:
             await follow(h2, token, "author")
         warm = await post(h1, author, "before the failover")
@@ -88,8 +101,6 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
             return all(warm in feed for feed in feeds)
 
         await eventually(warm_everywhere, WAIT, 0.2, "the warm-up post in every feed")
-        # The victim serves fan0's slot: its timeline, live count and sessions.
-        victim = cluster.master_for(timeline_key(fans[0][1]))
         live = await LiveClient.open(api1, fans[0][0])
         try:
             assert (await live.next_update(5))["newPostCount"] >= 0
