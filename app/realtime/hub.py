@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
@@ -247,39 +247,13 @@ class HeapFreezer:
             self.dropped = 0
 
 
-async def _pubsub_client(
-    redis: AnyRedis, connect_timeout: float, failed: str | None = None
-) -> Redis:
-    """Where this process listens. Classic pub/sub on a cluster reaches every node, so any one
-    node will do (redis-py's asyncio cluster client has no pubsub of its own): the first of
-    the cluster's nodes that answers, the one that just `failed` last. None answering, the
-    first anyway: the read loop tries again (a process starts with Redis down)."""
+def _pubsub_client(redis: AnyRedis) -> Redis:
+    """Classic pub/sub on a cluster reaches every node, so any one node will do (redis-py's
+    asyncio cluster client has no pubsub of its own)."""
     if isinstance(redis, Redis):
         return redis
-    with contextlib.suppress(RedisError, RedisClusterException, OSError):
-        await redis.initialize()  # the nodes as the cluster reports them (no-op when known)
-    nodes = redis.get_nodes() or list(redis.nodes_manager.startup_nodes.values())
-    nodes.sort(key=lambda node: node.name == failed)
-    for node in nodes:
-        client = Redis(
-            host=node.host,
-            port=int(node.port),
-            health_check_interval=30,
-            socket_connect_timeout=connect_timeout,
-            socket_keepalive=True,
-        )
-        try:
-            await asyncio.wait_for(client.ping(), connect_timeout + 1)
-            return client
-        except (RedisError, OSError, TimeoutError):
-            await client.aclose()
-    node = nodes[0]
+    node = redis.get_default_node()
     return Redis(host=node.host, port=int(node.port), health_check_interval=30)
-
-
-def _address(client: Redis) -> str:
-    kwargs = client.connection_pool.connection_kwargs
-    return f"{kwargs.get('host')}:{kwargs.get('port')}"
 
 
 class Hub:
@@ -330,8 +304,7 @@ class Hub:
     async def start(self) -> None:
         """Never fails for Redis being down: the API serves feeds without live updates and
         the read loop connects when Redis is back."""
-        timeout = self.settings.redis_connect_timeout_seconds
-        self._pubsub_redis = await _pubsub_client(self.redis, timeout)
+        self._pubsub_redis = _pubsub_client(self.redis)
         self._pubsub = self._pubsub_redis.pubsub()
         self._running = True
         try:
@@ -556,40 +529,12 @@ class Hub:
             return int(channel[len(authors) :]) in self._followers
         return True
 
-    async def _repoint(self) -> None:
-        """On a cluster, the node this process listened on may be gone for good (a master
-        killed, its replica promoted): listen on a node that answers and SUBSCRIBE every
-        channel held again there. A plain Redis keeps its one address (redis-py reconnects
-        and re-subscribes by itself)."""
-        if isinstance(self.redis, Redis) or self._pubsub_redis is None:
-            return
-        failed = _address(self._pubsub_redis)
-        client = await _pubsub_client(
-            self.redis, self.settings.redis_connect_timeout_seconds, failed
-        )
-        old, old_client = self._pubsub, self._pubsub_redis
-        async with self._send_lock:
-            self._pubsub_redis, self._pubsub = client, client.pubsub()
-            if old is not None:
-                with contextlib.suppress(RedisError, OSError):
-                    await old.aclose()  # type: ignore[no-untyped-call]
-            with contextlib.suppress(RedisError, OSError):
-                await old_client.aclose()
-            channels = sorted(self._joined)
-            if channels:  # confirmations resolve the futures sockets wait on, if any
-                await self._pubsub.subscribe(*channels)
-        log.warning("realtime pub/sub moved from %s to %s", failed, _address(client))
-
     async def _read_loop(self) -> None:
         assert self._pubsub is not None
         backoff = 0.1
         resync = False
-        repoint = False
         while True:
             try:
-                if repoint:
-                    await self._repoint()
-                    repoint = False
                 if self.channels.hub not in self._joined:
                     await self._join(self.channels.hub, wait=False)
                 message = await self._pubsub.get_message(timeout=None)
@@ -598,7 +543,6 @@ class Hub:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 resync = True
-                repoint = True
                 continue
             backoff = 0.1
             if resync:
