@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection
 from redis.connection import HiredisRespSerializer
 from redis.utils import HIREDIS_AVAILABLE
@@ -146,11 +146,29 @@ def plain_cluster_url(url: str) -> str:
     return url
 
 
+class SteadyCluster(RedisCluster):
+    """redis-py 5.3.1's cluster client with a default node even while its connections are
+    being closed. A command that loses its node (a master killed) closes the client's nodes,
+    which drops the default node; a pipeline running concurrently then reads
+    `get_default_node().name` and fails with an AttributeError (an INTERNAL error on a feed
+    page mid-failover, tests/cluster/test_failover.py) instead of the ConnectionError callers
+    degrade on (redis/redis-py#3835; the fix, PR #3458, is not released). Any known node
+    will do: the next command re-initializes the client."""
+
+    def get_default_node(self) -> ClusterNode:
+        node: ClusterNode | None = super().get_default_node()
+        if node is None:
+            known = self.get_primaries() or self.get_nodes()
+            if known:
+                return known[0]
+        return node  # type: ignore[return-value]
+
+
 def make_cluster(settings: Settings, url: str) -> RedisCluster:
     """A cluster client with the same timeouts as a plain one (commands packed by hiredis
     likewise); redis-py follows MOVED/ASK and rediscovers the slots after a failover."""
     plain = plain_cluster_url(url)
-    return RedisCluster.from_url(  # type: ignore[no-any-return]
+    return SteadyCluster.from_url(  # type: ignore[no-any-return]
         plain,
         decode_responses=False,
         socket_timeout=settings.redis_socket_timeout_seconds,
