@@ -114,6 +114,10 @@ async def scaled(test_database: str) -> AsyncIterator[Scaled]:
                 proc.start()
             yield Scaled(cluster, apis, workers, relay, env)
         finally:
+            # SIGTERM to all first, then wait for each: the processes stop side by side.
+            for child in [p.proc for p in (*workers, relay)] + [a.proc for a in apis]:
+                if child is not None and child.poll() is None:
+                    child.terminate()
             for proc in (*workers, relay):
                 proc.stop()
             for api in apis:

@@ -29,6 +29,8 @@ from tests.realtime.live import LiveClient, shown
 BEFORE_KILL_SECONDS = 1.0
 AFTER_FAILOVER_SECONDS = 2.0
 TAKEOVER_AFTER_SECONDS = 8.0  # automatic failover takes ~2 s at a 1 s node timeout
+# What a client may be told while the cluster reconfigures (retry later), never INTERNAL.
+TRANSIENT = {"UNAVAILABLE", "OVERLOADED", "RATE_LIMITED"}
 
 
 @dataclass
@@ -128,7 +130,8 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
             )
             print(report)
             assert set(load.statuses) == {200}, report  # never a 500
-            assert len(after) >= 5, report  # writes go on after the reconfiguration
+            assert set(load.codes) <= TRANSIENT, report  # typed, nothing INTERNAL
+            assert len(after) >= 2, report  # writes go on after the reconfiguration
 
             # Nothing acknowledged is lost: every follower's feed, through both processes.
             everything = {warm, *acked}
