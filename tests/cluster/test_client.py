@@ -9,8 +9,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from app.posts.ids import created_ms
 from app.redis_client import make_cluster
-from app.timelines.store import TimelineStore
-from tests.cluster.conftest import Scaled
+from app.timelines.store import TimelineStore, author_posts_key
+from tests.cluster.scaled import Scaled
 
 
 async def test_a_pipeline_with_an_error_reply_survives_a_dropped_default_node(
@@ -29,7 +29,7 @@ async def test_a_pipeline_with_an_error_reply_survives_a_dropped_default_node(
         store = TimelineStore(client, 10, 10)
         post_id = 1577426204112191489
         await store.rebuild_author(1, [(post_id, created_ms(post_id))])
-        await client.sadd("posts:{2}", "not a timeline")  # WRONGTYPE for GETRANGE
+        await client.sadd(author_posts_key(2), "not a timeline")  # WRONGTYPE for GETRANGE
         for c in (client, plain):
             c.nodes_manager.default_node = None  # what a concurrent aclose() leaves
         found = await store.author_latest_many_or_none([1, 2], 5)
