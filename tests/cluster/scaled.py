@@ -2,7 +2,8 @@
 
 - a Redis Cluster of 3 masters with a replica each (tests/cluster_topology.py) holding the
   timelines, sessions, pub/sub and limits roles (`redis+cluster://`);
-- the queue role (ARQ) on the plain test Redis db (ARQ needs a plain server);
+- the queue role (ARQ) on a plain server of its own (ARQ needs a plain server; its own, so
+  these workers never take a job of the other tests, which share the test Redis db);
 - two API processes (tests.servers.ApiServer, separate ports), two ARQ workers per lane and
   the outbox relay, all real processes with those role URLs.
 
@@ -23,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from app.config import PROJECT_ROOT
 from app.timelines.store import TimelineStore, timeline_key
-from tests.cluster_topology import ClusterTopology
-from tests.conftest import TEST_REDIS_URL
+from tests.cluster_topology import ClusterTopology, plain_redis
 from tests.helpers import eventually, gql, ids, make_user
 from tests.servers import ApiServer, stop_process
 
@@ -73,6 +74,7 @@ class Scaled:
     """What the tests talk to: the cluster, both API processes, the workers and the relay."""
 
     cluster: ClusterTopology
+    queue: Redis  # the plain server of the queue role (ARQ)
     apis: list[ApiServer]
     workers: list[Process]
     relay: Process
@@ -95,20 +97,22 @@ class Scaled:
         return dead
 
 
-def role_env(cluster_url: str) -> dict[str, str]:
-    """Every role but the queue on the cluster; the queue on the plain test Redis."""
+def role_env(cluster_url: str, queue_url: str) -> dict[str, str]:
+    """Every role but the queue on the cluster; the queue on a plain server."""
     env = {f"REDIS_{role}_URL": cluster_url for role in ROLES_ON_CLUSTER}
-    env["REDIS_QUEUE_URL"] = TEST_REDIS_URL
+    env["REDIS_QUEUE_URL"] = queue_url
     return env
 
 
 @asynccontextmanager
 async def start_scaled() -> AsyncIterator[Scaled]:
     """The whole topology, started and (whatever happens) stopped."""
-    async with ClusterTopology(masters=3) as cluster:
+    async with ClusterTopology(masters=3) as cluster, plain_redis() as queue:
         # Jobs failed by a failover come back within a second or two, not 1, 2, 4... s.
         quick_retries = {"JOB_RETRY_BASE_SECONDS": "0.3", "JOB_RETRY_MAX_SECONDS": "3"}
-        env = {**os.environ, **role_env(cluster.url), **quick_retries}
+        kwargs = queue.connection_pool.connection_kwargs
+        queue_url = f"redis://{kwargs['host']}:{kwargs['port']}/0"
+        env = {**os.environ, **role_env(cluster.url, queue_url), **quick_retries}
         apis = [ApiServer(env=env) for _ in range(2)]
         workers = [Process(["arq", lane], env) for lane in LANES for _ in range(WORKERS_PER_LANE)]
         relay = Process(["jobs.relay"], env)
@@ -117,7 +121,7 @@ async def start_scaled() -> AsyncIterator[Scaled]:
                 await api.start()
             for proc in (*workers, relay):
                 proc.start()
-            yield Scaled(cluster, apis, workers, relay, env)
+            yield Scaled(cluster, queue, apis, workers, relay, env)
         finally:
             # SIGTERM to all first, then wait for each: the processes stop side by side.
             for child in [p.proc for p in (*workers, relay)] + [a.proc for a in apis]:
