@@ -20,6 +20,7 @@ from redis.asyncio.cluster import RedisCluster
 from app.config import PROJECT_ROOT
 from app.timelines.packed import entries_of, newest_first
 from tests.helpers import eventually, feed_ids, follow, gql, make_user, post
+from tests.realtime.live import LiveClient
 from tests.servers import ApiServer, stop_process
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
@@ -93,7 +94,13 @@ async def test_a_post_fans_out_into_a_timeline_on_the_cluster(
             # Rebuilt empty timelines first, so a hit below is the fan-out's doing.
             for token, _ in fans:
                 assert await feed_ids(client, token) == []
+            # A live socket: its count is raised by the worker's script on the cluster and
+            # announced through the hub's pub/sub connection to a cluster node.
+            live = await LiveClient.open(api, fans[0][0])
+            await live.next_update(10)  # the count at subscribe time
             pid = await post(client, author, "on the cluster")
+            assert (await live.until_count(1, 30))[-1]["newPostCount"] == 1
+            await live.ws.close()
 
             async def in_timeline(user_id: int) -> bool:
                 raw = await nodes.get(f"tl:{{{user_id}}}")
@@ -125,6 +132,7 @@ async def test_a_post_fans_out_into_a_timeline_on_the_cluster(
             assert await cluster_keys(nodes, "arq:*") == []
             assert await cluster_keys(nodes, "posts:*")
             assert await cluster_keys(nodes, "tv:*"), "token versions on the limits role"
+            assert await cluster_keys(nodes, "fu:*"), "live counts on the pubsub role"
             ready = (await client.get("/readyz")).json()
             assert ready["checks"]["redis"] == "ok", ready
     finally:
