@@ -90,7 +90,7 @@ class Scaled:
         parts += [f"== api {api.port}\n{api.logs()}" for api in self.apis]
         return "\n".join(parts)
 
-    def all_alive(self) -> list[str]:
+    def dead(self) -> list[str]:
         """The processes that died (empty when all run)."""
         dead = [" ".join(p.argv) for p in (*self.workers, self.relay) if not p.alive()]
         dead += [f"api {a.port}" for a in self.apis if a.proc is None or a.proc.poll() is not None]

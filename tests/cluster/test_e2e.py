@@ -47,7 +47,7 @@ async def test_a_post_fans_out_into_cluster_timelines_and_pages_on_both_processe
         finally:
             await client.aclose()
         assert frozen is not None and sorted(frozen.ids, reverse=True) == newest_first
-    assert not scaled.all_alive(), scaled.logs()
+    assert not scaled.dead(), scaled.logs()
 
 
 async def test_hybrid_feed_merges_a_pull_author_read_from_the_cluster(scaled: Scaled) -> None:
