@@ -113,7 +113,8 @@ async def start_scaled() -> AsyncIterator[Scaled]:
         kwargs = queue.connection_pool.connection_kwargs
         queue_url = f"redis://{kwargs['host']}:{kwargs['port']}/0"
         env = {**os.environ, **role_env(cluster.url, queue_url), **quick_retries}
-        apis = [ApiServer(env=env) for _ in range(2)]
+        # A socket left open by a failed test must not hold the teardown for long.
+        apis = [ApiServer(env=env, args=["--timeout-graceful-shutdown", "2"]) for _ in range(2)]
         workers = [Process(["arq", lane], env) for lane in LANES for _ in range(WORKERS_PER_LANE)]
         relay = Process(["jobs.relay"], env)
         try:
