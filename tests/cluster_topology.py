@@ -71,9 +71,14 @@ class Node:
 class ClusterTopology:
     """`masters` masters, each with one replica; torn down (processes and files) on exit."""
 
-    def __init__(self, masters: int = 3, node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
+    def __init__(
+        self, masters: int = 3, node_timeout_ms: int = NODE_TIMEOUT_MS, full_coverage: bool = True
+    ) -> None:
         self.masters_count = masters
         self.node_timeout_ms = node_timeout_ms
+        # `cluster-require-full-coverage`: yes (the default) refuses every command while any
+        # slot has no master; no keeps the other masters' slots served.
+        self.full_coverage = full_coverage
         self.workdir = Path(tempfile.mkdtemp(prefix="redis-topology-"))
         self.masters: list[Node] = []
         self.replicas: list[Node] = []
@@ -106,6 +111,7 @@ class ClusterTopology:
             "--cluster-config-file", f"nodes-{port}.conf",
             "--cluster-node-timeout", str(self.node_timeout_ms),
             "--cluster-replica-validity-factor", "0",
+            "--cluster-require-full-coverage", "yes" if self.full_coverage else "no",
             "--repl-diskless-sync-delay", "0",  # a new replica syncs at once, not in 5 s
             "--save", "",
             "--appendonly", "no",
