@@ -156,7 +156,13 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
             fresh = await post(h2, author, "after the failover")
 
             async def announced() -> bool:
-                frame = await live.next_update(WAIT)
+                try:
+                    frame = await live.next_update(WAIT)
+                except TimeoutError:
+                    raise AssertionError(
+                        f"no live update on the socket opened before the kill in {WAIT} s "
+                        "(the hubs' pub/sub node was the one killed)"
+                    ) from None
                 return shown(frame)[1] == created_ms(fresh)
 
             await eventually(announced, WAIT, 0, "the fresh post announced on the old socket")
