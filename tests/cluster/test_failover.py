@@ -77,9 +77,9 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
     cluster = scaled.cluster
     async with api1.http() as h1, api2.http() as h2:
         author, _ = await make_user(h1, "author")
-        # The victim: the master of the first slots, the node the hubs listen on (the first
-        # node that answers, in the cluster's slot order), and of fan0's timeline, live count
-        # and sessions; three more fans wherever their slots fall.
+        # The victim: the cluster URL's seed node, where every hub starts listening
+        # (app/realtime/hub.py), and the master of fan0's timeline, live count and sessions;
+        # three more fans wherever their slots fall.
         victim = cluster.masters[0]
 
         def on_victim(fan: tuple[str, int]) -> bool:
