@@ -40,6 +40,17 @@ def sqlalchemy_url(url: str) -> str:
     return _with_scheme(url, "postgresql+asyncpg://")
 
 
+RedisRole = Literal["timelines", "sessions", "queue", "pubsub", "limits"]
+"""The Redis roles, each with its own URL setting (REDIS_<ROLE>_URL, app.redis_client)."""
+REDIS_ROLES: tuple[RedisRole, ...] = ("timelines", "sessions", "queue", "pubsub", "limits")
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+
+
+def is_cluster_url(url: str) -> bool:
+    """`redis+cluster://` / `rediss+cluster://` name a Redis Cluster (any seed node)."""
+    return url.lower().startswith(CLUSTER_SCHEMES)
+
+
 MIN_SECRET_BYTES = 32  # HS256 wants a key at least as long as its 256-bit output
 
 
@@ -86,6 +97,15 @@ class Settings(BaseSettings):
 
     database_url: str = ""
     redis_url: str = ""
+    # Redis roles (docs/DEPLOYMENT.md, "Redis roles"; decision 0041): each empty = REDIS_URL,
+    # and roles on one URL share one client. `redis+cluster://host:port` (TLS:
+    # `rediss+cluster://`) names a Redis Cluster by any one seed node; the queue role must be
+    # a plain server (ARQ's pipelines touch keys in several slots).
+    redis_timelines_url: str = ""  # tl:, posts:, the control plane's fc*: keys
+    redis_sessions_url: str = ""  # fs:, fsi:, imp:, act:, frr:
+    redis_queue_url: str = ""  # arq:*, fp:, fo:, ej:, rcn:, dl:, jf:
+    redis_pubsub_url: str = ""  # the hub's channels and the live counts fu:, fur:, fuc:
+    redis_limits_url: str = ""  # rl:, pg:, tv:, tr:, ws:
     port: int = 8000  # the API's port under `make run` (devtools.launcher)
     secret_key: str = Field(default_factory=_dev_secret)
 
@@ -343,6 +363,15 @@ class Settings(BaseSettings):
                 "generate one with `python -c 'import secrets; print(secrets.token_urlsafe(48))'`,"
                 " or leave SECRET_KEY unset in development to use .run/secret_key"
             )
+        queue_url = self.redis_role_url("queue")
+        if is_cluster_url(queue_url):
+            raise ValueError(
+                f"REDIS_QUEUE_URL{'' if self.redis_queue_url else ' (from REDIS_URL)'} names a "
+                "Redis Cluster: ARQ's queues and job bookkeeping need a plain Redis (its "
+                "pipelines touch keys in several hash slots). Point REDIS_QUEUE_URL at a plain "
+                "server (redis://, rediss:// or unix://) and keep the cluster for the other "
+                "roles (docs/DEPLOYMENT.md, 'Redis roles')"
+            )
         if self.profile == "production":
             if "secret_key" not in self.model_fields_set:  # not the dev key of .run/
                 raise ValueError("PROFILE=production needs SECRET_KEY set")
@@ -352,6 +381,12 @@ class Settings(BaseSettings):
                 if getattr(self, fault):
                     raise ValueError(f"{fault.upper()} is test-only: not with PROFILE=production")
         return self
+
+    def redis_role_url(self, role: RedisRole) -> str:
+        """The URL a Redis role uses: its own setting, else REDIS_URL (read at use, so a
+        `model_copy` that changes REDIS_URL moves every role left unset)."""
+        own: str = getattr(self, f"redis_{role}_url")
+        return own or self.redis_url
 
     @property
     def asyncpg_dsn(self) -> str:

@@ -12,11 +12,11 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from app.errors import RateLimited
 from app.observability.metrics import RATE_LIMIT_FALLBACK, RATE_LIMITED
+from app.redis_scripts import AnyRedis
 
 Budget = tuple[str, str, int]
 """(kind: a metric label, e.g. "writes"; bucket: kind and who, e.g. "read-u12"; calls
@@ -63,18 +63,18 @@ def _key(bucket: str, window: int) -> str:
     return f"rl:{bucket}:{window}"
 
 
-async def check_rate(redis: Redis, bucket: str, limit: int, window_seconds: int = 60) -> None:
+async def check_rate(redis: AnyRedis, bucket: str, limit: int, window_seconds: int = 60) -> None:
     """Count one call in the current window; over the limit raises RateLimited with a wait."""
     await check_rates(redis, [("writes", bucket, limit)], window_seconds)
 
 
-async def check_rates(redis: Redis, budgets: Sequence[Budget], window_seconds: int = 60) -> None:
+async def check_rates(redis: AnyRedis, budgets: Sequence[Budget], window_seconds: int = 60) -> None:
     """Count one call against each budget (one round trip); the first one over its limit
     raises RateLimited, whose `retry_after` is the seconds until the window turns."""
     await check_windows(redis, [(kind, b, limit, window_seconds) for kind, b, limit in budgets])
 
 
-async def check_windows(redis: Redis, windows: Sequence[Window]) -> None:
+async def check_windows(redis: AnyRedis, windows: Sequence[Window]) -> None:
     """`check_rates` for budgets of different window lengths (a minute, an hour, a day)."""
     refused = (await check_windows_many(redis, [windows]))[0]
     if refused is not None:
@@ -82,7 +82,7 @@ async def check_windows(redis: Redis, windows: Sequence[Window]) -> None:
 
 
 async def check_windows_many(
-    redis: Redis, calls: Sequence[Sequence[Window]]
+    redis: AnyRedis, calls: Sequence[Sequence[Window]]
 ) -> list[RateLimited | None]:
     """`check_windows` for many callers in one pipeline (sockets opening together); each
     caller's answer in order: None, or the RateLimited it would have raised."""
@@ -152,7 +152,7 @@ class ReadMeter:
         self._pending: dict[str, int] = {}  # key -> counted here, not yet sent
         self._flush: asyncio.Task[None] | None = None
 
-    def check(self, redis: Redis, budgets: Sequence[Budget]) -> None:
+    def check(self, redis: AnyRedis, budgets: Sequence[Budget]) -> None:
         now = time.time()
         window = int(now) // self.window_seconds
         keys = [_key(bucket, window) for _, bucket, _ in budgets]
@@ -163,13 +163,13 @@ class ReadMeter:
             if limit > 0 and self._shared.get(key, 0) + self._pending[key] > limit:
                 raise _refuse(kind, limit, now, self.window_seconds)
 
-    def _schedule(self, redis: Redis) -> None:
+    def _schedule(self, redis: AnyRedis) -> None:
         loop = asyncio.get_running_loop()
         if self._flush is not None and not self._flush.done() and self._flush.get_loop() is loop:
             return
         self._flush = loop.create_task(self._send(redis))
 
-    async def _send(self, redis: Redis) -> None:
+    async def _send(self, redis: AnyRedis) -> None:
         await asyncio.sleep(self.FLUSH_SECONDS)
         batch, self._pending = self._pending, {}
         if not batch:

@@ -1,4 +1,12 @@
-"""Redis connections: one pool per process, decoded responses off (ids are bytes on the wire).
+"""Redis connections: one client per Redis role and URL per process, decoded responses off
+(ids are bytes on the wire).
+
+Roles (`RedisRoles`, decision 0041): timelines, sessions, queue, pubsub, limits, each on its
+own URL setting (REDIS_<ROLE>_URL, empty = REDIS_URL). Roles on one URL share one client, so
+one REDIS_URL is one pool, as before roles existed. `redis+cluster://` / `rediss+cluster://`
+URLs get a RedisCluster (any node is a seed); the queue role refuses one (ARQ needs a plain
+server). Built here and handed down by the composition roots (app/state.py, app/web.py,
+jobs/worker.py, jobs/relay.py); nothing else opens a connection.
 
 Every command and connect has a timeout (REDIS_SOCKET_TIMEOUT_SECONDS,
 REDIS_CONNECT_TIMEOUT_SECONDS): a hung or unreachable Redis fails a call in seconds, with a
@@ -15,15 +23,18 @@ worker CPU per 1,000-key fan-out EVALSHA against ~0.3 ms with hiredis (docs/benc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection
 from redis.connection import HiredisRespSerializer
 from redis.utils import HIREDIS_AVAILABLE
 
-from app.config import Settings
+from app.config import CLUSTER_SCHEMES, REDIS_ROLES, RedisRole, Settings, is_cluster_url
+from app.redis_scripts import AnyRedis
 
 
 class PackedConnection(Connection):
@@ -50,19 +61,148 @@ class TimedRedis(Redis):
             await self.listen_pool.disconnect()
 
 
+class RedisRoleError(ValueError):
+    """A role's URL it cannot serve (a cluster for the queue role)."""
+
+
+@dataclass(frozen=True)
+class RedisRoles:
+    """The client of each Redis role; two roles on one URL hold the same client.
+
+    - timelines: `tl:`, `posts:`, the control plane's `fcw:`, `fcn:`, `fcc:`, `fcr:` keys;
+    - sessions: `fs:`, `fsi:`, `imp:`, `act:`, `frr:`;
+    - queue: ARQ (`arq:*`) and job bookkeeping (`fp:`, `fo:`, `ej:`, `rcn:`, `dl:`, `jf:`),
+      always a plain server;
+    - pubsub: the hub's channels and the live counts (`fu:`, `fur:`, `fuc:`, online), whose
+      scripts publish the count they change (decision 0041);
+    - limits: `rl:`, `pg:`, `tv:`, `tr:`, `ws:`.
+    """
+
+    timelines: AnyRedis
+    sessions: AnyRedis
+    queue: Redis
+    pubsub: AnyRedis
+    limits: AnyRedis
+
+    @classmethod
+    def single(cls, client: Redis) -> RedisRoles:
+        """Every role on one plain client (tests, tools, one REDIS_URL)."""
+        return cls(client, client, client, client, client)
+
+    def clients(self) -> list[AnyRedis]:
+        """Each distinct client once, in role order."""
+        seen: dict[int, AnyRedis] = {}
+        for role in REDIS_ROLES:
+            client = self.get(role)
+            seen.setdefault(id(client), client)
+        return list(seen.values())
+
+    def get(self, role: RedisRole) -> AnyRedis:
+        return cast(AnyRedis, getattr(self, role))
+
+    async def aclose(self) -> None:
+        for client in self.clients():
+            await client.aclose()
+
+
+def make_roles(settings: Settings) -> RedisRoles:
+    """One client per distinct role URL. Raises RedisRoleError for a cluster queue URL (the
+    settings refuse it too; this also covers settings copied past their validation)."""
+    queue_url = settings.redis_role_url("queue")
+    if is_cluster_url(queue_url):
+        raise RedisRoleError(
+            "REDIS_QUEUE_URL must name a plain Redis (ARQ's pipelines touch keys in several "
+            f"hash slots), not the cluster {_redact(queue_url)}"
+        )
+    by_url: dict[str, AnyRedis] = {}
+    for role in REDIS_ROLES:
+        url = settings.redis_role_url(role)
+        if url not in by_url:
+            by_url[url] = make_client(settings, url)
+    client = {role: by_url[settings.redis_role_url(role)] for role in REDIS_ROLES}
+    queue = client["queue"]
+    assert isinstance(queue, Redis)  # refused above otherwise
+    return RedisRoles(
+        timelines=client["timelines"],
+        sessions=client["sessions"],
+        queue=queue,
+        pubsub=client["pubsub"],
+        limits=client["limits"],
+    )
+
+
+def make_client(settings: Settings, url: str) -> AnyRedis:
+    """A plain client, or a cluster client for a `redis+cluster://` URL."""
+    if is_cluster_url(url):
+        return make_cluster(settings, url)
+    return _make_plain(settings, url)
+
+
+def plain_cluster_url(url: str) -> str:
+    """`redis+cluster://h:p` as the `redis://h:p` redis-py's cluster client parses."""
+    for scheme in CLUSTER_SCHEMES:
+        if url.lower().startswith(scheme):
+            return scheme.replace("+cluster", "") + url[len(scheme) :]
+    return url
+
+
+class SteadyCluster(RedisCluster):
+    """redis-py 5.3.1's cluster client with a default node even while its connections are
+    being closed. A command that loses its node (a master killed) closes the client's nodes,
+    which drops the default node; a pipeline running concurrently then reads
+    `get_default_node().name` and fails with an AttributeError (an INTERNAL error on a feed
+    page mid-failover, tests/cluster/test_failover.py) instead of the ConnectionError callers
+    degrade on (redis/redis-py#3835; the fix, PR #3458, is not released). Any known node
+    will do: the next command re-initializes the client."""
+
+    def get_default_node(self) -> ClusterNode:
+        node: ClusterNode | None = super().get_default_node()
+        if node is None:
+            known = self.get_primaries() or self.get_nodes()
+            if known:
+                return known[0]
+        return node  # type: ignore[return-value]
+
+
+def make_cluster(settings: Settings, url: str) -> RedisCluster:
+    """A cluster client with the same timeouts as a plain one (commands packed by hiredis
+    likewise); redis-py follows MOVED/ASK and rediscovers the slots after a failover."""
+    plain = plain_cluster_url(url)
+    return SteadyCluster.from_url(  # type: ignore[no-any-return]
+        plain,
+        decode_responses=False,
+        socket_timeout=settings.redis_socket_timeout_seconds,
+        socket_connect_timeout=settings.redis_connect_timeout_seconds,
+        socket_keepalive=True,
+        health_check_interval=30,
+        **_packed_connections(plain),
+    )
+
+
 def make_redis(settings: Settings) -> Redis:
+    """A plain client for REDIS_URL (tools and tests that want one server)."""
+    return _make_plain(settings, settings.redis_url)
+
+
+def _make_plain(settings: Settings, url: str) -> Redis:
     common: dict[str, Any] = {
         "decode_responses": False,
-        **_packed_connections(settings.redis_url),
+        **_packed_connections(url),
         "health_check_interval": 30,
         "socket_connect_timeout": settings.redis_connect_timeout_seconds,
         "socket_keepalive": True,
     }
-    redis = TimedRedis.from_url(
-        settings.redis_url, socket_timeout=settings.redis_socket_timeout_seconds, **common
-    )
-    redis.listen_pool = ConnectionPool.from_url(settings.redis_url, **common)
+    redis = TimedRedis.from_url(url, socket_timeout=settings.redis_socket_timeout_seconds, **common)
+    redis.listen_pool = ConnectionPool.from_url(url, **common)
     return cast(Redis, redis)
+
+
+def _redact(url: str) -> str:
+    """The URL without its password (error messages end up in logs)."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.split("@", 1)[1]
+    return scheme + sep + rest
 
 
 def _packed_connections(url: str) -> dict[str, Any]:

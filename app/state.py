@@ -28,7 +28,7 @@ from app.outbox.relay import oldest_unpublished_seconds
 from app.passwords import PasswordGate
 from app.realtime.counts import reset_new_post_count
 from app.realtime.notifier import RedisNotifier
-from app.redis_client import make_redis
+from app.redis_client import RedisRoles, make_roles
 from app.timelines.store import TimelineStore
 from app.users.activity import Activity
 from app.users.reads import ReadCounter
@@ -39,7 +39,7 @@ class AppState:
     settings: Settings
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
-    redis: Redis
+    roles: RedisRoles
     timelines: TimelineStore
     fanout: FanoutService
     feed: FeedService
@@ -47,9 +47,16 @@ class AppState:
     passwords: PasswordGate
     replica: ReplicaRouter | None = None  # DATABASE_REPLICA_URL (decision 0043)
 
+    @property
+    def redis(self) -> Redis:
+        """The queue role's client: always a plain server, and with one REDIS_URL the one
+        client of every role (tests flush it; tools use it). Services take their own role's
+        client from `roles`."""
+        return self.roles.queue
+
     async def lane_lag(self) -> dict[str, tuple[float, int]]:
         """For /metrics (app.observability.exposition.LiveSources)."""
-        return await lane_lag_seconds(self.redis)
+        return await lane_lag_seconds(self.roles.queue)
 
     async def outbox_age(self) -> float:
         """For /metrics (app.observability.exposition.LiveSources)."""
@@ -57,7 +64,7 @@ class AppState:
 
     async def author_costs(self) -> list[tuple[str, float, float]]:
         """For /metrics (app.observability.exposition.LiveSources)."""
-        costs = await published_costs(self.redis)
+        costs = await published_costs(self.roles.timelines)
         return [(c.handle, c.write_seconds, c.read_seconds) for c in costs]
 
     def forget_local(self) -> None:
@@ -74,50 +81,58 @@ class AppState:
     async def close(self) -> None:
         await self.feed.impressions.close()  # flush what is buffered before Redis goes
         await self.feed.read_counter.close()
-        await self.redis.aclose()
+        await self.roles.aclose()
         await self.engine.dispose()
         if self.replica is not None:
             await self.replica.close()
 
 
-def create_state(settings: Settings | None = None, pool_size: int = 10) -> AppState:
+def create_state(
+    settings: Settings | None = None, pool_size: int = 10, roles: RedisRoles | None = None
+) -> AppState:
+    """`roles`: Redis clients to use instead of building them from the settings (a root
+    that already holds them); closed with the state either way."""
     settings = settings or get_settings()
     engine = make_engine(settings, pool_size=pool_size)
     sessions = make_sessionmaker(engine)
-    redis = make_redis(settings)
+    roles = roles or make_roles(settings)  # one client per distinct URL (decision 0041)
     replica = make_replica(settings, pool_size=pool_size)
     replica_sessions = make_sessionmaker(replica.engine) if replica is not None else None
-    timelines = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
+    timelines = TimelineStore(roles.timelines, settings.timeline_max, settings.author_posts_max)
     # Workers publish live "new posts" notifications after each timeline write.
+    notifier = RedisNotifier(roles.pubsub, settings)
     fanout = FanoutService(
         sessions,
         timelines,
         settings,
-        notifier=RedisNotifier(redis, settings),
+        notifier=notifier,
+        roles=roles,
         replica=replica,
         replica_sessions=replica_sessions,
     )
     # Timeline rebuilds run in the API process that needs them (see app.users.activity).
-    activity = Activity(redis, engine, timelines, settings.active_days, fanout.rebuild_timeline)
+    activity = Activity(
+        roles.sessions, engine, timelines, settings.active_days, fanout.rebuild_timeline
+    )
     feed = FeedService(
         sessions=sessions,
         store=timelines,
         feed_sessions=FeedSessionStore(
-            redis, settings.feed_session_ttl_seconds, settings.feed_sessions_per_viewer
+            roles.sessions, settings.feed_session_ttl_seconds, settings.feed_sessions_per_viewer
         ),
-        lag=LagProbe(redis, settings.lag_threshold_seconds),
+        lag=LagProbe(roles.queue, settings.lag_threshold_seconds),
         settings=settings,
         rebuild=fanout.rebuild_timeline,
         activity=activity,
-        reset_new_posts=partial(reset_new_post_count, redis, settings),
-        read_counter=ReadCounter(redis),
+        reset_new_posts=partial(reset_new_post_count, roles.pubsub, settings),
+        read_counter=ReadCounter(roles.sessions),
         replica=replica if settings.database_replica_feed_pages else None,
     )
     return AppState(
         settings=settings,
         engine=engine,
         sessions=sessions,
-        redis=redis,
+        roles=roles,
         timelines=timelines,
         fanout=fanout,
         feed=feed,

@@ -132,7 +132,7 @@ class FeedGraphQL(GraphQL):
             try:
                 # Batched with the sockets opening at the same time (one pipeline, one query).
                 await revocation.check_together(
-                    context.state.redis, context.state.sessions, context.token
+                    context.state.roles.limits, context.state.sessions, context.token
                 )
             except AppError as exc:
                 raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
@@ -372,12 +372,19 @@ async def readiness(state: AppState) -> dict[str, str]:
             return bool((await conn.scalar(text("select 1"))) == 1)
 
     def lane_alive(queue: str) -> Callable[[], Awaitable[object]]:
-        return lambda: state.redis.exists(queue + health_check_key_suffix)
+        return lambda: state.roles.queue.exists(queue + health_check_key_suffix)
 
-    checks = {"postgres": probe(postgres), "redis": probe(state.redis.ping)}
+    checks = {"postgres": probe(postgres), "redis": probe(lambda: _ping_all(state))}
     checks.update({f"{WORKERS}:{lane}": probe(lane_alive(q)) for lane, q in lanes.LANES.items()})
     results = await asyncio.gather(*checks.values())
     return dict(zip(checks, results, strict=True))
+
+
+async def _ping_all(state: AppState) -> bool:
+    """Every Redis role's server answers (one PING per distinct client; a cluster client
+    pings a node)."""
+    answers = await asyncio.gather(*(client.ping() for client in state.roles.clients()))
+    return all(answers)
 
 
 def export_readiness(checks: dict[str, str]) -> None:
@@ -398,7 +405,9 @@ def create_app(state: AppState | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Settings]]:
         st = holder.setdefault("state", state or create_state(settings))
         # One pub/sub connection for every socket of this process (app.realtime.hub).
-        hub = Hub(st.redis, st.sessions, st.settings, st.timelines)
+        hub = Hub(
+            st.roles.pubsub, st.sessions, st.settings, st.timelines, leases_redis=st.roles.limits
+        )
         await hub.start()
         hubs["hub"] = hub
         # Imported modules are never garbage: keep their objects out of every full
@@ -440,7 +449,7 @@ def create_app(state: AppState | None = None) -> Starlette:
         try:
             async with st.engine.connect() as conn:
                 await conn.execute(text("select 1"))
-            await st.redis.ping()
+            await _ping_all(st)
         except Exception as exc:  # any failure means unhealthy, whatever its kind
             return {"status": "unavailable", "error": type(exc).__name__}, 503
         return {"status": "ok"}, 200

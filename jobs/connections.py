@@ -11,7 +11,8 @@ from app.config import Settings
 
 
 def redis_settings(settings: Settings) -> RedisSettings:
-    return RedisSettings.from_dsn(settings.redis_url)
+    """ARQ's server: REDIS_QUEUE_URL (else REDIS_URL), a plain Redis (never a cluster)."""
+    return RedisSettings.from_dsn(settings.redis_role_url("queue"))
 
 
 def expires_ms(settings: Settings) -> int:

@@ -23,7 +23,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -33,6 +32,7 @@ from app.auth.tokens import TokenClaims
 from app.coalesce import Coalesced
 from app.db.models import User
 from app.errors import AppError, Unauthenticated
+from app.redis_scripts import AnyRedis
 
 # Every bump writes the cached version at once, so it is never stale while Redis answers; if
 # that write fails (Redis down during changePassword), a stale copy lives at most this long.
@@ -90,7 +90,7 @@ passed = _Passed()
 
 
 async def check(
-    redis: Redis,
+    redis: AnyRedis,
     sessions: async_sessionmaker[AsyncSession],
     claims: TokenClaims,
     cache_seconds: float = 0.0,
@@ -122,7 +122,7 @@ async def check(
         passed.remember(claims, cache_seconds)
 
 
-async def revoke(redis: Redis, claims: TokenClaims) -> None:
+async def revoke(redis: AnyRedis, claims: TokenClaims) -> None:
     """logOut: deny-list this one token until it would have expired anyway."""
     passed.forget(claims.user_id)
     ttl = max(1, claims.expires_at - int(time.time()))
@@ -142,7 +142,7 @@ async def bump_version(session: AsyncSession, user_id: int) -> int:
     return int(new)
 
 
-async def publish_version(redis: Redis, user_id: int, version: int) -> None:
+async def publish_version(redis: AnyRedis, user_id: int, version: int) -> None:
     """After the bump commits: every process sees the new version on its next check (past
     TOKEN_CHECK_CACHE_MS in the other processes)."""
     passed.forget(user_id)
@@ -150,7 +150,7 @@ async def publish_version(redis: Redis, user_id: int, version: int) -> None:
 
 
 async def _fill(
-    redis: Redis, sessions: async_sessionmaker[AsyncSession], claims: TokenClaims
+    redis: AnyRedis, sessions: async_sessionmaker[AsyncSession], claims: TokenClaims
 ) -> int:
     current = await _stored_version(sessions, claims.user_id)
     # NX: a concurrent publish_version (a newer value) must win over this older read.
@@ -174,11 +174,11 @@ async def _stored_version(sessions: async_sessionmaker[AsyncSession], user_id: i
     return int(version)
 
 
-Checked = tuple[Redis, async_sessionmaker[AsyncSession], TokenClaims]
+Checked = tuple[AnyRedis, async_sessionmaker[AsyncSession], TokenClaims]
 
 
 async def check_many(
-    redis: Redis, sessions: async_sessionmaker[AsyncSession], many: Sequence[TokenClaims]
+    redis: AnyRedis, sessions: async_sessionmaker[AsyncSession], many: Sequence[TokenClaims]
 ) -> list[AppError | None]:
     """`check` for many tokens at once (no pass cache): one Redis pipeline, one SQL query
     for the versions Redis does not hold, one pipeline to cache those. Each token's answer
@@ -267,7 +267,7 @@ _together: Coalesced[Checked, None] = Coalesced(_check_batch)
 
 
 async def check_together(
-    redis: Redis, sessions: async_sessionmaker[AsyncSession], claims: TokenClaims
+    redis: AnyRedis, sessions: async_sessionmaker[AsyncSession], claims: TokenClaims
 ) -> None:
     """`check` (no pass cache), batched with the other sockets opening at the same time:
     a reconnect storm costs one pipeline and at most one query per batch, not per socket."""
@@ -283,7 +283,9 @@ class Watch:
     BATCH = 500
 
     def __init__(self) -> None:
-        self._watched: dict[int, tuple[Redis, async_sessionmaker[AsyncSession], TokenClaims]] = {}
+        self._watched: dict[
+            int, tuple[AnyRedis, async_sessionmaker[AsyncSession], TokenClaims]
+        ] = {}
         self._on_revoked: dict[int, Callable[[], None]] = {}
         self._intervals: dict[int, float] = {}
         self._ids = itertools.count(1)
@@ -291,7 +293,7 @@ class Watch:
 
     def add(
         self,
-        redis: Redis,
+        redis: AnyRedis,
         sessions: async_sessionmaker[AsyncSession],
         claims: TokenClaims,
         interval: float,

@@ -16,7 +16,6 @@ import asyncio
 import sys
 import time
 
-from redis.asyncio import Redis
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -37,7 +36,8 @@ from app.fanout.control import (
     read_rate,
 )
 from app.fanout.modes import MODE_NAMES
-from app.redis_client import make_redis
+from app.redis_client import RedisRoles, make_roles
+from app.redis_scripts import AnyRedis
 
 AUTO = "auto"
 
@@ -51,7 +51,7 @@ def _known(value: object) -> str:
 
 
 async def explain(
-    settings: Settings, sessions: async_sessionmaker[AsyncSession], redis: Redis, handle: str
+    settings: Settings, sessions: async_sessionmaker[AsyncSession], redis: RedisRoles, handle: str
 ) -> int:
     async with sessions() as session:
         row = (
@@ -119,7 +119,7 @@ async def explain(
 
 
 async def pin(
-    sessions: async_sessionmaker[AsyncSession], redis: Redis, handle: str, choice: str
+    sessions: async_sessionmaker[AsyncSession], redis: AnyRedis, handle: str, choice: str
 ) -> int:
     value = None if choice == AUTO else choice
     async with sessions.begin() as session:
@@ -150,12 +150,12 @@ async def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     settings = get_settings()
     engine = make_engine(settings, pool_size=1)
-    redis = make_redis(settings)
+    redis = make_roles(settings)
     handle = args.handle.removeprefix("@")
     try:
         if args.command == "explain":
             return await explain(settings, make_sessionmaker(engine), redis, handle)
-        return await pin(make_sessionmaker(engine), redis, handle, args.choice)
+        return await pin(make_sessionmaker(engine), redis.timelines, handle, args.choice)
     finally:
         await redis.aclose()
         await engine.dispose()

@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,6 +26,7 @@ from app.db.models import FANOUT_PULL, FANOUT_PUSH, User
 from app.fanout import lanes
 from app.fanout.lag import lane_lag_seconds
 from app.fanout.queries import active_since
+from app.redis_client import RedisRoles
 from app.redis_scripts import AnyRedis
 from app.users.reads import reads_per_active_user
 
@@ -267,12 +267,14 @@ async def authors_to_review(redis: AnyRedis, limit: int) -> list[int]:
 
 async def gather_inputs(
     session: AsyncSession,
-    redis: AnyRedis,
+    redis: RedisRoles,
     author_id: int,
     settings: Settings,
     now_ms: int | None = None,
 ) -> AuthorInputs:
-    """The author's inputs; a Redis failure leaves its inputs None (the thresholds decide)."""
+    """The author's inputs; a Redis failure leaves its inputs None (the thresholds decide).
+    Three roles: the author's keys (timelines), the lane's lag (queue), the read rate
+    (sessions)."""
     row = (
         await session.execute(
             select(User.follower_count, User.fanout_pin).where(User.id == author_id)
@@ -285,13 +287,14 @@ async def gather_inputs(
     queued: int | None = None
     rate: float | None = None
     try:
-        active = await count_active_followers(session, redis, author_id, settings)
-        posts = await posts_in_window(redis, author_id, now_ms, settings.fanout_window_seconds)
+        active = await count_active_followers(session, redis.timelines, author_id, settings)
+        window = settings.fanout_window_seconds
+        posts = await posts_in_window(redis.timelines, author_id, now_ms, window)
         lane = lanes.label(lane_of(row.follower_count, settings))
-        lag, queued = (await lane_lag_seconds(cast(Redis, redis)))[lane]  # ARQ's own Redis API
+        lag, queued = (await lane_lag_seconds(redis.queue))[lane]
         rate = await reads_per_active_user(
             session,
-            redis,
+            redis.sessions,
             settings.fanout_window_seconds,
             settings.active_days,
             settings.fanout_read_rate_min_reads,

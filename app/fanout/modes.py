@@ -26,6 +26,7 @@ from app.fanout.control import (
     threshold_mode,
 )
 from app.observability.metrics import FANOUT_DECISIONS, FANOUT_MODE_SWITCHES
+from app.redis_client import RedisRoles
 
 MODE_NAMES = {FANOUT_PUSH: "push", FANOUT_PULL: "pull"}
 
@@ -49,7 +50,7 @@ def next_mode(current: int, followers: int, settings: Settings) -> int:
 
 
 async def _decide(
-    session: AsyncSession, redis: Any, author_id: int, row: Any, settings: Settings
+    session: AsyncSession, redis: RedisRoles | None, author_id: int, row: Any, settings: Settings
 ) -> CostDecision:
     if settings.fanout_control == "cost" and redis is not None:
         return decide(
@@ -63,7 +64,7 @@ async def _decide(
 
 
 async def resolve_mode(
-    session: AsyncSession, author_id: int, settings: Settings, redis: Any = None
+    session: AsyncSession, author_id: int, settings: Settings, redis: RedisRoles | None = None
 ) -> ModeDecision:
     """Read the author's mode under a row lock and switch it when the decision says so.
     Without `redis` (no inputs to read) the thresholds decide, as FANOUT_CONTROL=threshold."""
@@ -84,7 +85,7 @@ async def resolve_mode(
     FANOUT_DECISIONS.labels(decision.reason).inc()
     if decision.reason == "burst" and redis is not None:
         # Looked at again by the periodic pass until the burst is over.
-        await mark_for_review(redis, author_id, int(datetime.now(UTC).timestamp() * 1000))
+        await mark_for_review(redis.timelines, author_id, int(datetime.now(UTC).timestamp() * 1000))
     mode = decision.mode
     costs = (decision.write_cost_seconds, decision.read_cost_seconds)
     if mode == row.fanout_mode:
@@ -107,7 +108,7 @@ async def resolve_mode(
         pull_since = row.fanout_mode_changed_at or datetime.fromtimestamp(0, UTC)
         if redis is not None:  # before the commit: a crash after it still finds the catch-up
             since_ms = int(pull_since.timestamp() * 1000)
-            await note_catchup(redis, author_id, row.fanout_mode_version + 1, since_ms)
+            await note_catchup(redis.timelines, author_id, row.fanout_mode_version + 1, since_ms)
     return ModeDecision(
         mode, row.fanout_mode_version + 1, row.follower_count, pull_since, decision.reason, *costs
     )

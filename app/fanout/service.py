@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, cast
+from typing import Protocol
 
 from redis.asyncio import Redis
 from sqlalchemy import select
@@ -38,6 +38,7 @@ from app.observability.metrics import (
 )
 from app.posts.ids import created_ms
 from app.posts.queries import author_posts, followee_posts
+from app.redis_client import RedisRoles
 from app.timelines.store import TimelineStore
 
 
@@ -109,6 +110,20 @@ class FanoutService:
     # engine, `replica` saying whether it keeps up.
     replica: ReplicaRouter | None = None
     replica_sessions: async_sessionmaker[AsyncSession] | None = None
+    # Redis by role (decision 0041): the control plane's keys on the timelines role, lane
+    # lag on the queue's, the measured read rate on the sessions'. None: all on the store's.
+    roles: RedisRoles | None = None
+
+    def __post_init__(self) -> None:
+        if self.roles is None:
+            redis = self.store.redis
+            assert isinstance(redis, Redis), "a cluster store needs its roles handed down"
+            self.roles = RedisRoles.single(redis)
+
+    @property
+    def redis_roles(self) -> RedisRoles:
+        assert self.roles is not None  # set by __post_init__
+        return self.roles
 
     async def split_post(
         self, post_id: int, enqueue: Enqueue, job_prefix: str | None = None
@@ -121,9 +136,11 @@ class FanoutService:
             if post is None or post.deleted_at is not None:
                 return None
             # Counted once per post (keyed by its id: a replayed split adds nothing).
-            await record_post(self.store.redis, post.author_id, created_ms(post.id), post.id)
+            await record_post(
+                self.redis_roles.timelines, post.author_id, created_ms(post.id), post.id
+            )
             decision = await resolve_mode(
-                session, post.author_id, self.settings, redis=self.store.redis
+                session, post.author_id, self.settings, redis=self.redis_roles
             )
         score = created_ms(post.id)
         await self.store.push_author_post(post.author_id, post.id, score)
@@ -159,7 +176,7 @@ class FanoutService:
             )
             if before is None:
                 return False, None
-            decision = await resolve_mode(session, author_id, self.settings, redis=self.store.redis)
+            decision = await resolve_mode(session, author_id, self.settings, redis=self.redis_roles)
         await self._catch_up(author_id, decision, enqueue, splitting=0)
         return decision.version != before, decision
 
@@ -168,7 +185,7 @@ class FanoutService:
         `interval_seconds`): decide again the authors whose inputs changed lately, export the
         top ones' estimated costs, and count the time each lane spends over the freshness
         budget (a sample over it counts the whole interval). How many authors switched."""
-        redis = self.store.redis
+        redis = self.redis_roles.timelines
         switched = 0
         costs: list[tuple[int, ModeDecision]] = []
         for author_id in await authors_to_review(redis, limit):
@@ -178,7 +195,7 @@ class FanoutService:
                 costs.append((author_id, decision))
         await self._publish_top_costs(costs, interval_seconds)
         budget = self.settings.fanout_freshness_budget_seconds
-        for lane, (age, _waiting) in (await lane_lag_seconds(cast(Redis, redis))).items():
+        for lane, (age, _waiting) in (await lane_lag_seconds(self.redis_roles.queue)).items():
             if age > budget and interval_seconds > 0:
                 FANOUT_LANE_OVER_BUDGET.labels(lane).inc(interval_seconds)
         return switched
@@ -207,7 +224,9 @@ class FanoutService:
             for author_id, d in top
         ]
         # Kept a few rounds, so a scrape between two passes sees it; gone when passes stop.
-        await publish_costs(self.store.redis, published, int(max(60, 3 * interval_seconds)))
+        await publish_costs(
+            self.redis_roles.timelines, published, int(max(60, 3 * interval_seconds))
+        )
 
     def lane_for(self, follower_count: int) -> str:
         return lanes.BIG if follower_count >= self.settings.big_author_followers else lanes.DEFAULT
@@ -320,7 +339,7 @@ class FanoutService:
         """After a decision: the catch-up of a switch back to PUSH, this one's or one noted by
         a process that died between its commit and the enqueue (app.fanout.control.
         note_catchup); a note of another mode version is stale. Posts queued for pushing."""
-        redis = self.store.redis
+        redis = self.redis_roles.timelines
         pull_since = decision.pull_since
         if pull_since is None:
             pending = await pending_catchup(redis, author_id)

@@ -323,8 +323,8 @@ class FeedService:
         self.verified = VerifiedPages(settings.feed_authz_ttl_seconds)
         # Served and reported posts, written in batches off the request path; RANKED puts
         # the ones a viewer has seen behind the unseen (app.feed.impressions).
-        self.impressions = ImpressionLog(
-            store.redis, settings.impressions_max, settings.impressions_ttl_seconds
+        self.impressions = ImpressionLog(  # the sessions role, as the feed sessions
+            feed_sessions.redis, settings.impressions_max, settings.impressions_ttl_seconds
         )
 
     # -- public ----------------------------------------------------------------------------

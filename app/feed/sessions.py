@@ -30,9 +30,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
-
-from app.redis_scripts import LuaScript, run_script
+from app.redis_scripts import AnyRedis, LuaScript, run_script
 
 _ID = struct.Struct(">Q")
 OPEN_MAX = 20_000  # viewers whose open session a process remembers (~5 MB); oldest go first
@@ -87,7 +85,7 @@ def _unpack(raw: bytes) -> list[int]:
 
 
 class FeedSessionStore:
-    def __init__(self, redis: Redis, ttl_seconds: int, per_viewer: int = 10) -> None:
+    def __init__(self, redis: AnyRedis, ttl_seconds: int, per_viewer: int = 10) -> None:
         self.redis = redis
         self.ttl = ttl_seconds
         self.per_viewer = per_viewer  # FEED_SESSIONS_PER_VIEWER

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
@@ -247,13 +248,26 @@ class HeapFreezer:
             self.dropped = 0
 
 
-def _pubsub_client(redis: AnyRedis) -> Redis:
+def _pubsub_client(redis: AnyRedis, avoid: Redis | None = None) -> Redis:
     """Classic pub/sub on a cluster reaches every node, so any one node will do (redis-py's
-    asyncio cluster client has no pubsub of its own)."""
+    asyncio cluster client has no pubsub of its own; decision 0040): a known node other than
+    `avoid` (the one whose connection was lost), else a seed node (before the client has
+    met the cluster)."""
     if isinstance(redis, Redis):
         return redis
-    node = redis.get_default_node()
-    return Redis(host=node.host, port=int(node.port), health_check_interval=30)
+    nodes = [*redis.get_nodes()] or [*redis.nodes_manager.startup_nodes.values()]
+    if avoid is not None:
+        kwargs = avoid.connection_pool.connection_kwargs
+        lost = (kwargs.get("host"), int(kwargs.get("port", 0)))
+        nodes = [n for n in nodes if (n.host, int(n.port)) != lost] or nodes
+    node = random.choice(nodes)
+    return Redis(
+        host=node.host,
+        port=int(node.port),
+        health_check_interval=30,
+        socket_keepalive=True,
+        socket_connect_timeout=2.0,
+    )
 
 
 class Hub:
@@ -265,7 +279,10 @@ class Hub:
         sessions: async_sessionmaker[AsyncSession],
         settings: Settings,
         timelines: TimelineStore,
+        leases_redis: AnyRedis | None = None,
     ) -> None:
+        """`redis`: the pubsub role (channels and live counts); `leases_redis`: the limits
+        role, where the socket leases live (default: `redis`)."""
         self.redis = redis
         self.sessions = sessions
         self.settings = settings
@@ -275,7 +292,7 @@ class Hub:
         self._author_prefix = self.channels.author_prefix.encode()
         self._subs: dict[int, set[Subscriber]] = {}
         # Sockets and subscriptions held per account and address, across processes.
-        self.leases = Leases(redis, self.settings.realtime_lease_seconds)
+        self.leases = Leases(leases_redis or redis, self.settings.realtime_lease_seconds)
         self._follows: dict[int, set[int]] = {}  # local user -> pull-mode authors followed
         self._followers: dict[int, set[int]] = {}  # pull-mode author -> local users
         self._joined: set[str] = set()  # channels SUBSCRIBE was sent for
@@ -526,6 +543,32 @@ class Hub:
             return int(channel[len(authors) :]) in self._followers
         return True
 
+    async def _repoint(self) -> None:
+        """On a cluster, listen on another node after the connection to one was lost (a node
+        stopped, a failover): every channel joined so far is joined there. A plain server's
+        PubSub reconnects to its one address by itself."""
+        if isinstance(self.redis, Redis) or self._pubsub is None:
+            return
+        old, old_client = self._pubsub, self._pubsub_redis
+        async with self._send_lock:
+            client = _pubsub_client(self.redis, avoid=old_client)
+            pubsub = client.pubsub()
+            joined = sorted(self._joined)
+            try:
+                if joined:
+                    await pubsub.subscribe(*joined)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await client.aclose()
+                raise
+            self._pubsub, self._pubsub_redis = pubsub, client
+        log.warning("realtime pub/sub moved to cluster node %s", client.connection_pool)
+        with contextlib.suppress(Exception):
+            await old.aclose()  # type: ignore[no-untyped-call]
+            if old_client is not None:
+                await old_client.aclose()
+
     async def _read_loop(self) -> None:
         assert self._pubsub is not None
         backoff = 0.1
@@ -540,6 +583,8 @@ class Hub:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 resync = True
+                with contextlib.suppress(RedisError, OSError):
+                    await self._repoint()
                 continue
             backoff = 0.1
             if resync:

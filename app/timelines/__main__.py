@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime
 
 from app.config import get_settings
-from app.redis_client import make_redis
+from app.redis_client import make_client
 from app.timelines.convert import convert_zsets, count_zsets
 from app.timelines.store import (
     AUTHOR_POSTS_PATTERN,
@@ -93,7 +93,7 @@ async def convert(store: TimelineStore, batch: int, pause_ms: float, dry_run: bo
 
 async def main_async(args: argparse.Namespace) -> int:
     settings = get_settings()
-    redis = make_redis(settings)
+    redis = make_client(settings, settings.redis_role_url("timelines"))
     try:
         store = TimelineStore(redis, settings.timeline_max, settings.author_posts_max)
         if args.command == "show":

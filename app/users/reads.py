@@ -105,7 +105,8 @@ async def reads_in_window(
     current = int(now // 60)
     minutes = list(range(current - max(1, window_seconds // 60) + 1, current + 1))
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.mget([minute_key(m) for m in minutes])
+        # Raw MGET: redis-py's cluster pipeline refuses its mget(); the keys share {reads}.
+        pipe.execute_command("MGET", *(minute_key(m) for m in minutes))
         pipe.get(SINCE_KEY)
         counts, since = await pipe.execute()
     reads = sum(int(c) for c in counts if c is not None)

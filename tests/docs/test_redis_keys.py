@@ -99,3 +99,21 @@ def test_every_listed_family_is_built_by_its_owner() -> None:
         if (prefix, owner) not in built
     ]
     assert not stale, "docs/redis-keys.md lists keys the code does not build: " + ", ".join(stale)
+
+
+ROLE_SETTINGS = {f"`REDIS_{r}_URL`" for r in ("TIMELINES", "SESSIONS", "QUEUE", "PUBSUB", "LIMITS")}
+
+
+def test_every_family_names_its_redis_role() -> None:
+    """The last column of the key, channel and job-id tables is one of the five role
+    settings (decision 0041)."""
+    section, named = "", 0
+    for line in DOC.read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+        if section == LOOK_ALIKES or not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        assert cells[-1] in ROLE_SETTINGS, f"{section}: {cells[0]} names no role: {cells[-1]}"
+        named += 1
+    assert named >= 30

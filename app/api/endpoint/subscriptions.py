@@ -166,7 +166,7 @@ class Subscription:
             frames = SocketFrames.open(info, context.operation_id, context.send_text, raw)
         # Budgets first: a refusal costs one Redis round trip, never a SUBSCRIBE or SQL.
         address = context.client_ip()
-        await count_subscribe(context.state.redis, settings, viewer_id, address)
+        await count_subscribe(context.state.roles.limits, settings, viewer_id, address)
         try:
             hold = await hub.leases.acquire(subscription_caps(settings, viewer_id, address))
         except CapReached as full:

@@ -282,7 +282,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         if context.token is not None:
             # Re-checked with every other socket's token in one loop (revocation.Watch).
             self._watched = revocation.watch.add(
-                context.state.redis,
+                context.state.roles.limits,
                 context.state.sessions,
                 context.token,
                 context.state.settings.token_recheck_seconds,

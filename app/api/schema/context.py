@@ -50,7 +50,9 @@ class Context:
 
     async def limit_writes(self) -> None:
         who = f"u{self.viewer_id}" if self.viewer_id is not None else f"ip{self.client_ip()}"
-        await check_rate(self.state.redis, who, self.state.settings.rate_limit_writes_per_minute)
+        await check_rate(
+            self.state.roles.limits, who, self.state.settings.rate_limit_writes_per_minute
+        )
 
     def client_ip(self) -> str:
         client = self.request.client if self.request is not None else None
@@ -66,7 +68,7 @@ async def http_context(state: AppState, request: Request) -> Context:
     try:
         token = header_claims(state.settings, header)
         cache = state.settings.token_check_cache_ms / 1000
-        await revocation.check(state.redis, state.sessions, token, cache)
+        await revocation.check(state.roles.limits, state.sessions, token, cache)
     except AppError as exc:
         return Context(state=state, request=request, auth_error=exc)
     return Context(state=state, request=request, viewer_id=token.user_id, token=token)

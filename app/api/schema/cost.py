@@ -241,7 +241,7 @@ def limit_reads(context: Context) -> None:
         settings.rate_limit_reads_per_ip_per_minute,
         settings.rate_limit_reads_per_minute,
     )
-    read_meter.check(context.state.redis, budgets)
+    read_meter.check(context.state.roles.limits, budgets)
 
 
 __all__ = [

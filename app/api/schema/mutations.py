@@ -82,7 +82,7 @@ class Mutation:
         ctx, settings = info.context, info.context.state.settings
         ip = ctx.client_ip()
         await check_windows(
-            ctx.state.redis,
+            ctx.state.roles.limits,
             signup_budgets(
                 ip,
                 settings.rate_limit_writes_per_minute,
@@ -93,7 +93,7 @@ class Mutation:
         async with ctx.transaction() as session:
             user = await users.sign_up(session, handle, password, display_name, ctx.state.passwords)
         # The owner's address from the start: strangers' failed log-ins do not hold it.
-        await Guesses(ctx.state.redis, GuessLimits.of(settings)).remember(user.handle, ip)
+        await Guesses(ctx.state.roles.limits, GuessLimits.of(settings)).remember(user.handle, ip)
         # A new account follows nobody: its (empty) timeline exists from the start. Without
         # Redis the account is still made; its first feed read rebuilds the timeline.
         with contextlib.suppress(RedisError, OSError):
@@ -108,9 +108,9 @@ class Mutation:
         ctx, settings = info.context, info.context.state.settings
         ip = ctx.client_ip()
         await check_rates(
-            ctx.state.redis, login_budgets(ip, settings.rate_limit_login_per_ip_per_minute)
+            ctx.state.roles.limits, login_budgets(ip, settings.rate_limit_login_per_ip_per_minute)
         )
-        guesses = Guesses(ctx.state.redis, GuessLimits.of(settings))
+        guesses = Guesses(ctx.state.roles.limits, GuessLimits.of(settings))
         async with (
             guesses.attempt(handle, ip, wrong=Unauthenticated),
             ctx.transaction() as session,
@@ -177,7 +177,9 @@ class Mutation:
         since = graph.live_counts_clock()  # the target's posts from now on count live
         user = await _change_graph(info, handle, graph.follow)
         state, viewer = info.context.state, info.context.require_viewer()
-        await graph.live_counts_resumed(state.redis, viewer, user.row.id, since, state.settings)
+        await graph.live_counts_resumed(
+            state.roles.pubsub, viewer, user.row.id, since, state.settings
+        )
         return user
 
     @strawberry.mutation
@@ -185,7 +187,7 @@ class Mutation:
         user = await _change_graph(info, handle, graph.unfollow)
         state, viewer = info.context.state, info.context.require_viewer()
         await graph.live_counts_stopped(
-            state.redis, state.sessions, [(viewer, user.row.id)], state.settings
+            state.roles.pubsub, state.sessions, [(viewer, user.row.id)], state.settings
         )
         return user
 
@@ -194,7 +196,7 @@ class Mutation:
         user = await _change_graph(info, handle, graph.block)
         state, viewer, other = info.context.state, info.context.require_viewer(), user.row.id
         pairs = [(viewer, other), (other, viewer)]  # both ways: a block cuts both follows
-        await graph.live_counts_stopped(state.redis, state.sessions, pairs, state.settings)
+        await graph.live_counts_stopped(state.roles.pubsub, state.sessions, pairs, state.settings)
         return user
 
     @strawberry.mutation
@@ -258,7 +260,7 @@ class Mutation:
         viewer_id = await _writer(info)
         state = info.context.state
         # Wrong old passwords count as guesses at the account, as logIn's failures do.
-        guesses = Guesses(state.redis, GuessLimits.of(state.settings))
+        guesses = Guesses(state.roles.limits, GuessLimits.of(state.settings))
         async with info.context.transaction() as session:
             user, version = await change_password(
                 session,
@@ -271,7 +273,7 @@ class Mutation:
             )
         # Redis down: other processes see the new version when their cached copy lapses.
         with contextlib.suppress(RedisError, OSError):
-            await revocation.publish_version(state.redis, viewer_id, version)
+            await revocation.publish_version(state.roles.limits, viewer_id, version)
         return AuthPayload(token=issue_token(state.settings, user.id, version), user=User(row=user))
 
     @strawberry.mutation(
@@ -283,7 +285,7 @@ class Mutation:
         token = info.context.token
         if token is None:  # a socket's operation: it was authenticated at connection_init
             raise Unauthenticated("Log out over HTTP, with the token to revoke.")
-        await revocation.revoke(info.context.state.redis, token)
+        await revocation.revoke(info.context.state.roles.limits, token)
         return True
 
     @strawberry.mutation(

@@ -14,13 +14,13 @@ The counts of what is held at once live in app.realtime.leases (shared by every 
 from __future__ import annotations
 
 from prometheus_client import Counter
-from redis.asyncio import Redis
 
 from app.coalesce import Coalesced
 from app.config import Settings
 from app.errors import RateLimited
 from app.ratelimit import check_windows_many
 from app.realtime.leases import SOCKETS, SUBSCRIPTIONS, Cap, address_key, user_key
+from app.redis_scripts import AnyRedis
 
 CLOSE_TOO_MANY = 4429  # graphql-ws's own code for "too many": its client does not retry it
 
@@ -82,14 +82,14 @@ def operations_refusal(limit: int) -> LimitReached:
     )
 
 
-async def count_subscribe(redis: Redis, settings: Settings, user_id: int, address: str) -> None:
+async def count_subscribe(redis: AnyRedis, settings: Settings, user_id: int, address: str) -> None:
     """One subscription started, against the per-account and per-address minute budgets;
     RateLimited (with retryAfter) past either. Counted with the other subscriptions starting
     at the same time, in one pipeline (app.coalesce)."""
     await _together((redis, settings, user_id, address))
 
 
-Counted = tuple[Redis, Settings, int, str]
+Counted = tuple[AnyRedis, Settings, int, str]
 
 
 async def _count_batch(items: list[Counted]) -> list[RateLimited | None]:

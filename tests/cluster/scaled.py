@@ -1,0 +1,189 @@
+"""The scale-out topology of issue 23 and the steps its tests share (tests/cluster):
+
+- a Redis Cluster of 3 masters with a replica each (tests/cluster_topology.py) holding the
+  timelines, sessions, pub/sub and limits roles (`redis+cluster://`);
+- the queue role (ARQ) on a plain server of its own (ARQ needs a plain server; its own, so
+  these workers never take a job of the other tests, which share the test Redis db);
+- two API processes (tests.servers.ApiServer, separate ports), two ARQ workers per lane and
+  the outbox relay, all real processes with those role URLs.
+
+`start_scaled` starts it (the session fixture `scaled`, tests/cluster/conftest.py);
+`scroll`, `timeline`, `on_cluster` and `active_follower` are the tests' steps.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+from app.config import PROJECT_ROOT
+from app.timelines.store import TimelineStore, timeline_key
+from tests.cluster_topology import ClusterTopology, plain_redis
+from tests.helpers import eventually, gql, ids, make_user
+from tests.servers import ApiServer, stop_process
+
+ROLES_ON_CLUSTER = ("TIMELINES", "SESSIONS", "PUBSUB", "LIMITS")
+WORKERS_PER_LANE = 2
+LANES = ("jobs.worker.WorkerSettings", "jobs.worker.BigLaneWorkerSettings")
+
+
+@dataclass
+class Process:
+    """A `python -m ...` child with its output in a log file (quoted when a test fails)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    log: Path = field(default_factory=lambda: Path(tempfile.mkstemp(suffix=".log")[1]))
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Process:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", *self.argv],
+                cwd=PROJECT_ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+
+    def tail(self) -> str:
+        return f"== {' '.join(self.argv)}\n" + self.log.read_text(errors="replace")[-3000:]
+
+
+@dataclass
+class Scaled:
+    """What the tests talk to: the cluster, both API processes, the workers and the relay."""
+
+    cluster: ClusterTopology
+    queue: Redis  # the plain server of the queue role (ARQ)
+    apis: list[ApiServer]
+    workers: list[Process]
+    relay: Process
+    env: dict[str, str]
+
+    def client(self) -> RedisCluster:
+        """A cluster client in the test process, to look behind the API (keys, slots)."""
+        nodes = [ClusterNode("127.0.0.1", n.port) for n in self.cluster.nodes if n.alive()]
+        return RedisCluster(startup_nodes=nodes, decode_responses=False)
+
+    def logs(self) -> str:
+        parts = [p.tail() for p in (*self.workers, self.relay)]
+        parts += [f"== api {api.port}\n{api.logs()}" for api in self.apis]
+        return "\n".join(parts)
+
+    def dead(self) -> list[str]:
+        """The processes that died (empty when all run)."""
+        dead = [" ".join(p.argv) for p in (*self.workers, self.relay) if not p.alive()]
+        dead += [f"api {a.port}" for a in self.apis if a.proc is None or a.proc.poll() is not None]
+        return dead
+
+
+def role_env(cluster_url: str, queue_url: str) -> dict[str, str]:
+    """Every role but the queue on the cluster; the queue on a plain server."""
+    env = {f"REDIS_{role}_URL": cluster_url for role in ROLES_ON_CLUSTER}
+    env["REDIS_QUEUE_URL"] = queue_url
+    return env
+
+
+@asynccontextmanager
+async def start_scaled() -> AsyncIterator[Scaled]:
+    """The whole topology, started and (whatever happens) stopped."""
+    async with ClusterTopology(masters=3) as cluster, plain_redis() as queue:
+        # Jobs failed by a failover come back within a second or two, not 1, 2, 4... s.
+        quick_retries = {"JOB_RETRY_BASE_SECONDS": "0.3", "JOB_RETRY_MAX_SECONDS": "3"}
+        kwargs = queue.connection_pool.connection_kwargs
+        queue_url = f"redis://{kwargs['host']}:{kwargs['port']}/0"
+        env = {**os.environ, **role_env(cluster.url, queue_url), **quick_retries}
+        # A socket left open by a failed test must not hold the teardown for long.
+        apis = [ApiServer(env=env, args=["--timeout-graceful-shutdown", "2"]) for _ in range(2)]
+        workers = [Process(["arq", lane], env) for lane in LANES for _ in range(WORKERS_PER_LANE)]
+        relay = Process(["jobs.relay"], env)
+        try:
+            for api in apis:
+                await api.start()
+            for proc in (*workers, relay):
+                proc.start()
+            yield Scaled(cluster, queue, apis, workers, relay, env)
+        finally:
+            # SIGTERM to all first, then wait for each: the processes stop side by side.
+            for child in [p.proc for p in (*workers, relay)] + [a.proc for a in apis]:
+                if child is not None and child.poll() is None:
+                    child.terminate()
+            for proc in (*workers, relay):
+                proc.stop()
+            for api in apis:
+                api.stop()
+
+
+# -- steps -----------------------------------------------------------------------------------
+
+WAIT = 30.0  # seconds for work done by other processes on a loaded 2-core machine
+
+
+async def scroll(
+    clients: list[httpx.AsyncClient], token: str, mode: str, first: int = 5
+) -> list[int]:
+    """Every post id of the viewer's feed, page after page, each page through the next
+    client in turn (the cursor of one API process followed on the other)."""
+    shown: list[int] = []
+    after: str | None = None
+    for page in range(100):
+        variables: dict[str, Any] = {"first": first, "mode": mode, "after": after}
+        http = clients[page % len(clients)]
+        feed = (await gql(http, "Feed", variables, token=token)).ok()["feed"]
+        assert feed["degraded"] is False, feed
+        shown += ids(feed)
+        if not feed["pageInfo"]["hasNextPage"]:
+            return shown
+        after = feed["pageInfo"]["endCursor"]
+    raise AssertionError("the feed did not end within 100 pages")
+
+
+async def on_cluster(scaled: Scaled, key: str) -> bool:
+    """Whether `key` (built by its owner's function) exists on the cluster."""
+    client = scaled.client()
+    try:
+        return bool(await client.exists(key))
+    finally:
+        await client.aclose()
+
+
+async def timeline(scaled: Scaled, user_id: int) -> list[int]:
+    """The user's home timeline as it sits on the cluster, newest first ([] when missing)."""
+    client = scaled.client()
+    try:
+        return [pid for pid, _ in await TimelineStore(client, 1000, 100).latest(user_id, 1000)]
+    finally:
+        await client.aclose()
+
+
+async def active_follower(http: httpx.AsyncClient, scaled: Scaled, handle: str) -> tuple[str, int]:
+    """A user who has read the feed once: its timeline exists on the cluster (fan-out writes
+    only existing timelines) and it counts as active."""
+    token, user_id = await make_user(http, handle)
+    (await gql(http, "Feed", {"first": 5}, token=token)).ok()
+
+    async def exists() -> bool:
+        return await on_cluster(scaled, timeline_key(user_id))
+
+    await eventually(exists, WAIT, 0.05, f"{handle}'s timeline on the cluster")
+    return token, user_id
