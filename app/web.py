@@ -46,9 +46,10 @@ from strawberry.types.unset import UNSET, UnsetType
 from app.admission import Admission
 from app.api import http_media
 from app.api.context import Context, http_context
+from app.api.document_limits import MAX_TOKENS
 from app.api.fast.adapter import graphql_schema, uvicorn_transport
 from app.api.fast.compiled_http import CompiledHTTP
-from app.api.fast.compiler import compile_documents
+from app.api.fast.compiler import TextPlans, compile_documents
 from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.fast.raw_frames import RawFrames
 from app.api.graphiql import graphiql_assets_mount, graphiql_html
@@ -427,7 +428,16 @@ def create_app(state: AppState | None = None) -> Starlette:
         plans = compile_documents(
             graphql_schema(schema), graphql.documents.by_text(), schema.process_errors
         )
-        view = CompiledHTTP(graphql, current_state, graphql.documents, plans)
+        # Unregistered texts too, planned once each, bounded (decision 0045).
+        texts = TextPlans(
+            graphql_schema(schema),
+            graphql.documents.rules,
+            MAX_TOKENS,
+            schema.process_errors,
+            settings.compiled_text_plans,
+            settings.compiled_text_max_chars,
+        )
+        view = CompiledHTTP(graphql, current_state, graphql.documents, plans, texts)
     graphql_app = Timed(view)  # bodies arrive read and bounded (app.admission)
 
     async def health() -> tuple[dict[str, str], int]:
