@@ -80,14 +80,19 @@ from redis.asyncio import Redis
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
 from benchmarks.common import (
+    Postgres,
     base_database_url,
+    cpu_seconds,
     free_port,
     is_loopback,
     percentile,
+    pg_cpu_delta,
     private_redis,
+    process_tree,
     release_database,
     scratch_redis_url,
     seeded_parser,
+    start_server,
     stop_process,
     stop_processes,
     wait_for_redis,
@@ -98,13 +103,10 @@ from benchmarks.feed_read import (
     PAGE,
     STOCK_APP,
     check,
-    cpu_seconds,
     data_set,
     each,
     ensure_seeded,
     pick_viewers,
-    process_tree,
-    start_server,
     variants,
     wait_ready,
 )
@@ -156,42 +158,6 @@ def children_cpu() -> float:
     """CPU of this process's children that have been waited for (wrk, once it exits)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-class Postgres:
-    """CPU of the Postgres backends serving the benchmark database (local server only)."""
-
-    def __init__(self, admin: asyncpg.Connection | None, name: str) -> None:
-        self.admin = admin
-        self.name = name
-
-    async def pids(self) -> list[int]:
-        if self.admin is None:
-            return []
-        rows = await self.admin.fetch(
-            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            self.name,
-        )
-        return [r[0] for r in rows]
-
-    async def active(self) -> int:
-        if self.admin is None:
-            return 0
-        return int(
-            await self.admin.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state = 'active' "
-                "AND pid <> pg_backend_pid()",
-                self.name,
-            )
-        )
-
-    async def snapshot(self) -> dict[int, float]:
-        return {pid: cpu_seconds([pid]) for pid in await self.pids()}
-
-
-def pg_cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
-    """Backends present at the end: their CPU since the start (all of it if they are new)."""
-    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 def code_state() -> str:

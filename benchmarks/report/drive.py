@@ -16,7 +16,7 @@ from tqdm import tqdm
 from app.db.models import FANOUT_PULL, FANOUT_PUSH
 from app.fanout.lag import lane_lag_seconds
 from app.timelines.store import TimelineStore, timeline_key
-from benchmarks.feed_wrk import pg_cpu_delta
+from benchmarks.common import pg_cpu_delta
 from benchmarks.report.system import WORKER_SPECS, Client, System
 from benchmarks.timeline_encoding import COPY_SCRIPT
 
