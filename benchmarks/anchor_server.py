@@ -51,6 +51,7 @@ from app.feed.sessions import FeedSessionStore
 from app.state import AppState, create_state
 
 POOL_SIZE = 10  # the product's engine pool (app.state.create_state)
+FIRST_PAGE_POOL = 3
 PAGE_MAX = 100
 _JSON = [(b"content-type", b"application/json")]
 _FANOUT = {FANOUT_PULL: "PULL"}
@@ -128,9 +129,11 @@ class Anchor:
         pages) is made from `settings` unless given (the tests hand theirs)."""
         self.settings = settings
         self.pool = await asyncpg.create_pool(
-            asyncpg_url(settings.database_url), min_size=POOL_SIZE, max_size=POOL_SIZE
+            asyncpg_url(settings.database_url), min_size=1, max_size=POOL_SIZE
         )
-        self.state = state or create_state(settings)
+        # First pages only (1 request in 25 of feed_wrk's loop): a small pool, so that the
+        # anchor holds about the product's share of the shared server's connections.
+        self.state = state or create_state(settings, pool_size=FIRST_PAGE_POOL)
         self.sessions = FeedSessionStore(self.state.redis, settings.feed_session_ttl_seconds)
         self.codec = CursorCodec(settings.secret_key)
 
