@@ -44,7 +44,9 @@ async def test_anchor_next_pages_are_the_products_bytes(client, state, pipeline)
                     page = orjson.loads(product)["data"]["feed"]
                     compared += 1
                     posts += len(page["edges"])
-                    after = page["pageInfo"]["endCursor"] if page["pageInfo"]["hasNextPage"] else None
+                    after = (
+                        page["pageInfo"]["endCursor"] if page["pageInfo"]["hasNextPage"] else None
+                    )
                 # A first page from the anchor: the product's service, the same shape.
                 own = orjson.loads(await _page(bare, token, {"first": 4}))["data"]["feed"]
                 assert own.keys() == first.keys()
