@@ -47,11 +47,14 @@ from graphql import (
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
+    GraphQLBoolean,
     GraphQLEnumType,
     GraphQLError,
+    GraphQLID,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLSchema,
+    GraphQLString,
     InlineFragmentNode,
     ListTypeNode,
     NamedTypeNode,
@@ -142,6 +145,10 @@ class Step:
     non_null: bool
     complete: Any  # a leaf's completion; an object's or a list item's steps
     type_name: str  # the parent type's name (__typename)
+    # A leaf of graphql-core's own String, ID or Boolean: a value of exactly this Python
+    # type is its own serialization (serialize_string/_id/_boolean return it unchanged),
+    # so it skips the completion call; any other value takes `complete`.
+    same: type | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +235,9 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
             value = read(source, extras)
             if value is None:
                 raise NotCompilable(f"{step.type_name}.{step.key}: not in the page's extras")
+            if type(value) is step.same:
+                out[step.key] = value
+                continue
             out[step.key] = (
                 _render(complete, value, extras)
                 if type(complete) is tuple
@@ -240,7 +250,9 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
                 raise NotCompilable(f"null {step.type_name}.{step.key}")
             out[step.key] = None
         elif kind == LEAF:
-            out[step.key] = _leaf_value(step, step.complete, value)
+            out[step.key] = (
+                value if type(value) is step.same else _leaf_value(step, step.complete, value)
+            )
         elif kind == OBJECT:
             out[step.key] = _render(step.complete, value, extras)
         else:  # LIST of objects
@@ -499,11 +511,13 @@ def _steps(
                 complete = _steps(schema, target, node.selection_set, fragments)
             else:
                 raise NotCompilable(f"{parent.name}.{name} from the page's extras")
-            steps.append(Step(key, EXTRAS, "", non_null, (read, complete), parent.name))
+            same = _same(field_def.type) if how == LEAF else None
+            steps.append(Step(key, EXTRAS, "", non_null, (read, complete), parent.name, same))
             continue
         kind, _, _, attribute, target = classify_field(owner, field_def, name)
         if kind == LEAF:
-            steps.append(Step(key, LEAF, attribute, non_null, target, parent.name))
+            same = _same(field_def.type)
+            steps.append(Step(key, LEAF, attribute, non_null, target, parent.name, same))
         elif kind == OBJECT and node.selection_set is not None:
             sub = _steps(schema, target, node.selection_set, fragments)
             steps.append(Step(key, OBJECT, attribute, non_null, sub, parent.name))
@@ -516,6 +530,19 @@ def _steps(
         else:
             raise NotCompilable(f"{parent.name}.{name}")
     return tuple(steps)
+
+
+# graphql-core's own scalars whose serializer returns a value of this type unchanged.
+_SAME: tuple[tuple[Any, type], ...] = (
+    (GraphQLString, str),
+    (GraphQLID, str),
+    (GraphQLBoolean, bool),
+)
+
+
+def _same(type_: Any) -> type | None:
+    inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
+    return next((python for scalar, python in _SAME if inner is scalar), None)
 
 
 def _object_type(type_: Any) -> GraphQLObjectType:
