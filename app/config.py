@@ -269,6 +269,11 @@ class Settings(BaseSettings):
     fast_execution: bool = True
     # Registered feed documents over HTTP answered by compiled code (app.api.fast.compiler).
     compiled_documents: bool = True
+    # The same for a document sent as unregistered text (GraphiQL, ad-hoc clients): planned on
+    # its second sighting, kept in a per-process LRU of this many texts (0: off) of at most
+    # COMPILED_TEXT_MAX_CHARS characters each (docs/decisions/0045-text-plans.md).
+    compiled_text_plans: int = Field(default=64, ge=0, le=100_000)
+    compiled_text_max_chars: int = Field(default=10_000, ge=0, le=1_000_000)
     # How long this process trusts a token that passed the revocation check (app.auth.revocation).
     token_check_cache_ms: int = Field(default=1000, ge=0, le=60_000)
 

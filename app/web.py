@@ -48,13 +48,14 @@ from app.api.endpoint.subscriptions import ABORT_KEY, SocketContext
 from app.api.endpoint.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
 from app.api.fast.adapter import graphql_schema, uvicorn_transport
 from app.api.fast.compiled_http import CompiledHTTP
-from app.api.fast.compiler import compile_documents
+from app.api.fast.compiler import TextPlans, compile_documents
 from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.fast.raw_frames import RawFrames
 from app.api.schema.context import Context, http_context
 from app.api.transports import http_media
 from app.api.transports.admission import Admission
 from app.api.transports.connections import SETTINGS_STATE_KEY
+from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.graphiql import graphiql_assets_mount, graphiql_html
 from app.api.transports.trusted import (
     DocumentRefused,
@@ -441,7 +442,16 @@ def create_app(state: AppState | None = None) -> Starlette:
         plans = compile_documents(
             graphql_schema(schema), graphql.documents.by_text(), schema.process_errors
         )
-        view = CompiledHTTP(graphql, current_state, graphql.documents, plans)
+        # Unregistered texts too, planned once each, bounded (decision 0045).
+        texts = TextPlans(
+            graphql_schema(schema),
+            graphql.documents.rules,
+            MAX_TOKENS,
+            schema.process_errors,
+            settings.compiled_text_plans,
+            settings.compiled_text_max_chars,
+        )
+        view = CompiledHTTP(graphql, current_state, graphql.documents, plans, texts)
     graphql_app = Timed(view)  # bodies arrive read and bounded (app.api.transports.admission)
 
     async def health() -> tuple[dict[str, str], int]:

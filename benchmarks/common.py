@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
@@ -22,16 +26,29 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
+from graphql import (
+    ArgumentNode,
+    DocumentNode,
+    FieldNode,
+    NameNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    parse,
+    print_ast,
+)
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app.config import asyncpg_url
+from app.api.documents import operations
+from app.config import PROJECT_ROOT, asyncpg_url
 from devtools import provision
 from devtools.provision import create_database, drop_database, migrate
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "")
+RAW_KEY = "raw:{{{}}}"  # the baselines' own keys (hash-tagged like a timeline)
 
 
 # -- numbers and ports --------------------------------------------------------------------
@@ -255,3 +272,177 @@ async def job_results(redis: Redis) -> dict[str, Any]:
             if raw:
                 found[key.decode()[len(result_key_prefix) :]] = deserialize_result(raw)
     return found
+
+
+# -- servers and their CPU (feed_read, feed_wrk, the report) --------------------------------
+
+
+def start_server(
+    app: str, env: dict[str, str], port: int, workers: int, log: Path
+) -> subprocess.Popen[bytes]:
+    argv = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        app,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--no-access-log",
+        "--log-level",
+        "warning",
+    ]
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            argv, cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def process_tree(root: int) -> list[int]:
+    """root and its descendants (uvicorn --workers N spawns N children)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, []))
+    return found
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """utime + stime of the given processes, in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+class Postgres:
+    """CPU of the Postgres backends serving the benchmark database (local server only)."""
+
+    def __init__(self, admin: asyncpg.Connection | None, name: str) -> None:
+        self.admin = admin
+        self.name = name
+
+    async def pids(self) -> list[int]:
+        if self.admin is None:
+            return []
+        rows = await self.admin.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            self.name,
+        )
+        return [r[0] for r in rows]
+
+    async def active(self) -> int:
+        if self.admin is None:
+            return 0
+        return int(
+            await self.admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state = 'active' "
+                "AND pid <> pg_backend_pid()",
+                self.name,
+            )
+        )
+
+    async def snapshot(self) -> dict[int, float]:
+        return {pid: cpu_seconds([pid]) for pid in await self.pids()}
+
+
+def pg_cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
+    """Backends present at the end: their CPU since the start (all of it if they are new)."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+# -- documents and baselines -----------------------------------------------------------
+
+
+def variant_document(field_name: str) -> str:
+    """The Feed operation with its top field renamed and only `first` kept: the selection set
+    (edges, cursor, PostFields, pageInfo, sessionId, degraded) stays byte for byte the same."""
+    doc = parse(operations()["Feed"])
+    op = next(d for d in doc.definitions if isinstance(d, OperationDefinitionNode))
+    top = op.selection_set.selections[0]
+    assert isinstance(top, FieldNode)
+    new_top = dataclasses.replace(
+        top,
+        name=NameNode(value=field_name),
+        arguments=tuple(
+            a for a in top.arguments if isinstance(a, ArgumentNode) and a.name.value == "first"
+        ),
+    )
+    new_op = dataclasses.replace(
+        op,
+        name=NameNode(value=field_name[0].upper() + field_name[1:]),
+        variable_definitions=tuple(
+            v for v in op.variable_definitions if v.variable.name.value == "first"
+        ),
+        selection_set=SelectionSetNode(selections=(new_top,)),
+    )
+    rest = tuple(d for d in doc.definitions if d is not op)
+    return print_ast(DocumentNode(definitions=(new_op, *rest)))
+
+
+async def raw_rates(redis: Redis, url: str, n: int = 200_000) -> dict[str, float]:
+    """The baselines: redis-benchmark's pipelined ZADD and a redis-py pipeline of ZADD, into
+    keys of their own (`raw:{n}`, no family of the service's)."""
+    rates: dict[str, float] = {}
+    binary = shutil.which("redis-benchmark")
+    if binary:
+        host, port, db = redis_address(url)
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [
+                binary,
+                "-h",
+                host,
+                "-p",
+                str(port),
+                "--dbnum",
+                str(db),
+                "-P",
+                "64",
+                "-r",
+                "1000000",
+                "-n",
+                str(n),
+                "-q",
+                "--csv",
+                "zadd",
+                RAW_KEY.format("__rand_int__"),
+                "__rand_int__",
+                "m:__rand_int__",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out = done.stdout
+        rates["redis-benchmark ZADD -P 64"] = float(
+            out.strip().splitlines()[-1].split(",")[1].strip('"')
+        )
+    start = time.perf_counter()
+    for base in range(0, n, 1000):
+        async with redis.pipeline(transaction=False) as pipe:
+            for i in range(base, base + 1000):
+                pipe.zadd(RAW_KEY.format(i % 50_000), {f"{1_790_000_000_000_000_000 + i}": i})
+            await pipe.execute()
+    rates["redis-py pipeline ZADD x1000"] = n / (time.perf_counter() - start)
+    await redis.flushdb()
+    return rates

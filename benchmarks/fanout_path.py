@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -33,7 +32,7 @@ from app.config import PROJECT_ROOT
 from app.fanout import lanes
 from app.fanout.service import batch_job_id, post_job_prefix
 from app.posts.ids import EPOCH_MS
-from benchmarks.common import job_results, redis_address, result_keys, scratch, stop_processes
+from benchmarks.common import job_results, raw_rates, result_keys, scratch, stop_processes
 
 BENCH_ENV = {
     "FANOUT_PULL_THRESHOLD": "100000000",  # keep the author in PUSH whatever the size
@@ -42,61 +41,11 @@ BENCH_ENV = {
     "TIMELINE_MAX": "800",
     "FANOUT_BATCH_SIZE": "1000",
 }
-RAW_KEY = "raw:{{{}}}"  # the baselines' own keys (hash-tagged like a timeline)
 
 
 async def _commandstats(redis: Redis) -> dict[str, tuple[int, int]]:
     stats = await redis.info("commandstats")
     return {k[len("cmdstat_") :]: (v["calls"], v["usec"]) for k, v in stats.items()}
-
-
-async def raw_rates(redis: Redis, url: str, n: int = 200_000) -> dict[str, float]:
-    """The baselines: redis-benchmark's pipelined ZADD and a redis-py pipeline of ZADD, into
-    keys of their own (`raw:{n}`, no family of the service's)."""
-    rates: dict[str, float] = {}
-    binary = shutil.which("redis-benchmark")
-    if binary:
-        host, port, db = redis_address(url)
-        done = await asyncio.to_thread(
-            subprocess.run,
-            [
-                binary,
-                "-h",
-                host,
-                "-p",
-                str(port),
-                "--dbnum",
-                str(db),
-                "-P",
-                "64",
-                "-r",
-                "1000000",
-                "-n",
-                str(n),
-                "-q",
-                "--csv",
-                "zadd",
-                RAW_KEY.format("__rand_int__"),
-                "__rand_int__",
-                "m:__rand_int__",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        out = done.stdout
-        rates["redis-benchmark ZADD -P 64"] = float(
-            out.strip().splitlines()[-1].split(",")[1].strip('"')
-        )
-    start = time.perf_counter()
-    for base in range(0, n, 1000):
-        async with redis.pipeline(transaction=False) as pipe:
-            for i in range(base, base + 1000):
-                pipe.zadd(RAW_KEY.format(i % 50_000), {f"{1_790_000_000_000_000_000 + i}": i})
-            await pipe.execute()
-    rates["redis-py pipeline ZADD x1000"] = n / (time.perf_counter() - start)
-    await redis.flushdb()
-    return rates
 
 
 async def seed(dsn: str, followers: int) -> int:

@@ -43,13 +43,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import os
 import random
 import secrets
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -61,30 +59,24 @@ from typing import Any
 import asyncpg
 import httpx
 import orjson
-from graphql import (
-    ArgumentNode,
-    DocumentNode,
-    FieldNode,
-    NameNode,
-    OperationDefinitionNode,
-    SelectionSetNode,
-    parse,
-    print_ast,
-)
 from redis.asyncio import Redis
 
 from app.api.documents import operations
 from app.auth.tokens import issue_token
-from app.config import PROJECT_ROOT, Settings, asyncpg_url
+from app.config import Settings, asyncpg_url
 from benchmarks.common import (
     base_database_url,
     base_redis_url,
+    cpu_seconds,
     free_port,
     percentile,
+    process_tree,
     release_database,
     scratch_redis_url,
     seeded_parser,
+    start_server,
     stop_processes,
+    variant_document,
     wait_for_timelines,
     with_redis_db,
 )
@@ -107,32 +99,6 @@ PAGE = 20
 
 
 # -- documents ---------------------------------------------------------------------------
-
-
-def variant_document(field_name: str) -> str:
-    """The Feed operation with its top field renamed and only `first` kept: the selection set
-    (edges, cursor, PostFields, pageInfo, sessionId, degraded) stays byte for byte the same."""
-    doc = parse(operations()["Feed"])
-    op = next(d for d in doc.definitions if isinstance(d, OperationDefinitionNode))
-    top = op.selection_set.selections[0]
-    assert isinstance(top, FieldNode)
-    new_top = dataclasses.replace(
-        top,
-        name=NameNode(value=field_name),
-        arguments=tuple(
-            a for a in top.arguments if isinstance(a, ArgumentNode) and a.name.value == "first"
-        ),
-    )
-    new_op = dataclasses.replace(
-        op,
-        name=NameNode(value=field_name[0].upper() + field_name[1:]),
-        variable_definitions=tuple(
-            v for v in op.variable_definitions if v.variable.name.value == "first"
-        ),
-        selection_set=SelectionSetNode(selections=(new_top,)),
-    )
-    rest = tuple(d for d in doc.definitions if d is not op)
-    return print_ast(DocumentNode(definitions=(new_op, *rest)))
 
 
 @dataclass(frozen=True)
@@ -237,34 +203,6 @@ async def pick_viewers(dsn: str, n: int, seed: int, active_days: int) -> dict[st
     return {"random": rng.sample(active, min(n, len(active))), "heavy": heavy}
 
 
-def start_server(
-    app: str, env: dict[str, str], port: int, workers: int, log: Path
-) -> subprocess.Popen[bytes]:
-    argv = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        app,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-        "--loop",
-        "uvloop",
-        "--http",
-        "httptools",
-        "--no-access-log",
-        "--log-level",
-        "warning",
-    ]
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            argv, cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-
-
 def _tail(log: Path) -> str:
     return log.read_text(errors="replace")[-3000:]
 
@@ -279,35 +217,6 @@ async def wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path) -> Non
                     return
             await asyncio.sleep(0.1)
     raise RuntimeError(f"server not ready after 30 s:\n{_tail(log)}")
-
-
-def process_tree(root: int) -> list[int]:
-    """root and its descendants (uvicorn --workers N spawns N children)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            stat = (entry / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, pending = [], [root]
-    while pending:
-        pid = pending.pop()
-        found.append(pid)
-        pending.extend(children.get(pid, []))
-    return found
-
-
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """utime + stime of the given processes, in seconds."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
 
 
 # -- load --------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ What it does, in order:
 2. Redis: a private `redis-server` on a free port (no persistence), stopped at the end, so
    no other work's Redis db is flushed and Redis' CPU is measured alone; `--redis-url URL`
    uses that server's db instead (never db 0; FLUSHED before and after).
-3. Servers: `uvicorn app.web:app --workers 2` (uvloop + httptools, as feed_read) and the
-   stock server, `uvicorn benchmarks.stock_server:app --workers 2`, on their own ports, same
+3. Servers: `uvicorn app.web:app --workers 2` (uvloop + httptools, as feed_read), the
+   stock server, `uvicorn benchmarks.stock_server:app --workers 2`, and the bare handler,
+   `uvicorn benchmarks.anchor_server:app --workers 2`, on their own ports, same
    database and SECRET_KEY. Viewers as feed_read: --viewers random active users ("random",
    mostly light) and every user following 1,000-2,000 accounts ("heavy"); tokens from
    app.auth.tokens.issue_token. Warm-up as feed_read (every viewer's timeline rebuilt and
@@ -40,7 +41,17 @@ What it does, in order:
      ranked  feed(first: 20) RANKED first pages (each ranks and freezes a new session)
      naive   naiveFeed(first: 20) on the stock server: follows JOIN posts ORDER BY created_at
              DESC LIMIT 20, every request
+     next-text, chrono-text, ranked-text: next, chrono and ranked with the Feed query sent as
+             unregistered text (`as_text`: the same query on one line, as an ad-hoc client
+             or GraphiQL sends it); next, chrono and ranked send the registered document by
+             `documentId`
+     anchor  next pages as `next`, on the bare handler (benchmarks/anchor_server.py: the same
+             session read, filter query, hydration and JSON with asyncpg, redis-py and
+             orjson, no GraphQL): the physical limit of this design; every variant's rate
+             is reported as a ratio to it too ("x anchor", per viewer class)
    Every variant sends the Feed selection set of graphql/operations/feed.graphql.
+   `--before-env KEY=VALUE,...` starts the API a second time with those settings (a change
+   turned off) and runs `--before-variants` on it as well: before and after in one run.
 5. Measures per run: pages/s over the window from the first request to the last answer;
    p50/p99 from the script's own per-request timings (wrk's histogram is in the JSON too, but
    wrk "corrects" it for coordinated omission); requests still in flight when wrk stops are
@@ -57,6 +68,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -75,19 +87,26 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import orjson
 from redis.asyncio import Redis
 
+from app.api.documents import document_id
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
 from benchmarks.common import (
+    Postgres,
     base_database_url,
+    cpu_seconds,
     free_port,
     is_loopback,
     percentile,
+    pg_cpu_delta,
     private_redis,
+    process_tree,
     release_database,
     scratch_redis_url,
     seeded_parser,
+    start_server,
     stop_process,
     stop_processes,
     wait_for_redis,
@@ -98,13 +117,10 @@ from benchmarks.feed_read import (
     PAGE,
     STOCK_APP,
     check,
-    cpu_seconds,
     data_set,
     each,
     ensure_seeded,
     pick_viewers,
-    process_tree,
-    start_server,
     variants,
     wait_ready,
 )
@@ -113,21 +129,29 @@ from devtools.provision import create_database
 LUA_SCRIPT = Path(__file__).with_name("wrk") / "feed.lua"
 START_DELAY_S = 1  # the script's first requests wait this long (connections opened first)
 INSTALL_HINT = "apt-get install -y wrk"
-FEED_VARIANTS = ("next", "chrono", "ranked")
-VARIANTS = (*FEED_VARIANTS, "naive")
+FEED_VARIANTS = ("next", "chrono", "ranked", "next-text", "chrono-text", "ranked-text")
+VARIANTS = (*FEED_VARIANTS, "anchor", "naive")
+NEXT_KEYS = frozenset({"next", "next-text", "anchor"})  # cursor following: next pages count
+ANCHOR_APP = "benchmarks.anchor_server:app"  # the bare handler (issue 24)
+BEFORE = "app.web:app (before)"  # the API again, with --before-env
 CLASSES = ("random", "heavy")
 LABELS = {
     "stock": "stock ceiling (memoryFeed, plain Strawberry)",
     "next": "feed next pages (RANKED, following endCursor)",
     "chrono": "feed CHRONOLOGICAL first page",
     "ranked": "feed RANKED first page",
+    "next-text": "feed next pages, sent as text",
+    "chrono-text": "feed CHRONOLOGICAL first page, sent as text",
+    "ranked-text": "feed RANKED first page, sent as text",
+    "anchor": "bare handler next pages (anchor)",
     "naive": "naive join (naiveFeed)",
 }
 CLASS_LABELS = {"random": "random active", "heavy": "heavy", "any": "-"}
 CURSOR_MARK = "@@CURSOR@@"
 
 # The issue's targets (one run, 2 workers, 50 connections).
-TARGET_RATIO = {"next": 1.5, "chrono": 1.0, "ranked": 0.8}  # x stock ceiling req/s
+TARGET_RATIO = {"next": 1.5, "chrono": 1.0, "ranked": 0.8, "next-text": 1.0}  # x stock req/s
+TARGET_ANCHOR = 0.8  # registered next pages, x the bare handler's next pages/s
 TARGET_NEXT_PER_S = 1000
 TARGET_P99_MS = 200
 TARGET_NAIVE_P99 = 5.0  # heavy viewers: naive join p99 / feed p99
@@ -156,42 +180,6 @@ def children_cpu() -> float:
     """CPU of this process's children that have been waited for (wrk, once it exits)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-class Postgres:
-    """CPU of the Postgres backends serving the benchmark database (local server only)."""
-
-    def __init__(self, admin: asyncpg.Connection | None, name: str) -> None:
-        self.admin = admin
-        self.name = name
-
-    async def pids(self) -> list[int]:
-        if self.admin is None:
-            return []
-        rows = await self.admin.fetch(
-            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            self.name,
-        )
-        return [r[0] for r in rows]
-
-    async def active(self) -> int:
-        if self.admin is None:
-            return 0
-        return int(
-            await self.admin.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state = 'active' "
-                "AND pid <> pg_backend_pid()",
-                self.name,
-            )
-        )
-
-    async def snapshot(self) -> dict[int, float]:
-        return {pid: cpu_seconds([pid]) for pid in await self.pids()}
-
-
-def pg_cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
-    """Backends present at the end: their CPU since the start (all of it if they are new)."""
-    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 def code_state() -> str:
@@ -242,6 +230,7 @@ class Workload:
     first_body: str
     next_prefix: str = ""
     next_suffix: str = ""
+    label: str = ""  # appended to the variant's label (the --before-env server's runs)
 
     def lua(self, seed: int, max_pages: int, latency_dir: Path | None) -> str:
         tokens = ",\n    ".join(lua_string(t) for t in self.tokens)
@@ -351,7 +340,7 @@ class Run:
 
     @property
     def kind(self) -> str:
-        return "n" if self.key == "next" else "f"
+        return "n" if self.key in NEXT_KEYS else "f"
 
     @property
     def pages(self) -> int:
@@ -418,8 +407,8 @@ class Run:
             "inflight_at_stop": len(self.inflight),
             "inflight_max_wait_ms": round(max(self.inflight, default=0.0), 2),
             "requests": self.requests,
-            "first_pages_in_run": len(firsts) if self.key == "next" else None,
-            "first_page_p99_ms": round(percentile(firsts, 0.99), 2) if self.key == "next" else None,
+            "first_pages_in_run": len(firsts) if self.kind == "n" else None,
+            "first_page_p99_ms": round(percentile(firsts, 0.99), 2) if self.kind == "n" else None,
             "wrk_p50_ms": round((self.wrk.get("wrk_p50_us") or 0) / 1000, 2),
             "wrk_p99_ms": round((self.wrk.get("wrk_p99_us") or 0) / 1000, 2),
             "non200": self.counter("non200"),
@@ -430,9 +419,9 @@ class Run:
             "empty_pages": self.counter("empty"),
             "degraded": self.counter("degraded"),
             "degraded_share": round(self.degraded_share, 4),
-            "sessions": self.counter("sessions") if self.key == "next" else None,
-            "session_ends": self.counter("session_ends") if self.key == "next" else None,
-            "sessions_capped": self.counter("capped") if self.key == "next" else None,
+            "sessions": self.counter("sessions") if self.kind == "n" else None,
+            "session_ends": self.counter("session_ends") if self.kind == "n" else None,
+            "sessions_capped": self.counter("capped") if self.kind == "n" else None,
             "server_cpu_ms_per_req": round(self.per_request_ms(self.server_cpu), 3),
             "pg_cpu_ms_per_req": round(self.per_request_ms(self.pg_cpu), 3),
             "redis_cpu_ms_per_req": round(self.per_request_ms(self.redis_cpu), 3),
@@ -551,23 +540,28 @@ def fmt(value: float, digits: int = 1) -> str:
     return "-" if value != value else f"{value:,.{digits}f}"  # NaN -> "-"
 
 
-def table(runs: Sequence[Run], stock_rate: float, stock_cpu: float) -> str:
+def table(
+    runs: Sequence[Run], stock_rate: float, stock_cpu: float, anchor: dict[str, float]
+) -> str:
     """stock_cpu: the ceiling's server + PG + Redis CPU ms per request, for "x stock, CPU":
     the req/s ratio the two would have if CPU were the only limit (less sensitive to the
-    other work on the machine than the req/s ratio)."""
+    other work on the machine than the req/s ratio). anchor: the bare handler's next
+    pages/s per viewer class (the stock rows: against the first class's)."""
     lines = [
-        "| variant | viewers | pages/s | x stock | x stock, CPU | p50 ms | p99 ms "
+        "| variant | viewers | pages/s | x stock | x anchor | x stock, CPU | p50 ms | p99 ms "
         "| server CPU ms/req | PG + Redis CPU ms/req | wrk CPU µs/req | non-200 | errors "
         "| degraded | other load (cores) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in runs:
+        bare = anchor.get(r.cls, next(iter(anchor.values()), 0.0))
         errors = r.counter("errors") + r.socket_errors + r.timeouts
         degraded = f"{r.counter('degraded')} ({fmt(100 * r.degraded_share, 2)}%)"
         p99, bounded = r.p99()
         lines.append(
             f"| {LABELS[r.key]}{r.label_suffix} | {CLASS_LABELS[r.cls]} | {fmt(r.rate, 0)} "
             f"| {fmt(r.rate / stock_rate, 2) if stock_rate else '-'} "
+            f"| {fmt(r.rate / bare, 2) if bare else '-'} "
             f"| {fmt(stock_cpu / r.total_cpu_ms, 2) if r.total_cpu_ms else '-'} "
             f"| {fmt(r.pct(0.5))} | {'>= ' if bounded else ''}{fmt(p99)} "
             f"| {fmt(r.per_request_ms(r.server_cpu), 2)} "
@@ -587,7 +581,7 @@ def targets(results: dict[tuple[str, str], Run], stock_rate: float, classes: Seq
     for cls in classes:
         for key in FEED_VARIANTS:
             r = results.get((key, cls))
-            if r is None or not stock_rate:
+            if r is None or not stock_rate or key not in TARGET_RATIO:
                 continue
             ratio = r.rate / stock_rate
             goal = TARGET_RATIO[key]
@@ -595,6 +589,15 @@ def targets(results: dict[tuple[str, str], Run], stock_rate: float, classes: Seq
                 f"{LABELS[key]}, {cls}: req/s >= {goal}x stock ceiling",
                 f"{ratio:.2f}x ({r.rate:,.0f} / {stock_rate:,.0f})",
                 ratio >= goal,
+            )
+    for cls in classes:
+        r, bare = results.get(("next", cls)), results.get(("anchor", cls))
+        if r is not None and bare is not None and bare.rate:
+            ratio = r.rate / bare.rate
+            row(
+                f"{LABELS['next']}, {cls}: req/s >= {TARGET_ANCHOR}x the bare handler's",
+                f"{ratio:.2f}x ({r.rate:,.0f} / {bare.rate:,.0f})",
+                ratio >= TARGET_ANCHOR,
             )
     for cls in classes:
         r = results.get(("next", cls))
@@ -644,15 +647,32 @@ def targets(results: dict[tuple[str, str], Run], stock_rate: float, classes: Seq
 # -- main ----------------------------------------------------------------------------------
 
 
+def as_text(document: str) -> str:
+    """The document as an ad-hoc client sends it: the same query on one line, so not the
+    registered text (GraphiQL's own formatting differs from it the same way)."""
+    return " ".join(document.split())
+
+
 def workloads(
     viewers: dict[str, list[int]], tokens: dict[int, str], classes: Sequence[str]
 ) -> list[Workload]:
+    """Feed variants send the Feed document registered (by `documentId`) or as text
+    (`as_text`); the anchor gets the registered body (it reads only the variables)."""
     kinds = variants()
 
-    def body(key: str, after: str | None = None) -> str:
-        return kinds[key].body(after=after).decode()
+    def body(key: str, after: str | None = None, how: str = "") -> str:
+        data = orjson.loads(kinds[key].body(after=after))
+        if how == "registered":
+            data = {"documentId": document_id(data.pop("query")), **data}
+        elif how == "text":
+            data["query"] = as_text(data["query"])
+        return orjson.dumps(data).decode()
 
-    prefix, _, suffix = body("next", after=CURSOR_MARK).partition(CURSOR_MARK)
+    def cursor_body(how: str) -> tuple[str, str]:
+        prefix, _, suffix = body("next", CURSOR_MARK, how).partition(CURSOR_MARK)
+        return prefix, suffix
+
+    reg, text = cursor_body("registered"), cursor_body("text")
     out = [
         Workload(
             "stock",
@@ -665,10 +685,15 @@ def workloads(
     ]
     for cls in classes:
         toks = [tokens[u] for u in viewers[cls]]
+        ranked, chrono = body("ranked", how="registered"), body("chrono", how="registered")
         out += [
-            Workload("next", cls, API_APP, "next", toks, body("ranked"), prefix, suffix),
-            Workload("chrono", cls, API_APP, "first", toks, body("chrono")),
-            Workload("ranked", cls, API_APP, "first", toks, body("ranked")),
+            Workload("anchor", cls, ANCHOR_APP, "next", toks, ranked, *reg),
+            Workload("next", cls, API_APP, "next", toks, ranked, *reg),
+            Workload("chrono", cls, API_APP, "first", toks, chrono),
+            Workload("ranked", cls, API_APP, "first", toks, ranked),
+            Workload("next-text", cls, API_APP, "next", toks, body("ranked", how="text"), *text),
+            Workload("chrono-text", cls, API_APP, "first", toks, body("chrono", how="text")),
+            Workload("ranked-text", cls, API_APP, "first", toks, body("ranked", how="text")),
             Workload("naive", cls, STOCK_APP, "first", toks, body("naive")),
         ]
     return out
@@ -744,12 +769,22 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
         env.setdefault("RATE_LIMIT_READS_PER_MINUTE", "1000000")
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         bases: dict[str, str] = {}
-        logs = {API_APP: workdir / "api.log", STOCK_APP: workdir / "stock.log"}
-        for app_name in (API_APP, STOCK_APP):
+        logs = {
+            API_APP: workdir / "api.log",
+            STOCK_APP: workdir / "stock.log",
+            ANCHOR_APP: workdir / "anchor.log",
+            BEFORE: workdir / "api-before.log",
+        }
+        envs = {API_APP: env, STOCK_APP: env, ANCHOR_APP: env}
+        if args.before_env:  # the API again, as it was before a change (a setting off)
+            pairs = (item.split("=", 1) for item in args.before_env.split(",") if item)
+            envs[BEFORE] = {**env, **dict(pairs)}
+        for app_name, app_env in envs.items():
             port = free_port()
-            servers[app_name] = start_server(app_name, env, port, args.workers, logs[app_name])
+            module = app_name.split(" ")[0]
+            servers[app_name] = start_server(module, app_env, port, args.workers, logs[app_name])
             bases[app_name] = f"http://127.0.0.1:{port}"
-        for app_name in (API_APP, STOCK_APP):
+        for app_name in envs:
             await wait_ready(bases[app_name], servers[app_name], logs[app_name])
         await asyncio.sleep(1.0)  # --workers N: let every worker finish its startup
         pids = {a: process_tree(p.pid) for a, p in servers.items()}
@@ -786,10 +821,18 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
         print(await warm_up(bases, redis, headers, everyone), flush=True)
 
         loads = [w for w in workloads(viewers, tokens, classes) if w.key in (*chosen, "stock")]
+        if args.before_env:
+            before = [v for v in args.before_variants.split(",") if v]
+            loads += [
+                dataclasses.replace(w, server=BEFORE, label=f" (before: {args.before_env})")
+                for w in list(loads)
+                if w.key in before and w.server == API_APP
+            ]
         stock = loads[0]
         order = [stock, *loads[1:], stock]  # the ceiling first and last: drift shows
         results: dict[tuple[str, str], Run] = {}
         stock_runs: list[Run] = []
+        before_runs: list[Run] = []
         load_start = os.getloadavg()
         for n, load in enumerate(order):
             if args.warmup > 0:
@@ -799,10 +842,13 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
             if load.key == "stock":
                 r.label_suffix = ", first" if n == 0 else ", last"
                 stock_runs.append(r)
+            elif load.label:
+                r.label_suffix = load.label
+                before_runs.append(r)
             else:
                 results[(load.key, load.cls)] = r
             print(
-                f"{load.key:6} {load.cls:6}: {r.rate:7.0f} pages/s  p50 {r.pct(0.5):7.1f} ms  "
+                f"{load.key:11} {load.cls:6}{load.label}: {r.rate:7.0f} pages/s  p50 {r.pct(0.5):7.1f} ms  "
                 f"p99 {r.pct(0.99):7.1f} ms  non-200 {r.counter('non200')}  errors "
                 f"{r.counter('errors')}  degraded {r.counter('degraded')}  server CPU "
                 f"{r.per_request_ms(r.server_cpu):.2f} ms/req  other load "
@@ -840,9 +886,10 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
             f"last, mean {stock_rate:,.0f} (the ratios' denominator)."
         )
         print()
-        ordered = [stock_runs[0], *results.values(), stock_runs[-1]]
-        print(table(ordered, stock_rate, stock_cpu))
-        nxt = [r for r in results.values() if r.key == "next"]
+        ordered = [stock_runs[0], *results.values(), *before_runs, stock_runs[-1]]
+        anchor = {cls: r.rate for (key, cls), r in results.items() if key == "anchor"}
+        print(table(ordered, stock_rate, stock_cpu, anchor))
+        nxt = [r for r in results.values() if r.kind == "n"]
         for r in nxt:
             firsts = r.latencies.get("f", [])
             print(
@@ -887,6 +934,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--viewers", type=int, default=200, help="random active viewers")
     parser.add_argument("--max-pages", type=int, default=25, help="pages per session")
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument(
+        "--before-env",
+        metavar="KEY=VALUE,...",
+        help="also start the API with these settings and run --before-variants on it too "
+        "(same run: before and after a change that a setting turns off)",
+    )
+    parser.add_argument("--before-variants", default="next-text,chrono-text,ranked-text")
     parser.add_argument("--classes", default=",".join(CLASSES))
     parser.add_argument("--redis-url", help="use this Redis db (FLUSHED) instead of a private one")
     parser.add_argument(

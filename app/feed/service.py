@@ -747,9 +747,10 @@ class FeedService:
         MAX_FALLBACKS alone still left 1-4%, and 8-40% on a machine shared with other work).
         A real outage still degrades soon: a dead Redis fails fast with connection errors,
         a hung one behind a responsive loop after one timeout, behind a busy loop after at
-        most PATIENCE + 1. Admission control (app.admission) bounds the loop's backlog, so
-        the busy case stays short. The read runs as its own task, so waiting on does not
-        cancel it (redis-py drops a connection when a command is cancelled mid-flight).
+        most PATIENCE + 1. Admission control (app.api.transports.admission) bounds the loop's
+        backlog, so the busy case stays short. The read runs as its own task, so waiting on
+        does not cancel it (redis-py drops a connection when a command is cancelled
+        mid-flight).
         """
         lag = self.loop_lag
         lag.recent()  # keeps the watch running while reads come

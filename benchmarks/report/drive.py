@@ -17,7 +17,7 @@ from app.db.models import FANOUT_PULL, FANOUT_PUSH
 from app.fanout import lanes
 from app.fanout.lag import lane_lag_seconds
 from app.timelines.store import TimelineStore, timeline_key
-from benchmarks.feed_wrk import pg_cpu_delta
+from benchmarks.common import pg_cpu_delta
 from benchmarks.report.system import WORKER_SPECS, Client, System
 from benchmarks.timeline_encoding import COPY_SCRIPT
 

@@ -16,8 +16,7 @@ import asyncpg
 
 from app.posts.ids import EPOCH_MS
 from app.timelines.store import TimelineStore, timeline_key
-from benchmarks.common import percentile
-from benchmarks.fanout_path import raw_rates
+from benchmarks.common import percentile, raw_rates
 from benchmarks.report.drive import read_loop
 from benchmarks.report.system import Client, System
 

@@ -11,8 +11,7 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-from benchmarks.common import job_results, percentile
-from benchmarks.feed_read import variant_document
+from benchmarks.common import job_results, percentile, variant_document
 from benchmarks.report import check, drive
 from benchmarks.report.drive import Posted
 from benchmarks.report.generate import Layout

@@ -27,9 +27,14 @@ from redis.asyncio import Redis
 from app.api.documents import operations
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings, asyncpg_url
-from benchmarks.common import free_port, start_redis
-from benchmarks.feed_read import cpu_seconds, process_tree, start_server
-from benchmarks.feed_wrk import Postgres
+from benchmarks.common import (
+    Postgres,
+    cpu_seconds,
+    free_port,
+    process_tree,
+    start_redis,
+    start_server,
+)
 from devtools.launcher import PROCESSES
 from devtools.provision import create_database, drop_database, migrate
 

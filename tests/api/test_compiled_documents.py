@@ -12,7 +12,10 @@ Differential tests, as tests/api/test_fast_execution.py does for the executor:
   headers and operation names: status, Content-Type and body equal, and the compiled path
   taken for every request it should take (graphql_compiled_total);
 - what the compiler leaves to the regular path (directives, arguments below the root,
-  fields it cannot plan, a response key twice).
+  fields it cannot plan, a response key twice);
+- documents sent as unregistered text (TextPlans): planned on the second sighting, bounded,
+  refusals remembered; over HTTP with text plans on, off and compiled documents off, the
+  same bytes.
 
 A first page makes a new session on every read: within one comparison the page is read once
 and replayed to the other path (tests/api/differential.py's `replayed_pages`).
@@ -32,8 +35,15 @@ from strawberry.http import process_result
 from app.api.documents import sha256_hex
 from app.api.endpoint.schema import build_schema
 from app.api.fast.compiled_http import COMPILED, FALLBACK
-from app.api.fast.compiler import MIRRORED_EXTENSIONS, compile_documents, extension_names
+from app.api.fast.compiler import (
+    MIRRORED_EXTENSIONS,
+    TEXT_LABEL,
+    TextPlans,
+    compile_documents,
+    extension_names,
+)
 from app.api.schema.context import Context
+from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.trusted import Registered
 from app.config import get_settings
 from tests.api import differential
@@ -466,3 +476,111 @@ def test_compiled_variables_coerce_as_graphql_core_does(type_name: str) -> None:
         assert type(ours) is type(theirs) and ours == theirs, (type_name, value, ours, theirs)
         accepted += 1
     assert accepted >= 2, type_name
+
+
+# -- documents sent as unregistered text (TextPlans, decision 0045) ---------------------------
+
+
+def _text_count() -> float:
+    return COMPILED.labels(TEXT_LABEL)._value.get()
+
+
+def _text_plans(entries: int = 4, max_chars: int = 10_000) -> TextPlans:
+    registry = build_schema(get_settings()).documents
+    return TextPlans(
+        PLAIN._schema, registry.rules, MAX_TOKENS, PLAIN.process_errors, entries, max_chars
+    )
+
+
+def test_a_text_is_planned_on_its_second_sighting_and_kept() -> None:
+    plans = _text_plans()
+    text = " ".join(gql_text("Feed").split())  # the Feed query, not its registered text
+    assert plans.get(text) is None and plans.planned == 0  # first sighting: remembered only
+    plan = plans.get(text)
+    assert plan is not None and plans.planned == 1
+    assert plans.get(text) is plan and plans.planned == 1  # planned once
+
+
+def test_texts_the_regular_path_must_judge_are_remembered_as_such() -> None:
+    plans = _text_plans()
+    refused = [
+        "query { feed { nope } }",  # does not validate
+        "query { feed { degraded }",  # does not parse
+        "query { feed { edges { node { id @include(if: true) } } } }",  # not planned
+        "query { feed { degraded } } query B { feed { degraded } }",  # two operations
+        "query { feed(first: 1) { " + "degraded " * 1100 + "} }",  # the token limit
+    ]
+    for text in refused:
+        assert plans.get(text) is None and plans.get(text) is None
+    assert plans.planned == len(refused)
+    for text in refused:
+        assert plans.get(text) is None  # remembered: not planned again
+    assert plans.planned == len(refused)
+
+
+def test_the_bounds_keep_a_flood_of_distinct_texts_cheap() -> None:
+    plans = _text_plans(entries=4, max_chars=200)
+    kept = "query { feed { degraded } }"
+    plans.get(kept)
+    plan = plans.get(kept)
+    assert plan is not None
+    for n in range(1000):  # each sent once: a doorkeeper insert, no planning, no eviction
+        assert plans.get(f"query {{ feed {{ degraded a{n}: sessionId }} }}") is None
+    assert plans.planned == 1 and plans.get(kept) is plan
+    assert len(plans._seen) <= 4
+    long = "query { feed { degraded } }" + " " * 200  # past max_chars: never planned
+    assert plans.get(long) is None and plans.get(long) is None and plans.planned == 1
+    other = "query { viewer { id } }"  # no root the compiler plans: not even remembered
+    assert plans.get(other) is None and plans.get(other) is None and plans.planned == 1
+    for n in range(6):  # sent twice each: planned, and the LRU keeps the 4 newest
+        text = f"query {{ feed {{ b{n}: degraded }} }}"
+        plans.get(text)
+        assert plans.get(text) is not None
+    assert len(plans) == 4 and plans.planned == 7
+    assert plans.get(kept) is None  # evicted: its next sighting starts over
+    assert _text_plans(entries=0).get(kept) is None
+
+
+async def test_text_sent_documents_answer_the_same_bytes(client, state, pipeline) -> None:
+    """Unregistered texts (the Feed query reformatted, random plannable documents, and texts
+    the regular path refuses) over HTTP: text plans on (the default), off, and compiled
+    documents off answer the same status, media type and body; the plans are taken."""
+    world = await build_world(client, pipeline, seed=31)
+    token = world.tokens["bob"]
+    cursors = await end_cursors(state, world.ids["bob"])
+    rng = random.Random(11)
+    feed = " ".join(gql_text("Feed").split())
+    texts: list[tuple[str, list[Any]]] = [
+        (feed, [{}, {"first": 5, "mode": "CHRONOLOGICAL"}, {"first": 0}, {"first": "5"}]),
+        ("# from GraphiQL\n" + gql_text("Feed"), [{"first": 3, "after": rng.choice(cursors)}]),
+        ("query { feed { nope } }", [{}]),
+        ("query { feed { degraded }", [{}]),
+        ("query Q { feed { degraded } } query R { feed { sessionId } }", [{}]),
+    ]
+    for _ in range(12):
+        text, values = Gen(rng, cursors).document()
+        texts.append((text, [values]))
+    before = _text_count()
+    took = 0
+    async with (
+        app_client(state, compiled_text_plans=0) as no_texts,
+        app_client(state, compiled_documents=False) as regular,
+    ):
+        for _ in range(240):
+            text, choices = rng.choice(texts)
+            body: dict[str, Any] = {"query": text, "variables": rng.choice(choices)}
+            if rng.random() < 0.2:
+                body["operationName"] = rng.choice(["Q", "Feed", "R"])
+            headers = {"content-type": "application/json"}
+            if rng.random() < 0.9:
+                headers["authorization"] = f"Bearer {token}"
+            with replayed_pages(state):
+                count = _text_count()
+                ours = await _post(client, body, headers)
+                took += _text_count() > count
+                off = await _post(no_texts, body, headers)
+                theirs = await _post(regular, body, headers)
+            assert ours == theirs, (body, headers)
+            assert off == theirs, (body, headers)
+    assert _text_count() - before == took
+    assert took > 100, took  # every plannable text after its first sighting

@@ -10,6 +10,11 @@ checked (app.api.schema.context.http_context), the NUL check and the read budget
 (app.api.schema.cost), the root field's function, then the plan renders the body in the
 negotiated media type (app.api.transports.http_media), with the status the regular path would give.
 
+A document sent as text that is not registered gets the same treatment once it has been
+planned (app.api.fast.compiler's TextPlans: on its second sighting, bounded, the regular
+path's parse, caps and validation first; decision 0045); until then, and when it cannot be
+planned, it goes to the regular path.
+
 Every other request (anything unusual at all, including what would be an error before
 execution) goes to the regular path untouched, its body replayed: the regular path stays the
 one place that judges malformed requests, so this module cannot refuse what it would
@@ -30,7 +35,7 @@ from prometheus_client import Counter
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.fast.compiler import CompiledQuery, NotCompilable
+from app.api.fast.compiler import TEXT_LABEL, CompiledQuery, NotCompilable, TextPlans
 from app.api.schema.context import Context, http_context
 from app.api.schema.cost import limit_reads
 from app.api.transports import http_media
@@ -60,16 +65,24 @@ class CompiledHTTP:
         state: Callable[[], AppState],
         documents: DocumentRegistry,
         compiled: Mapping[str, CompiledQuery],
+        texts: TextPlans | None = None,
     ) -> None:
         self.app = app
         self.state = state
         self.documents = documents
         self.compiled = compiled
-        self.answered = {q.entry.name: COMPILED.labels(q.entry.name) for q in compiled.values()}
-        self.fell_back = {q.entry.name: FALLBACK.labels(q.entry.name) for q in compiled.values()}
+        # Unregistered texts (None or empty: registered documents only).
+        self.texts = texts if texts is not None and texts.entries else None
+        names = [q.entry.name for q in compiled.values()] + [TEXT_LABEL]
+        self.answered = {name: COMPILED.labels(name) for name in names}
+        self.fell_back = {name: FALLBACK.labels(name) for name in names}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self.compiled or scope["type"] != "http" or scope["method"] != "POST":
+        if (
+            not (self.compiled or self.texts)
+            or scope["type"] != "http"
+            or scope["method"] != "POST"
+        ):
             await self.app(scope, receive, send)
             return
         content_type = accept = None
@@ -134,9 +147,15 @@ class CompiledHTTP:
             text = self.documents.resolve(query, data.get("documentId"), extensions)
         except DocumentRefused:
             return None
-        compiled = self.compiled.get(text) if text is not None else None
-        if compiled is None:
+        if text is None:
             return None
+        compiled = self.compiled.get(text)
+        if compiled is None:
+            if self.texts is None or self.documents.lookup(text) is not None:
+                return None  # a registered document the compiler cannot plan
+            compiled = self.texts.get(text)
+            if compiled is None:
+                return None
         name = data.get("operationName")
         if name is not None and name != compiled.operation_name:
             return None

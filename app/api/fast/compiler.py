@@ -3,7 +3,8 @@
 A registered document (transports.trusted) is known at start-up, so its whole selection can be
 planned once: which attribute each response key reads, how each leaf serializes. When every
 field of a registered query is one this module can plan, `compile_documents` makes a
-`CompiledQuery` of it, and app.api.fast.compiled_http answers such a request over HTTP with
+`CompiledQuery` of it (and `TextPlans` does the same, on demand and bounded, for a text sent
+twice that is not registered), and app.api.fast.compiled_http answers such a request over HTTP with
 the root field's value rendered straight to JSON: no request parsing by Strawberry's view,
 no graphql-core execution context, no per-field Path/Info/resolver wrapper. What is planned:
 
@@ -35,20 +36,25 @@ documents through both and compares the responses, including errors.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
+    ASTValidationRule,
     DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
+    GraphQLBoolean,
     GraphQLEnumType,
     GraphQLError,
+    GraphQLID,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLSchema,
+    GraphQLString,
     InlineFragmentNode,
     ListTypeNode,
     NamedTypeNode,
@@ -59,9 +65,11 @@ from graphql import (
     ValueNode,
     VariableNode,
     located_error,
+    parse,
     value_from_ast_untyped,
 )
 from graphql.language import EnumValueNode
+from strawberry.schema.schema import validate_document
 
 from app.api.fast.adapter import (
     Undefined,
@@ -81,6 +89,7 @@ from app.api.fast.executor import (
 from app.api.schema.context import Context
 from app.api.schema.feed import complete_page_extras, feed_connection
 from app.api.schema.types import PAGE_EXTRAS
+from app.api.transports.document_limits import measure, operation_name_error, shape_error
 from app.api.transports.trusted import Registered
 
 log = logging.getLogger("app.api")
@@ -96,14 +105,18 @@ ROOTS: dict[str, RootResolver] = {"feed": feed_connection}
 # extension must be added here, with its counterpart, before compiled documents come back
 # (tests/api/test_compiled_documents.py compares this list with the schema's).
 MIRRORED_EXTENSIONS: Mapping[str, str] = {
-    "AddValidationRules": "registered documents are validated at start-up, same rules",
-    "MaxTokensLimiter": "registered documents are parsed at start-up, same token limit",
+    "AddValidationRules": "registered documents are validated at start-up, same rules; "
+    "a text when TextPlans plans it",
+    "MaxTokensLimiter": "registered documents are parsed at start-up, same token limit; "
+    "a text when TextPlans plans it",
     "RequestLimits": "CompiledHTTP calls limit_reads before the root field; a NUL in a "
     "variable goes to the regular path",
     "RegisteredDocuments": "CompiledHTTP finds the document with DocumentRegistry.resolve",
-    "DocumentParserCache": "registered documents are parsed at start-up",
-    "DocumentLimits": "caps checked at registration; the operation name must match the plan's",
-    "DocumentValidationCache": "registered documents are validated at start-up",
+    "DocumentParserCache": "registered documents are parsed at start-up, a text once by TextPlans",
+    "DocumentLimits": "caps checked at registration (TextPlans: when planning); the "
+    "operation name must match the plan's",
+    "DocumentValidationCache": "registered documents are validated at start-up, a text once "
+    "by TextPlans",
 }
 
 
@@ -132,6 +145,10 @@ class Step:
     non_null: bool
     complete: Any  # a leaf's completion; an object's or a list item's steps
     type_name: str  # the parent type's name (__typename)
+    # A leaf of graphql-core's own String, ID or Boolean: a value of exactly this Python
+    # type is its own serialization (serialize_string/_id/_boolean return it unchanged),
+    # so it skips the completion call; any other value takes `complete`.
+    same: type | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +235,9 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
             value = read(source, extras)
             if value is None:
                 raise NotCompilable(f"{step.type_name}.{step.key}: not in the page's extras")
+            if type(value) is step.same:
+                out[step.key] = value
+                continue
             out[step.key] = (
                 _render(complete, value, extras)
                 if type(complete) is tuple
@@ -230,7 +250,9 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
                 raise NotCompilable(f"null {step.type_name}.{step.key}")
             out[step.key] = None
         elif kind == LEAF:
-            out[step.key] = _leaf_value(step, step.complete, value)
+            out[step.key] = (
+                value if type(value) is step.same else _leaf_value(step, step.complete, value)
+            )
         elif kind == OBJECT:
             out[step.key] = _render(step.complete, value, extras)
         else:  # LIST of objects
@@ -241,6 +263,12 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
 # -- compiling -----------------------------------------------------------------------------
 
 
+def unmirrored_extensions(schema: GraphQLSchema) -> list[str]:
+    """The schema's extensions this module does not mirror (then it compiles nothing)."""
+    owner = strawberry_schema(schema)
+    return [n for n in extension_names(owner) if n not in MIRRORED_EXTENSIONS] if owner else []
+
+
 def compile_documents(
     schema: GraphQLSchema,
     documents: Mapping[str, Registered],
@@ -248,8 +276,7 @@ def compile_documents(
 ) -> dict[str, CompiledQuery]:
     """Registered text -> its compiled query, for each document this module can plan; none
     when the schema has an extension this module does not mirror."""
-    owner = strawberry_schema(schema)
-    unknown = [n for n in extension_names(owner) if n not in MIRRORED_EXTENSIONS] if owner else []
+    unknown = unmirrored_extensions(schema)
     if unknown:
         log.warning("compiled documents off: extensions %s are not mirrored", unknown)
         return {}
@@ -260,6 +287,92 @@ def compile_documents(
         except NotCompilable:
             continue
     return compiled
+
+
+TEXT_LABEL = "(text)"  # the operation label of plans made from unregistered text
+_SEEN = object()  # a text sighted once: planned if it comes again
+
+
+class TextPlans:
+    """Plans for documents sent as unregistered text (GraphiQL, ad-hoc clients), made once
+    per distinct text and kept in a bounded LRU (decision 0045).
+
+    A text is planned on its second sighting: the first is only remembered in a doorkeeper
+    (a bounded LRU of texts seen once), so a client sending endless distinct texts costs one
+    dictionary insert each and never evicts a plan. Planning does what the regular path does
+    before execution, in its order: parse with the token limit (MaxTokensLimiter), the
+    document caps and the operation-name rule (DocumentLimits), validation with the
+    registered documents' rules (graphql's and the schema's limits); a text that fails any of
+    them, or that the compiler cannot plan, is remembered as None (the regular path answers
+    it, errors and all). Texts longer than `max_chars`, or naming no root this module plans,
+    are never planned nor remembered. A schema with an extension this module does not
+    mirror plans nothing, as compile_documents.
+    """
+
+    def __init__(
+        self,
+        schema: GraphQLSchema,
+        rules: Sequence[type[ASTValidationRule]],
+        max_tokens: int,
+        process_errors: Callable[[list[GraphQLError]], None],
+        entries: int,
+        max_chars: int,
+    ) -> None:
+        self.schema = schema
+        self.rules = tuple(rules)
+        self.max_tokens = max_tokens
+        self.process_errors = process_errors
+        self.entries = entries if not unmirrored_extensions(schema) else 0
+        self.max_chars = max_chars
+        self._plans: OrderedDict[str, CompiledQuery | None] = OrderedDict()
+        self._seen: OrderedDict[str, object] = OrderedDict()
+        self.planned = 0  # texts planned (successfully or not): what the bound must keep low
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def get(self, text: str) -> CompiledQuery | None:
+        """The plan of `text`, made on its second sighting; None: the regular path answers."""
+        plans = self._plans
+        try:
+            plan = plans[text]
+        except KeyError:
+            pass
+        else:
+            plans.move_to_end(text)
+            return plan
+        if not self.entries or len(text) > self.max_chars:
+            return None
+        seen = self._seen
+        if seen.pop(text, None) is None:
+            if not any(root in text for root in ROOTS):  # cannot be a plannable document
+                return None
+            seen[text] = _SEEN
+            if len(seen) > self.entries:
+                seen.popitem(last=False)
+            return None
+        plan = self._plan(text)
+        plans[text] = plan
+        if len(plans) > self.entries:
+            plans.popitem(last=False)
+        return plan
+
+    def _plan(self, text: str) -> CompiledQuery | None:
+        self.planned += 1
+        try:
+            document = parse(text, max_tokens=self.max_tokens)
+        except GraphQLError:
+            return None
+        shape = measure(document)
+        if shape_error(shape) or operation_name_error(shape, None):
+            return None
+        if validate_document(self.schema, document, self.rules):
+            return None
+        entry = Registered(TEXT_LABEL, text, "", document)
+        try:
+            return _compile(self.schema, entry, self.process_errors)
+        except NotCompilable:
+            return None
 
 
 def _compile(
@@ -398,11 +511,13 @@ def _steps(
                 complete = _steps(schema, target, node.selection_set, fragments)
             else:
                 raise NotCompilable(f"{parent.name}.{name} from the page's extras")
-            steps.append(Step(key, EXTRAS, "", non_null, (read, complete), parent.name))
+            same = _same(field_def.type) if how == LEAF else None
+            steps.append(Step(key, EXTRAS, "", non_null, (read, complete), parent.name, same))
             continue
         kind, _, _, attribute, target = classify_field(owner, field_def, name)
         if kind == LEAF:
-            steps.append(Step(key, LEAF, attribute, non_null, target, parent.name))
+            same = _same(field_def.type)
+            steps.append(Step(key, LEAF, attribute, non_null, target, parent.name, same))
         elif kind == OBJECT and node.selection_set is not None:
             sub = _steps(schema, target, node.selection_set, fragments)
             steps.append(Step(key, OBJECT, attribute, non_null, sub, parent.name))
@@ -415,6 +530,19 @@ def _steps(
         else:
             raise NotCompilable(f"{parent.name}.{name}")
     return tuple(steps)
+
+
+# graphql-core's own scalars whose serializer returns a value of this type unchanged.
+_SAME: tuple[tuple[Any, type], ...] = (
+    (GraphQLString, str),
+    (GraphQLID, str),
+    (GraphQLBoolean, bool),
+)
+
+
+def _same(type_: Any) -> type | None:
+    inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
+    return next((python for scalar, python in _SAME if inner is scalar), None)
 
 
 def _object_type(type_: Any) -> GraphQLObjectType:
