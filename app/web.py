@@ -58,7 +58,7 @@ from app.api.trusted import DocumentRefused, manifest_route, names_a_document, w
 from app.api.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
 from app.auth import revocation
 from app.auth.tokens import user_id_from_header
-from app.config import PROJECT_ROOT, Settings, get_settings
+from app.config import PROJECT_ROOT, REDIS_ROLES, Settings, get_settings
 from app.connections import SETTINGS_STATE_KEY
 from app.errors import AppError
 from app.fanout import lanes
@@ -370,6 +370,9 @@ async def readiness(state: AppState) -> dict[str, str]:
         return lambda: state.roles.queue.exists(queue + health_check_key_suffix)
 
     checks = {"postgres": probe(postgres), "redis": probe(lambda: _ping_all(state))}
+    if len(state.roles.clients()) > 1:  # roles on several servers: which one is down
+        for role in REDIS_ROLES:
+            checks[f"redis:{role}"] = probe(state.roles.get(role).ping)
     checks.update({f"{WORKERS}:{lane}": probe(lane_alive(q)) for lane, q in lanes.LANES.items()})
     results = await asyncio.gather(*checks.values())
     return dict(zip(checks, results, strict=True))
