@@ -31,6 +31,8 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection
 from redis.connection import HiredisRespSerializer
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException
 from redis.utils import HIREDIS_AVAILABLE
 
 from app.config import CLUSTER_SCHEMES, REDIS_ROLES, RedisRole, Settings, is_cluster_url
@@ -59,6 +61,59 @@ class TimedRedis(Redis):
         await super().aclose(close_connection_pool)
         if self.listen_pool is not None:
             await self.listen_pool.disconnect()
+
+
+# RedisClusterException messages that mean "the cluster is out of reach or not serving every
+# slot" (redis-py's NodesManager.initialize), not a programming error.
+_OUTAGES = ("Redis Cluster cannot be connected", "All slots are not covered", "could not agree")
+
+
+class ClusterUnavailable(RedisConnectionError):
+    """The cluster could not be reached or mapped: a RedisError, as a plain server's outage."""
+
+
+class SteadyCluster(RedisCluster):
+    """redis-py 5.3.1's cluster client with a default node even while its connections are
+    being closed. A command that loses its node (a master killed) closes the client's nodes,
+    which drops the default node; a pipeline running concurrently then reads
+    `get_default_node().name` and fails with an AttributeError (an INTERNAL error on a feed
+    page mid-failover, tests/cluster/test_failover.py) instead of the ConnectionError callers
+    degrade on (redis/redis-py#3835; the fix, PR #3458, is not released). Any known node
+    will do: the next command re-initializes the client."""
+
+    def get_default_node(self) -> ClusterNode:
+        node: ClusterNode | None = super().get_default_node()
+        if node is None:
+            known = self.get_primaries() or self.get_nodes()
+            if known:
+                return known[0]
+        return node  # type: ignore[return-value]
+
+
+class Cluster(SteadyCluster):
+    """redis-py's cluster client whose outages are RedisErrors.
+
+    redis-py raises RedisClusterException, which is not a RedisError, when no node answers
+    or the slots are not covered (at first use, or when it maps the cluster again after a
+    failover). Every caller here degrades on RedisError (the feed from PostgreSQL, limits
+    counted in process, live updates later); this keeps it so on a cluster."""
+
+    async def initialize(self) -> RedisCluster:
+        try:
+            return await super().initialize()
+        except RedisClusterException as exc:
+            raise _unavailable(exc) from exc
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().execute_command(*args, **kwargs)
+        except RedisClusterException as exc:
+            raise _unavailable(exc) from exc
+
+
+def _unavailable(exc: RedisClusterException) -> Exception:
+    text = str(exc)
+    return ClusterUnavailable(text) if any(o in text for o in _OUTAGES) else exc
 
 
 class RedisRoleError(ValueError):
@@ -146,29 +201,11 @@ def plain_cluster_url(url: str) -> str:
     return url
 
 
-class SteadyCluster(RedisCluster):
-    """redis-py 5.3.1's cluster client with a default node even while its connections are
-    being closed. A command that loses its node (a master killed) closes the client's nodes,
-    which drops the default node; a pipeline running concurrently then reads
-    `get_default_node().name` and fails with an AttributeError (an INTERNAL error on a feed
-    page mid-failover, tests/cluster/test_failover.py) instead of the ConnectionError callers
-    degrade on (redis/redis-py#3835; the fix, PR #3458, is not released). Any known node
-    will do: the next command re-initializes the client."""
-
-    def get_default_node(self) -> ClusterNode:
-        node: ClusterNode | None = super().get_default_node()
-        if node is None:
-            known = self.get_primaries() or self.get_nodes()
-            if known:
-                return known[0]
-        return node  # type: ignore[return-value]
-
-
 def make_cluster(settings: Settings, url: str) -> RedisCluster:
     """A cluster client with the same timeouts as a plain one (commands packed by hiredis
     likewise); redis-py follows MOVED/ASK and rediscovers the slots after a failover."""
     plain = plain_cluster_url(url)
-    return SteadyCluster.from_url(  # type: ignore[no-any-return]
+    return Cluster.from_url(  # type: ignore[no-any-return]
         plain,
         decode_responses=False,
         socket_timeout=settings.redis_socket_timeout_seconds,

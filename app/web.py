@@ -65,7 +65,7 @@ from app.api.transports.trusted import (
 )
 from app.auth import revocation
 from app.auth.tokens import user_id_from_header
-from app.config import PROJECT_ROOT, Settings, get_settings
+from app.config import PROJECT_ROOT, REDIS_ROLES, Settings, get_settings
 from app.errors import AppError
 from app.fanout import lanes
 from app.observability.exposition import render as render_metrics
@@ -352,6 +352,7 @@ class Recent(Generic[T]):
 
 
 WORKERS = "workers"  # readiness check names: workers:default, workers:big
+REDIS = "redis"  # and redis, with redis:timelines, ... when the roles are on several servers
 READY_TIMEOUT_SECONDS = 2.0  # per check: a hung dependency answers "timeout", not a hung probe
 
 
@@ -375,7 +376,10 @@ async def readiness(state: AppState) -> dict[str, str]:
     def lane_alive(queue: str) -> Callable[[], Awaitable[object]]:
         return lambda: state.roles.queue.exists(queue + health_check_key_suffix)
 
-    checks = {"postgres": probe(postgres), "redis": probe(lambda: _ping_all(state))}
+    checks = {"postgres": probe(postgres), REDIS: probe(lambda: _ping_all(state))}
+    if len(state.roles.clients()) > 1:  # roles on several servers: which one is down
+        for role in REDIS_ROLES:
+            checks[f"{REDIS}:{role}"] = probe(state.roles.get(role).ping)
     checks.update({f"{WORKERS}:{lane}": probe(lane_alive(q)) for lane, q in lanes.LANES.items()})
     results = await asyncio.gather(*checks.values())
     return dict(zip(checks, results, strict=True))

@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
-from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+from redis.asyncio.cluster import ClusterPipeline
 from redis.crc import key_slot
 
 from app.config import PROJECT_ROOT
-from app.redis_client import RedisRoles
+from app.redis_client import Cluster, RedisRoles
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
 pytestmark = pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server binary")
@@ -105,7 +105,7 @@ class SlotCheckedPipeline(ClusterPipeline):
         return super().execute_command(*args, **kwargs)
 
 
-class SlotChecked(RedisCluster):
+class SlotChecked(Cluster):
     """A cluster client that records each command's call site and slots before sending it."""
 
     seen: Seen
@@ -115,8 +115,9 @@ class SlotChecked(RedisCluster):
         return await super().execute_command(*args, **kwargs)
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> ClusterPipeline:
-        pipe = SlotCheckedPipeline(self)
-        pipe.seen = self.seen
+        pipe = super().pipeline(transaction, shard_hint)  # refuses a transaction, as a cluster
+        pipe.__class__ = SlotCheckedPipeline
+        pipe.seen = self.seen  # type: ignore[attr-defined]
         return pipe
 
 

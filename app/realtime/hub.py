@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import SSLConnection
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -267,7 +269,19 @@ def _pubsub_client(redis: AnyRedis, avoid: Redis | None = None) -> Redis:
         health_check_interval=30,
         socket_keepalive=True,
         socket_connect_timeout=2.0,
+        **_node_credentials(redis),
     )
+
+
+def _node_credentials(cluster: RedisCluster) -> dict[str, Any]:
+    """The cluster client's credentials and TLS settings, for a plain connection to one of
+    its nodes (no read timeout: a subscriber waits for messages)."""
+    given = cluster.connection_kwargs
+    out = {k: given[k] for k in ("username", "password", "credential_provider") if given.get(k)}
+    if issubclass(given.get("connection_class", object), SSLConnection):
+        out["ssl"] = True
+        out.update({k: v for k, v in given.items() if k.startswith("ssl_") and v is not None})
+    return out
 
 
 class Hub:

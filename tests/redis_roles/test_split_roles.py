@@ -135,6 +135,8 @@ async def test_a_post_fans_out_into_a_timeline_on_the_cluster(
             assert await cluster_keys(nodes, "fu:*"), "live counts on the pubsub role"
             ready = (await client.get("/readyz")).json()
             assert ready["checks"]["redis"] == "ok", ready
+            roles = ("timelines", "sessions", "queue", "pubsub", "limits")
+            assert all(ready["checks"][f"redis:{r}"] == "ok" for r in roles), ready
     finally:
         await nodes.aclose()
 
