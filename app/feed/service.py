@@ -225,6 +225,42 @@ async def _concurrently(
     return result, await task
 
 
+def _retrieve(task: asyncio.Future[object]) -> None:
+    """Mark a background task's failure as seen (its owner reads it, or has failed itself)."""
+    if not task.cancelled():
+        task.exception()
+
+
+class _Reset:
+    """A first page's live-count reset (the `reset_new_posts` call), started once the page's
+    candidates are read so that it runs while the page is filtered, ranked and read instead
+    of after it: the page shows what the candidates held, which is what the reset forgets."""
+
+    def __init__(self, run: Callable[[int], Awaitable[None]], viewer_id: int) -> None:
+        self._run, self._viewer_id = run, viewer_id
+        self.task: asyncio.Future[None] | None = None
+
+    def start(self) -> None:
+        if self.task is None:
+            self.task = asyncio.ensure_future(self._run(self._viewer_id))
+            self.task.add_done_callback(_retrieve)
+
+    async def settle(self) -> bool:
+        """Wait for a started reset; True when it was done (False: not started, or Redis
+        failed; other failures are raised)."""
+        if self.task is None:
+            return False
+        await asyncio.wait([self.task])
+        if self.task.cancelled():
+            return False
+        error = self.task.exception()
+        if error is None:
+            return True
+        if isinstance(error, RedisError):
+            return False
+        raise error
+
+
 class LoadTimeout(TimeoutError):
     """A source read still late after PATIENCE more timeouts, all with a busy event loop:
     degraded because of this process's load (metric reason "load_timeout")."""
@@ -327,23 +363,31 @@ class FeedService:
         self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
     ) -> FeedPage:
         """One page; without a cursor, a fresh first page (see the module docstring)."""
+        reset = None
         if cursor is None:
             await self.activity.touch_read(viewer_id)  # at most once an hour
-        page = await self._read(viewer_id, mode, first, cursor)
+            reset = _Reset(self._reset_new_posts, viewer_id)
+        try:
+            page = await self._read(viewer_id, mode, first, cursor, reset)
+        except BaseException:
+            if reset is not None:
+                with contextlib.suppress(Exception):
+                    await reset.settle()
+            raise
         shown = [row.post_id for row, _ in page.rows]
         self.impressions.record(viewer_id, shown)  # no I/O
         _count_page(mode, cursor, shown, page.repeats)
-        if cursor is None:
+        if reset is not None:
             # A fresh first page shows everything announced so far: the live count restarts,
             # unless nothing arrived since the reset after this session's own first page.
+            # Started as soon as the candidates were read (`_Reset`), so usually done by now.
             session = page.session_id
             open_ = self.open_sessions.get(viewer_id, session) if page.reused else None
-            if open_ is not None and open_.reset_done:
+            if reset.task is None and open_ is not None and open_.reset_done:
                 _RESET_SKIPPED.inc()
                 return page
-            try:
-                await self._reset_new_posts(viewer_id)
-            except RedisError:
+            reset.start()
+            if not await reset.settle():
                 return page  # Redis down: the page matters more; the next first page resets
             _RESET_DONE.inc()
             if session is not None:
@@ -351,7 +395,12 @@ class FeedService:
         return page
 
     async def _read(
-        self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
+        self,
+        viewer_id: int,
+        mode: FeedMode,
+        first: int,
+        cursor: Cursor | None,
+        reset: _Reset | None = None,
     ) -> FeedPage:
         stages = _Stages()
         extras = PageExtras()
@@ -376,9 +425,11 @@ class FeedService:
             stages.done("context")
             if ranked_first:
                 page = await self._ranked_first_page(
-                    viewer_id, context, timeline, first, stages, extras
+                    viewer_id, context, timeline, first, stages, extras, reset
                 )
             else:
+                if reset is not None:
+                    reset.start()  # the timeline is read: the page shows what it announced
                 page = await self._keyset_page(
                     viewer_id, context, before, first, stages, extras, timeline
                 )
@@ -398,6 +449,7 @@ class FeedService:
         first: int,
         stages: _Stages,
         extras: PageExtras,
+        reset: _Reset | None = None,
     ) -> FeedPage:
         size = self.settings.feed_session_size
         found = await self._candidates(
@@ -406,9 +458,11 @@ class FeedService:
         stages.done("candidates")
         signature = None if found.degraded else candidates_signature(found.ids, found.maybe_more)
         if signature is not None:
-            reused = await self._reuse(viewer_id, signature, first, stages, extras)
+            reused = await self._reuse(viewer_id, signature, first, stages, extras, reset)
             if reused is not None:
                 return reused
+        if reset is not None:
+            reset.start()  # the candidates are read: the page shows what they announced
         # Ranking needs four columns of each candidate; the shown rows are read in full below.
         # The viewer's impressions come at once (Redis, while Postgres filters).
         visible, seen = await _concurrently(
@@ -434,8 +488,22 @@ class FeedService:
         ids = [window.post_ids[i] for i in order]
         oldest = window.post_ids[-1] if window.post_ids else None
         tail = (created_ms(oldest), oldest) if oldest is not None and beyond else None
+        # The session is written while its first positions are read (Postgres): one round
+        # trip of waiting instead of two. The page is only answered once the write is done,
+        # so its cursors always find the session (decision 0047).
+        frozen = FeedSession(self.feed_sessions.new_id(), ids, tail)
+        write = asyncio.ensure_future(
+            self.feed_sessions.create(viewer_id, ids, tail, frozen.session_id)
+        )
+        write.add_done_callback(_retrieve)
         try:
-            frozen = await self.feed_sessions.create(viewer_id, ids, tail)
+            page = await self._from_session(viewer_id, frozen, 0, first, stages, extras, False)
+        finally:
+            # Waited for even when the page failed: a cancelled command costs a connection.
+            await asyncio.wait([write])
+        try:
+            write.result()
+            stages.done("session")
         except RedisError:
             # No session store: serve the freshest window as a keyset feed instead.
             FEED_DEGRADED.labels("session_store").inc()
@@ -449,12 +517,9 @@ class FeedService:
                 True,
                 first_page=True,
             )
-        stages.done("session")
         _SESSION_NEW.inc()
         if signature is not None and not degraded and self.open_sessions.max_age > 0:
             self.open_sessions.remember(viewer_id, frozen.session_id, signature)
-        # The page itself is the session's first positions, read like any later page.
-        page = await self._from_session(viewer_id, frozen, 0, first, stages, extras, False)
         page.degraded, page.first_page = degraded, True
         return page
 
@@ -465,12 +530,15 @@ class FeedService:
         first: int,
         stages: _Stages,
         extras: PageExtras,
+        reset: _Reset | None = None,
     ) -> FeedPage | None:
         """The first page from the viewer's open session, if it was ranked from these very
         candidates (see the module docstring); None: rank afresh."""
         open_ = self.open_sessions.matching(viewer_id, signature)
         if open_ is None:
             return None
+        if reset is not None and not open_.reset_done:
+            reset.start()
         try:
             frozen = await self.feed_sessions.renew(viewer_id, open_.session_id)
         except RedisError:
