@@ -45,7 +45,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, TypeVar, cast
+from functools import partial
+from typing import Any, Protocol, TypeVar, cast
 
 from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
@@ -54,6 +55,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.errors import CursorExpired, Unavailable
 from app.feed import rows as sql
+from app.feed.context_cache import ContextCache, ContextVersions, ModesEpoch
 from app.feed.cursor import Cursor, Keyset, SessionPosition
 from app.feed.hot_cache import CoalescingCache
 from app.feed.impressions import UNREAD, ImpressionLog
@@ -123,6 +125,8 @@ _SESSION_NEW = FIRST_PAGE.labels("session", "new")
 _SESSION_REUSED = FIRST_PAGE.labels("session", "reused")
 _RESET_DONE = FIRST_PAGE.labels("reset", "done")
 _RESET_SKIPPED = FIRST_PAGE.labels("reset", "skipped")
+_CONTEXT_HIT = FEED_CACHE.labels("viewer_context", "hit")
+_CONTEXT_MISS = FEED_CACHE.labels("viewer_context", "miss")
 FEED_PATIENT = Counter(
     "feed_source_patient_total",
     "Extra source timeouts given to late Redis reads (busy loop or MAX_FALLBACKS), not degraded",
@@ -225,7 +229,7 @@ async def _concurrently(
     return result, await task
 
 
-def _retrieve(task: asyncio.Future[object]) -> None:
+def _retrieve(task: asyncio.Future[Any]) -> None:
     """Mark a background task's failure as seen (its owner reads it, or has failed itself)."""
     if not task.cancelled():
         task.exception()
@@ -349,6 +353,11 @@ class FeedService:
         self.loop_lag = LoopLag()
         # Each viewer's last RANKED session and what it was ranked from (see module doc).
         self.open_sessions = OpenSessions(settings.feed_session_reuse_seconds)
+        # First pages' viewer contexts while nothing they are read from changed (decision
+        # 0047, app.feed.context_cache).
+        self.context_cache = ContextCache(settings.feed_context_ttl_seconds)
+        self.context_versions = ContextVersions(store.redis, settings.feed_context_ttl_seconds)
+        self.modes_epoch = ModesEpoch(partial(sql.modes_epoch, self.reads))
         # What each viewer's last session page's filter allowed, for a PostgreSQL outage.
         self.verified = VerifiedPages(settings.feed_authz_ttl_seconds)
         # Served and reported posts, written in batches off the request path; RANKED puts
@@ -358,6 +367,15 @@ class FeedService:
         )
 
     # -- public ----------------------------------------------------------------------------
+
+    async def context_changed(self, viewer_id: int) -> None:
+        """The viewer followed, unfollowed, blocked, unblocked or posted (committed): their
+        next first page reads its context afresh, in every process. Redis failing here
+        leaves cached copies for at most FEED_CONTEXT_TTL_SECONDS (decision 0047)."""
+        self.context_cache.forget(viewer_id)
+        if self.context_cache.ttl > 0:
+            with contextlib.suppress(RedisError, OSError):
+                await self.context_versions.bump(viewer_id)
 
     async def page(
         self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
@@ -707,9 +725,27 @@ class FeedService:
     async def _context(
         self, viewer_id: int, affinity: bool, before: int, limit: int
     ) -> ViewerContext:
-        """Graph, affinity, and the viewer's newest `limit` posts below `before`."""
+        """Graph, affinity, and the viewer's newest `limit` posts below `before`; a first
+        page's from the context cache while its token holds (app.feed.context_cache)."""
         recent = datetime.now(UTC) - RECENT_WINDOW
-        return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        cache = self.context_cache
+        if before != MAX_ID or cache.ttl <= 0:
+            return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        # The token is read before the context is: a change committed after the context was
+        # read has replaced the token by then (see the cache's module doc).
+        try:
+            version = await self._in_time(self.context_versions.current(viewer_id))
+        except (RedisError, TimeoutError, OSError):
+            return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        token = (version, await self.modes_epoch.current(), affinity, limit)
+        context = cache.get(viewer_id, token)
+        if context is not None:
+            _CONTEXT_HIT.inc()
+            return context
+        _CONTEXT_MISS.inc()
+        context = await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        cache.put(viewer_id, token, context)
+        return context
 
     async def _candidates(
         self,
