@@ -81,7 +81,7 @@ async def test_the_context_is_reused_until_the_viewer_changes_it_in_any_process(
     assert set(ids(await first_page(b, viewer, mode=mode))) == set(anns)
     assert await context_lookups(b, "hit") == hits + 1, "the second first page read it again"
     assert len(second.feed.context_cache) == 1 and len(state.feed.context_cache) == 0
-    assert await state.redis.exists(version_key(viewer_id)) == 0  # nothing changed yet
+    assert await state.redis.exists(version_key(viewer_id))  # written by the follow
 
     await follow(client, viewer, "cat")  # through A; no worker runs: pulled at once
     assert set(ids(await first_page(b, viewer, mode=mode))) == set(anns + cats)
@@ -105,7 +105,11 @@ async def test_a_switch_to_pull_reaches_cached_contexts_within_the_epoch(
     star, star_id = await make_user(client, "star")
     await follow(client, viewer, "star")
     await pipeline.settle()
+    # An old follow: a recent one is a pull source by itself (RECENT_WINDOW).
+    await sql("UPDATE follows SET created_at = now() - interval '1 hour'")
     assert ids(await first_page(client, viewer, mode="CHRONOLOGICAL")) == []
+    [entry] = state.feed.context_cache._entries.values()
+    assert entry.context.pull_authors == []
     hits = await context_lookups(client, "hit")
     assert ids(await first_page(client, viewer, mode="CHRONOLOGICAL")) == []
     assert await context_lookups(client, "hit") == hits + 1
