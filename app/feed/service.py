@@ -40,12 +40,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Protocol, TypeVar, cast
 
 from prometheus_client import Counter, Histogram
@@ -227,6 +230,15 @@ async def _concurrently(
             await task
         raise
     return result, await task
+
+
+_POST_ID = itemgetter(0)
+
+
+def _pulled_ids(pulled: dict[int, list[Entry]], before: int) -> list[int]:
+    """The pulled authors' post ids below `before` (all of them on a first page), in C."""
+    found = list(map(_POST_ID, chain.from_iterable(pulled.values())))
+    return found if before == MAX_ID else [p for p in found if p < before]
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -776,7 +788,7 @@ class FeedService:
         degraded = degraded or not pulled_ok
         sources: dict[str, list[int]] = {
             "timeline": tl_ids,
-            "pull": [p for entries in pulled.values() for p, _ in entries if p < before],
+            "pull": _pulled_ids(pulled, before),
             "own": own,
         }
         if lagging:
@@ -792,13 +804,18 @@ class FeedService:
             total += len(ids)
             merged.update(ids)
         FEED_DEDUPED.inc(total - len(merged))
-        ordered = sorted(merged, reverse=True)
-        cut = len(ordered) > limit
+        # The newest `limit` only: a heavy viewer's pulled authors alone bring ~2,000 ids,
+        # and sorting all of them was 6% of a CHRONOLOGICAL first page's CPU (py-spy).
+        if len(merged) > 8 * limit:
+            ordered = heapq.nlargest(limit, merged)
+        else:  # a large share of them: one sort is cheaper than a heap
+            ordered = sorted(merged, reverse=True)[:limit]
+        cut = len(merged) > limit
         if own and len(own) >= own_limit:
             # More own posts may lie below the oldest read: the candidates stop there.
             floor = min(own)
             ordered, cut = [p for p in ordered if p >= floor], True
-        return _Candidates(ordered[:limit], tl_full or cut, degraded)
+        return _Candidates(ordered, tl_full or cut, degraded)
 
     async def _timeline(self, viewer_id: int, before: int, limit: int) -> _Timeline:
         """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers."""
