@@ -368,7 +368,9 @@ class FeedService:
         # First pages' viewer contexts while nothing they are read from changed (decision
         # 0047, app.feed.context_cache).
         self.context_cache = ContextCache(settings.feed_context_ttl_seconds)
-        self.context_versions = ContextVersions(store.redis, settings.feed_context_ttl_seconds)
+        self.context_versions = ContextVersions(  # beside the sessions (same Redis role)
+            feed_sessions.redis, settings.feed_context_ttl_seconds
+        )
         self.modes_epoch = ModesEpoch(partial(sql.modes_epoch, self.reads))
         # What each viewer's last session page's filter allowed, for a PostgreSQL outage.
         self.verified = VerifiedPages(settings.feed_authz_ttl_seconds)
