@@ -154,6 +154,10 @@ class Settings(BaseSettings):
     feed_session_ttl_seconds: int = 1800
     # A RANKED refresh with nothing new answers from a session this young (0 = never).
     feed_session_reuse_seconds: int = Field(default=300, ge=0)
+    # First pages reuse the viewer's context (pull sources, own posts, affinity) this long
+    # while their follows, blocks, posts and the pull-mode users are unchanged (0 = never;
+    # decision 0047).
+    feed_context_ttl_seconds: int = Field(default=60, ge=0, le=3600)
     # PostgreSQL out of reach: session pages whose rows the filter checked this recently are
     # still served, marked degraded; past it UNAVAILABLE (0 = never; decision 0019).
     feed_authz_ttl_seconds: float = Field(default=5.0, ge=0, le=60)

@@ -35,14 +35,16 @@ _VISIBLE = f" p.id = ANY($1::bigint[]) AND {home_feed_sql('p', '$2')}"
 # Ranking's view of the candidates: a RANKED first page filters ~600 of them, and only the
 # 20 shown need the rest of the row (read afterwards with _PAGE_ROWS). As four arrays in one
 # row, newest first: the driver decodes arrays in C, while 600 result rows cost ~1 ms of
-# Python row handling per read.
+# Python row handling per read. Sorted once, in the subquery, whose order a plain aggregate
+# keeps (one ORDER BY per array_agg sorted the rows four times: 15% of the query's CPU for
+# a heavy viewer; tests/feed/test_first_page_costs.py checks the order).
 _RANK_ROWS = (
     """
-    SELECT array_agg(p.id ORDER BY p.id DESC), array_agg(p.author_id ORDER BY p.id DESC),
-           array_agg(p.like_count ORDER BY p.id DESC),
-           array_agg(p.comment_count ORDER BY p.id DESC)
-    FROM posts p WHERE"""
+    SELECT array_agg(s.id), array_agg(s.author_id), array_agg(s.like_count),
+           array_agg(s.comment_count)
+    FROM (SELECT p.id, p.author_id, p.like_count, p.comment_count FROM posts p WHERE"""
     + _VISIBLE
+    + " ORDER BY p.id DESC) s"
 )
 
 # A page's rows with everything its Post and User fields show: the author's columns and
@@ -136,6 +138,14 @@ _CONTEXT_AFFINITY = """
 _GROUPED = "SELECT kind, array_agg(id), array_agg(n) FROM ({}) c GROUP BY kind"
 _VIEWER_CONTEXT = _GROUPED.format(_CONTEXT_SOURCES + _CONTEXT_AFFINITY)
 _VIEWER_SOURCES = _GROUPED.format(_CONTEXT_SOURCES)
+
+# A fingerprint of the pull-mode users (app.feed.context_cache.ModesEpoch): a switch to or
+# from PULL moves the count or the versions' sum, a production switch also the newest time.
+# Read through the partial index on pull-mode users (migration 0005): tens of rows.
+_MODES_EPOCH = f"""
+    SELECT count(*), coalesce(sum(fanout_mode_version), 0), max(fanout_mode_changed_at)
+    FROM users WHERE fanout_mode = {FANOUT_PULL}
+"""
 
 # Fallback source when Redis cannot answer: newest posts of followees, bounded per author,
 # strictly older than a post id (ids are time-ordered, so this is the keyset bound).
@@ -415,3 +425,9 @@ async def recent_followee_posts(
     reads: Reads, viewer_id: int, since: datetime, limit: int
 ) -> list[int]:
     return [r[0] for r in await reads.all(_RECENT_FOLLOWEE_POSTS, viewer_id, since, limit)]
+
+
+async def modes_epoch(reads: Reads) -> tuple[object, ...]:
+    """The pull-mode users' fingerprint (see _MODES_EPOCH)."""
+    (row,) = await reads.all(_MODES_EPOCH)
+    return tuple(row)

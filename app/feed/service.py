@@ -40,13 +40,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Protocol, TypeVar, cast
+from itertools import chain
+from operator import itemgetter
+from typing import Any, Protocol, TypeVar, cast
 
 from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
@@ -56,6 +59,7 @@ from app.config import Settings
 from app.db.replica import REPLICA_STALE_ROWS, ReplicaRouter
 from app.errors import CursorExpired, Unavailable
 from app.feed import rows as sql
+from app.feed.context_cache import ContextCache, ContextVersions, ModesEpoch
 from app.feed.cursor import Cursor, Keyset, SessionPosition
 from app.feed.hot_cache import CoalescingCache
 from app.feed.impressions import UNREAD, ImpressionLog
@@ -125,6 +129,8 @@ _SESSION_NEW = FIRST_PAGE.labels("session", "new")
 _SESSION_REUSED = FIRST_PAGE.labels("session", "reused")
 _RESET_DONE = FIRST_PAGE.labels("reset", "done")
 _RESET_SKIPPED = FIRST_PAGE.labels("reset", "skipped")
+_CONTEXT_HIT = FEED_CACHE.labels("viewer_context", "hit")
+_CONTEXT_MISS = FEED_CACHE.labels("viewer_context", "miss")
 FEED_PATIENT = Counter(
     "feed_source_patient_total",
     "Extra source timeouts given to late Redis reads (busy loop or MAX_FALLBACKS), not degraded",
@@ -227,6 +233,51 @@ async def _concurrently(
     return result, await task
 
 
+_POST_ID = itemgetter(0)
+
+
+def _pulled_ids(pulled: dict[int, list[Entry]], before: int) -> list[int]:
+    """The pulled authors' post ids below `before` (all of them on a first page), in C."""
+    found = list(map(_POST_ID, chain.from_iterable(pulled.values())))
+    return found if before == MAX_ID else [p for p in found if p < before]
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a background task's failure as seen (its owner reads it, or has failed itself)."""
+    if not task.cancelled():
+        task.exception()
+
+
+class _Reset:
+    """A first page's live-count reset (the `reset_new_posts` call), started once the page's
+    candidates are read so that it runs while the page is filtered, ranked and read instead
+    of after it: the page shows what the candidates held, which is what the reset forgets."""
+
+    def __init__(self, run: Callable[[int], Awaitable[None]], viewer_id: int) -> None:
+        self._run, self._viewer_id = run, viewer_id
+        self.task: asyncio.Future[None] | None = None
+
+    def start(self) -> None:
+        if self.task is None:
+            self.task = asyncio.ensure_future(self._run(self._viewer_id))
+            self.task.add_done_callback(_retrieve)
+
+    async def settle(self) -> bool:
+        """Wait for a started reset; True when it was done (False: not started, or Redis
+        failed; other failures are raised)."""
+        if self.task is None:
+            return False
+        await asyncio.wait([self.task])
+        if self.task.cancelled():
+            return False
+        error = self.task.exception()
+        if error is None:
+            return True
+        if isinstance(error, RedisError):
+            return False
+        raise error
+
+
 class LoadTimeout(TimeoutError):
     """A source read still late after PATIENCE more timeouts, all with a busy event loop:
     degraded because of this process's load (metric reason "load_timeout")."""
@@ -319,6 +370,13 @@ class FeedService:
         self.loop_lag = LoopLag()
         # Each viewer's last RANKED session and what it was ranked from (see module doc).
         self.open_sessions = OpenSessions(settings.feed_session_reuse_seconds)
+        # First pages' viewer contexts while nothing they are read from changed (decision
+        # 0047, app.feed.context_cache).
+        self.context_cache = ContextCache(settings.feed_context_ttl_seconds)
+        self.context_versions = ContextVersions(  # beside the sessions (same Redis role)
+            feed_sessions.redis, settings.feed_context_ttl_seconds
+        )
+        self.modes_epoch = ModesEpoch(partial(sql.modes_epoch, self.reads))
         # What each viewer's last session page's filter allowed, for a PostgreSQL outage.
         self.verified = VerifiedPages(settings.feed_authz_ttl_seconds)
         # Served and reported posts, written in batches off the request path; RANKED puts
@@ -329,27 +387,44 @@ class FeedService:
 
     # -- public ----------------------------------------------------------------------------
 
+    async def context_changed(self, viewer_id: int) -> None:
+        """The viewer followed, unfollowed, blocked, unblocked or posted (committed): their
+        next first page reads its context afresh, in every process. Redis failing here
+        leaves cached copies for at most FEED_CONTEXT_TTL_SECONDS (decision 0047)."""
+        self.context_cache.forget(viewer_id)
+        if self.context_cache.ttl > 0:
+            with contextlib.suppress(RedisError, OSError):
+                await self.context_versions.bump(viewer_id)
+
     async def page(
         self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
     ) -> FeedPage:
         """One page; without a cursor, a fresh first page (see the module docstring)."""
+        reset = None
         if cursor is None:
             await self.activity.touch_read(viewer_id)  # at most once an hour
-        page = await self._read(viewer_id, mode, first, cursor)
+            reset = _Reset(self._reset_new_posts, viewer_id)
+        try:
+            page = await self._read(viewer_id, mode, first, cursor, reset)
+        except BaseException:
+            if reset is not None:
+                with contextlib.suppress(Exception):
+                    await reset.settle()
+            raise
         shown = [row.post_id for row, _ in page.rows]
         self.impressions.record(viewer_id, shown)  # no I/O
         _count_page(mode, cursor, shown, page.repeats)
-        if cursor is None:
+        if reset is not None:
             # A fresh first page shows everything announced so far: the live count restarts,
             # unless nothing arrived since the reset after this session's own first page.
+            # Started as soon as the candidates were read (`_Reset`), so usually done by now.
             session = page.session_id
             open_ = self.open_sessions.get(viewer_id, session) if page.reused else None
-            if open_ is not None and open_.reset_done:
+            if reset.task is None and open_ is not None and open_.reset_done:
                 _RESET_SKIPPED.inc()
                 return page
-            try:
-                await self._reset_new_posts(viewer_id)
-            except RedisError:
+            reset.start()
+            if not await reset.settle():
                 return page  # Redis down: the page matters more; the next first page resets
             _RESET_DONE.inc()
             if session is not None:
@@ -357,7 +432,12 @@ class FeedService:
         return page
 
     async def _read(
-        self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
+        self,
+        viewer_id: int,
+        mode: FeedMode,
+        first: int,
+        cursor: Cursor | None,
+        reset: _Reset | None = None,
     ) -> FeedPage:
         stages = _Stages()
         extras = PageExtras()
@@ -382,9 +462,11 @@ class FeedService:
             stages.done("context")
             if ranked_first:
                 page = await self._ranked_first_page(
-                    viewer_id, context, timeline, first, stages, extras
+                    viewer_id, context, timeline, first, stages, extras, reset
                 )
             else:
+                if reset is not None:
+                    reset.start()  # the timeline is read: the page shows what it announced
                 page = await self._keyset_page(
                     viewer_id, context, before, first, stages, extras, timeline
                 )
@@ -404,6 +486,7 @@ class FeedService:
         first: int,
         stages: _Stages,
         extras: PageExtras,
+        reset: _Reset | None = None,
     ) -> FeedPage:
         size = self.settings.feed_session_size
         found = await self._candidates(
@@ -412,9 +495,11 @@ class FeedService:
         stages.done("candidates")
         signature = None if found.degraded else candidates_signature(found.ids, found.maybe_more)
         if signature is not None:
-            reused = await self._reuse(viewer_id, signature, first, stages, extras)
+            reused = await self._reuse(viewer_id, signature, first, stages, extras, reset)
             if reused is not None:
                 return reused
+        if reset is not None:
+            reset.start()  # the candidates are read: the page shows what they announced
         # Ranking needs four columns of each candidate; the shown rows are read in full below.
         # The viewer's impressions come at once (Redis, while Postgres filters).
         visible, seen = await _concurrently(
@@ -440,8 +525,22 @@ class FeedService:
         ids = [window.post_ids[i] for i in order]
         oldest = window.post_ids[-1] if window.post_ids else None
         tail = (created_ms(oldest), oldest) if oldest is not None and beyond else None
+        # The session is written while its first positions are read (Postgres): one round
+        # trip of waiting instead of two. The page is only answered once the write is done,
+        # so its cursors always find the session (decision 0047).
+        frozen = FeedSession(self.feed_sessions.new_id(), ids, tail)
+        write = asyncio.ensure_future(
+            self.feed_sessions.create(viewer_id, ids, tail, frozen.session_id)
+        )
+        write.add_done_callback(_retrieve)
         try:
-            frozen = await self.feed_sessions.create(viewer_id, ids, tail)
+            page = await self._from_session(viewer_id, frozen, 0, first, stages, extras, False)
+        finally:
+            # Waited for even when the page failed: a cancelled command costs a connection.
+            await asyncio.wait([write])
+        try:
+            write.result()
+            stages.done("session")
         except RedisError:
             # No session store: serve the freshest window as a keyset feed instead.
             FEED_DEGRADED.labels("session_store").inc()
@@ -455,12 +554,9 @@ class FeedService:
                 True,
                 first_page=True,
             )
-        stages.done("session")
         _SESSION_NEW.inc()
         if signature is not None and not degraded and self.open_sessions.max_age > 0:
             self.open_sessions.remember(viewer_id, frozen.session_id, signature)
-        # The page itself is the session's first positions, read like any later page.
-        page = await self._from_session(viewer_id, frozen, 0, first, stages, extras, False)
         page.degraded, page.first_page = degraded, True
         return page
 
@@ -471,12 +567,15 @@ class FeedService:
         first: int,
         stages: _Stages,
         extras: PageExtras,
+        reset: _Reset | None = None,
     ) -> FeedPage | None:
         """The first page from the viewer's open session, if it was ranked from these very
         candidates (see the module docstring); None: rank afresh."""
         open_ = self.open_sessions.matching(viewer_id, signature)
         if open_ is None:
             return None
+        if reset is not None and not open_.reset_done:
+            reset.start()
         try:
             frozen = await self.feed_sessions.renew(viewer_id, open_.session_id)
         except RedisError:
@@ -645,9 +744,27 @@ class FeedService:
     async def _context(
         self, viewer_id: int, affinity: bool, before: int, limit: int
     ) -> ViewerContext:
-        """Graph, affinity, and the viewer's newest `limit` posts below `before`."""
+        """Graph, affinity, and the viewer's newest `limit` posts below `before`; a first
+        page's from the context cache while its token holds (app.feed.context_cache)."""
         recent = datetime.now(UTC) - RECENT_WINDOW
-        return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        cache = self.context_cache
+        if before != MAX_ID or cache.ttl <= 0:
+            return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        # The token is read before the context is: a change committed after the context was
+        # read has replaced the token by then (see the cache's module doc).
+        try:
+            version = await self._in_time(self.context_versions.current(viewer_id))
+        except (RedisError, TimeoutError, OSError):
+            return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        token = (version, await self.modes_epoch.current(), affinity, limit)
+        context = cache.get(viewer_id, token)
+        if context is not None:
+            _CONTEXT_HIT.inc()
+            return context
+        _CONTEXT_MISS.inc()
+        context = await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        cache.put(viewer_id, token, context)
+        return context
 
     async def _candidates(
         self,
@@ -678,7 +795,7 @@ class FeedService:
         degraded = degraded or not pulled_ok
         sources: dict[str, list[int]] = {
             "timeline": tl_ids,
-            "pull": [p for entries in pulled.values() for p, _ in entries if p < before],
+            "pull": _pulled_ids(pulled, before),
             "own": own,
         }
         if lagging:
@@ -694,13 +811,18 @@ class FeedService:
             total += len(ids)
             merged.update(ids)
         FEED_DEDUPED.inc(total - len(merged))
-        ordered = sorted(merged, reverse=True)
-        cut = len(ordered) > limit
+        # The newest `limit` only: a heavy viewer's pulled authors alone bring ~2,000 ids,
+        # and sorting all of them was 6% of a CHRONOLOGICAL first page's CPU (py-spy).
+        if len(merged) > 8 * limit:
+            ordered = heapq.nlargest(limit, merged)
+        else:  # a large share of them: one sort is cheaper than a heap
+            ordered = sorted(merged, reverse=True)[:limit]
+        cut = len(merged) > limit
         if own and len(own) >= own_limit:
             # More own posts may lie below the oldest read: the candidates stop there.
             floor = min(own)
             ordered, cut = [p for p in ordered if p >= floor], True
-        return _Candidates(ordered[:limit], tl_full or cut, degraded)
+        return _Candidates(ordered, tl_full or cut, degraded)
 
     async def _timeline(self, viewer_id: int, before: int, limit: int) -> _Timeline:
         """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers."""

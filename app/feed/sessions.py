@@ -90,11 +90,20 @@ class FeedSessionStore:
         self.ttl = ttl_seconds
         self.per_viewer = per_viewer  # FEED_SESSIONS_PER_VIEWER
 
+    @staticmethod
+    def new_id() -> str:
+        """A fresh session id, so a page can be built from a session while it is written."""
+        return secrets.token_urlsafe(9)
+
     async def create(
-        self, viewer_id: int, ids: Sequence[int], tail: tuple[int, int] | None
+        self,
+        viewer_id: int,
+        ids: Sequence[int],
+        tail: tuple[int, int] | None,
+        session_id: str | None = None,
     ) -> FeedSession:
         """Store a new session; past `per_viewer` open ones the viewer's oldest end."""
-        session_id = secrets.token_urlsafe(9)
+        session_id = session_id or self.new_id()
         head = f"{tail[0]}:{tail[1]}" if tail else ""
         value = head.encode() + b"\n" + _pack(ids)
         key = _key(viewer_id, session_id)

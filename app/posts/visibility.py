@@ -48,11 +48,15 @@ def follows_sql(follower: str, followee: str) -> str:
 
 
 def blocked_sql(a: str, b: str) -> str:
-    """Either user blocked the other: nothing flows between them."""
+    """Either user blocked the other: nothing flows between them.
+
+    Two EXISTS, one per direction, rather than one with an OR inside: PostgreSQL turns each
+    into a hashed subplan when `b` varies over many rows (a feed filter: the viewer's blocks
+    read once per query), where the OR form ran two bitmap index scans per candidate (a
+    heavy viewer's RANKED first page: ~2,300 of its ~4,800 buffer reads)."""
     return (
-        "EXISTS (SELECT 1 FROM blocks bl"
-        f" WHERE (bl.blocker_id = {a} AND bl.blocked_id = {b})"
-        f" OR (bl.blocker_id = {b} AND bl.blocked_id = {a}))"
+        f"(EXISTS (SELECT 1 FROM blocks bl WHERE bl.blocker_id = {a} AND bl.blocked_id = {b})"
+        f" OR EXISTS (SELECT 1 FROM blocks bl WHERE bl.blocker_id = {b} AND bl.blocked_id = {a}))"
     )
 
 

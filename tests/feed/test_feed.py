@@ -10,6 +10,7 @@ import dataclasses
 import httpx
 from sqlalchemy import event
 
+from app.feed.rows import _MODES_EPOCH
 from app.state import create_state
 from app.timelines.store import timeline_key
 from app.web import create_app
@@ -233,13 +234,15 @@ async def test_a_page_costs_the_same_queries_at_20_and_100(client, state, pipeli
     statements: list[str] = []
 
     def count(conn, cursor, statement, *args) -> None:
-        statements.append(statement)
+        if statement != _MODES_EPOCH:  # once a second per process, not per page
+            statements.append(statement)
 
     event.listen(state.engine.sync_engine, "before_cursor_execute", count)
     try:
         costs = {}
         for first in (20, 50, 100):
             for mode in ("RANKED", "CHRONOLOGICAL"):
+                state.feed.context_cache.clear()  # the cost of a first page that reads it
                 statements.clear()
                 data = (await feed_page(client, viewer, first=first, mode=mode)).ok()["feed"]
                 assert len(data["edges"]) == first

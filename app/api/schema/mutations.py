@@ -142,6 +142,7 @@ class Mutation:
                 idempotency_key,
                 settings.max_body_chars,
             )
+        await info.context.state.feed.context_changed(viewer_id)  # own posts: read-your-writes
         return Post(row=post)
 
     @strawberry.mutation
@@ -177,6 +178,7 @@ class Mutation:
         since = graph.live_counts_clock()  # the target's posts from now on count live
         user = await _change_graph(info, handle, graph.follow)
         state, viewer = info.context.state, info.context.require_viewer()
+        await state.feed.context_changed(viewer)  # the new followee is pulled at once
         await graph.live_counts_resumed(
             state.roles.pubsub, viewer, user.row.id, since, state.settings
         )
@@ -186,6 +188,7 @@ class Mutation:
     async def unfollow(self, info: Info[Context, None], handle: str) -> User:
         user = await _change_graph(info, handle, graph.unfollow)
         state, viewer = info.context.state, info.context.require_viewer()
+        await state.feed.context_changed(viewer)
         await graph.live_counts_stopped(
             state.roles.pubsub, state.sessions, [(viewer, user.row.id)], state.settings
         )
@@ -195,13 +198,17 @@ class Mutation:
     async def block(self, info: Info[Context, None], handle: str) -> User:
         user = await _change_graph(info, handle, graph.block)
         state, viewer, other = info.context.state, info.context.require_viewer(), user.row.id
+        await state.feed.context_changed(viewer)
+        await state.feed.context_changed(other)  # the block ended their follow of the viewer
         pairs = [(viewer, other), (other, viewer)]  # both ways: a block cuts both follows
         await graph.live_counts_stopped(state.roles.pubsub, state.sessions, pairs, state.settings)
         return user
 
     @strawberry.mutation
     async def unblock(self, info: Info[Context, None], handle: str) -> User:
-        return await _change_graph(info, handle, graph.unblock)
+        user = await _change_graph(info, handle, graph.unblock)
+        await info.context.state.feed.context_changed(info.context.require_viewer())
+        return user
 
     @strawberry.mutation
     async def like_post(self, info: Info[Context, None], id: strawberry.ID) -> Post:

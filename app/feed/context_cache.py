@@ -1,0 +1,128 @@
+"""The viewer's context (pull sources, own newest posts, affinity) kept in process between a
+viewer's first pages while nothing it is read from changed (decision 0047).
+
+A first page reads the context from PostgreSQL (app.feed.rows.viewer_context): one query of
+three to five index scans, about a third of a CHRONOLOGICAL first page's database work. What
+it depends on, and what tells a cached copy is out of date:
+- the viewer's own actions: a follow (the new followee is pulled at once), a post (shown at
+  once: read-your-writes), and, for symmetry, unfollows and blocks either way. Each writes a
+  fresh random token to `fcv:{<viewer>}` after its commit (`ContextVersions.bump`); a cached
+  context is only used under the token it was read under, and the token is read BEFORE the
+  context query is sent, so a context read before a change never sits under the token after it;
+- pull-mode switches of any author (a switch to PULL: that author's posts stop reaching
+  timelines): `ModesEpoch`, the count and newest switch time of the pull-mode users, read
+  from PostgreSQL at most once per `EPOCH_SECONDS` per process. A switch is seen within that
+  second, well inside the 5 s freshness budget of the SPEC;
+- the viewer's likes and comments (affinity, RANKED only): ranking weights, not visibility;
+  they may be up to FEED_CONTEXT_TTL_SECONDS old.
+Never authorization: every id a page shows still passes the SQL filter against the current
+graph, blocks, tombstones and visibility. A cached pull list that holds a since-unfollowed
+or blocked author only proposes candidates the filter then drops.
+
+When Redis cannot say (no token), the context is read from PostgreSQL and not cached.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from app.feed.rows import ViewerContext
+from app.redis_scripts import AnyRedis
+
+EPOCH_SECONDS = 1.0  # how stale the process's view of the pull-mode users may be
+MAX_ENTRIES = 10_000  # viewers' contexts per process (oldest dropped first)
+
+
+def version_key(viewer_id: int) -> str:
+    """`fcv:{<viewer>}`: the token of the viewer's context (same slot as their timeline)."""
+    return f"fcv:{{{int(viewer_id)}}}"
+
+
+class ContextVersions:
+    """The per-viewer tokens in Redis. A token is random, not a counter: a key that expired
+    and was written again can never repeat a token some process cached a context under."""
+
+    def __init__(self, redis: AnyRedis, ttl_seconds: int) -> None:
+        self.redis = redis
+        # Longer than any cached entry lives: an expired key (token b"") then only matches
+        # entries cached while it was missing, which are gone by the time it could go
+        # missing again after a bump.
+        self.key_ttl = max(60, 2 * ttl_seconds)
+
+    async def current(self, viewer_id: int) -> bytes:
+        raw = await self.redis.get(version_key(viewer_id))
+        return b"" if raw is None else bytes(raw)
+
+    async def bump(self, viewer_id: int) -> None:
+        """The viewer's context changed (called after the change is committed)."""
+        await self.redis.set(version_key(viewer_id), secrets.token_bytes(8), ex=self.key_ttl)
+
+
+class ModesEpoch:
+    """A fingerprint of the pull-mode users, refreshed at most every EPOCH_SECONDS."""
+
+    def __init__(self, read: Callable[[], Awaitable[tuple[object, ...]]]) -> None:
+        self._read = read
+        self._value: tuple[object, ...] | None = None
+        self._checked = 0.0
+
+    async def current(self) -> tuple[object, ...]:
+        now = time.monotonic()
+        if self._value is None or now - self._checked >= EPOCH_SECONDS:
+            self._checked = now
+            self._value = await self._read()
+        return self._value
+
+
+@dataclass(slots=True)
+class _Entry:
+    token: tuple[bytes, tuple[object, ...], bool, int]  # version, epoch, affinity, own limit
+    context: ViewerContext
+    expires: float
+
+
+class ContextCache:
+    """viewer -> their first pages' contexts (one per affinity flag), each under the token it
+    was read under; bounded, every entry lives `ttl_seconds` at most."""
+
+    def __init__(self, ttl_seconds: float, max_entries: int = MAX_ENTRIES) -> None:
+        self.ttl = ttl_seconds
+        self.max_entries = max_entries
+        self._entries: dict[tuple[int, bool], _Entry] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(
+        self, viewer_id: int, token: tuple[bytes, tuple[object, ...], bool, int]
+    ) -> ViewerContext | None:
+        entry = self._entries.get((viewer_id, token[2]))
+        if entry is None or entry.token != token or entry.expires <= time.monotonic():
+            self.misses += 1
+            return None
+        self.hits += 1
+        return entry.context
+
+    def put(
+        self,
+        viewer_id: int,
+        token: tuple[bytes, tuple[object, ...], bool, int],
+        context: ViewerContext,
+    ) -> None:
+        key = (viewer_id, token[2])
+        self._entries.pop(key, None)
+        self._entries[key] = _Entry(token, context, time.monotonic() + self.ttl)
+        while len(self._entries) > self.max_entries:
+            del self._entries[next(iter(self._entries))]
+
+    def forget(self, viewer_id: int) -> None:
+        for affinity in (False, True):
+            self._entries.pop((viewer_id, affinity), None)
+
+    def clear(self) -> None:
+        self._entries.clear()
