@@ -20,23 +20,7 @@ from app.feed.sessions import _key
 from app.realtime.keys import reset_key
 from app.state import AppState, create_state
 from app.web import create_app
-from tests.helpers import (
-    block,
-    follow,
-    gql,
-    ids,
-    make_user,
-    metric_value,
-    post,
-    sql,
-    unfollow,
-)
-
-
-@pytest.fixture(autouse=True)
-def forget_this_process(state) -> None:
-    """In-process caches; user ids restart with every test's empty tables."""
-    state.forget_local()
+from tests.helpers import block, follow, gql, ids, make_user, metric_value, post, sql, unfollow
 
 
 @pytest.fixture

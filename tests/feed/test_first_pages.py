@@ -28,12 +28,6 @@ from tests.helpers import (
 )
 
 
-@pytest.fixture(autouse=True)
-def forget_this_process(state) -> None:
-    """The gates are in-process and user ids restart with every test's empty tables."""
-    state.forget_local()
-
-
 async def first_page(client, token, first=10, mode="RANKED") -> dict:
     variables = {"first": first, "mode": mode}
     return (await gql(client, "Feed", variables, token=token)).ok()["feed"]
