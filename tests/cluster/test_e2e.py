@@ -65,6 +65,7 @@ async def test_a_post_fans_out_into_cluster_timelines_and_pages_on_both_processe
     def grew(use: str, served: str) -> float:
         return after.get((use, served), 0.0) - before.get((use, served), 0.0)
 
+    print({key: value - before.get(key, 0.0) for key, value in after.items()})
     assert grew("fanout_followers", "replica") >= 1, after
     assert grew("fanout_followers", "replica") + grew("fanout_followers", "behind") >= 16, after
     assert grew("feed_session_page", "replica") >= 2, after  # 16 posts, 5 a page, every other
