@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class ReplicaPair:
     user: str | None
     primary_port: int
     standby_port: int
+    settings: dict[str, str] = field(default_factory=lambda: dict(SETTINGS))
 
     @property
     def primary_data(self) -> Path:
@@ -95,7 +96,7 @@ class ReplicaPair:
                 "-c listen_addresses=127.0.0.1",
                 f"-p {port}",
                 "-c unix_socket_directories=''",
-                *(f"-c {k}={v}" for k, v in SETTINGS.items()),
+                *(f"-c {k}={v}" for k, v in self.settings.items()),
             ]
         )
         log = self.root / f"{which}.log"
@@ -139,8 +140,10 @@ class ReplicaPair:
 
 
 @asynccontextmanager
-async def replica_pair() -> AsyncIterator[ReplicaPair]:
-    """A fresh primary and a standby streaming from it; both stopped and deleted after."""
+async def replica_pair(**settings: str) -> AsyncIterator[ReplicaPair]:
+    """A fresh primary and a standby streaming from it; both stopped and deleted after.
+    `settings` override SETTINGS on both servers (e.g. max_connections for many processes;
+    a standby needs at least the primary's)."""
     bindir = provision._pg_bindir()
     user = provision._pg_system_user()
     root = Path(tempfile.mkdtemp(prefix="hf-replica-"))
@@ -148,7 +151,7 @@ async def replica_pair() -> AsyncIterator[ReplicaPair]:
         uid, gid = provision._uid_gid(user)
         os.chown(root, uid, gid)
         provision._allow_traversal(root, bindir)
-    pair = ReplicaPair(bindir, root, user, _free_port(), _free_port())
+    pair = ReplicaPair(bindir, root, user, _free_port(), _free_port(), {**SETTINGS, **settings})
     started: list[str] = []
     try:
         pair.run(

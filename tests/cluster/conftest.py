@@ -21,7 +21,10 @@ async def scaled(test_database: str) -> AsyncIterator[Scaled]:
 
 
 @pytest.fixture(autouse=True)
-async def empty_cluster(scaled: Scaled) -> None:
-    """Every test starts from an empty cluster and queue (`clean` empties the database)."""
+async def clean(scaled: Scaled) -> None:
+    """Every test starts from an empty cluster, queue and database. This replaces the
+    session's `clean` (tests/conftest.py): the topology's processes use a database of their
+    own, on the replicated primary, not the session's."""
     await scaled.cluster.flush()
     await scaled.queue.flushdb()
+    await scaled.truncate()

@@ -4,16 +4,24 @@
   timelines, sessions, pub/sub and limits roles (`redis+cluster://`);
 - the queue role (ARQ) on a plain server of its own (ARQ needs a plain server; its own, so
   these workers never take a job of the other tests, which share the test Redis db);
+- PostgreSQL as a primary and a streaming standby (devtools/replica.py's pair, the tests'
+  schema migrated on the primary): DATABASE_URL the primary, DATABASE_REPLICA_URL the
+  standby, the router's production defaults (fan-out's follower paging on the replica, 5 s
+  lag bound, checked every 1 s); session pages hydrated from the replica on the first API
+  process only (DATABASE_REPLICA_FEED_PAGES, off by default: decision 0043), so the feed
+  tests page through both variants;
 - two API processes (tests.servers.ApiServer, separate ports), two ARQ workers per lane and
-  the outbox relay, all real processes with those role URLs.
+  the outbox relay, all real processes with those role URLs, sharing a
+  PROMETHEUS_MULTIPROC_DIR as under `make run` (an API's /metrics counts the workers' too).
 
 `start_scaled` starts it (the session fixture `scaled`, tests/cluster/conftest.py);
-`scroll`, `timeline`, `on_cluster` and `active_follower` are the tests' steps.
+`scroll`, `timeline`, `on_cluster`, `active_follower` and `replica_reads` are the tests' steps.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,19 +31,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from app.config import PROJECT_ROOT
 from app.timelines.store import TimelineStore, timeline_key
+from devtools.replica import ReplicaPair, replica_pair
 from tests.cluster_topology import ClusterTopology, plain_redis
-from tests.helpers import eventually, gql, ids, make_user
+from tests.conftest import TABLES
+from tests.helpers import eventually, gql, ids, make_user, run_module
 from tests.servers import ApiServer, stop_process
 
 ROLES_ON_CLUSTER = ("TIMELINES", "SESSIONS", "PUBSUB", "LIMITS")
 WORKERS_PER_LANE = 2
 LANES = ("jobs.worker.WorkerSettings", "jobs.worker.BigLaneWorkerSettings")
+DATABASE = "scaled"
+# 2 API processes x (10 + 10 overflow) + 5 worker/relay processes x (5 + 5), on each server.
+PG_MAX_CONNECTIONS = "150"
 
 
 @dataclass
@@ -79,6 +94,15 @@ class Scaled:
     workers: list[Process]
     relay: Process
     env: dict[str, str]
+    database: ReplicaPair  # the primary (DATABASE_URL) and its standby (DATABASE_REPLICA_URL)
+
+    async def truncate(self) -> None:
+        """Empty tables on the primary (the standby replays it)."""
+        conn = await asyncpg.connect(self.database.url("primary", DATABASE))
+        try:
+            await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+        finally:
+            await conn.close()
 
     def client(self) -> RedisCluster:
         """A cluster client in the test process, to look behind the API (keys, slots)."""
@@ -104,17 +128,57 @@ def role_env(cluster_url: str, queue_url: str) -> dict[str, str]:
     return env
 
 
+def database_env(pair: ReplicaPair, metrics_dir: str) -> dict[str, str]:
+    """The primary and its standby; the replica router at its defaults."""
+    return {
+        "DATABASE_URL": pair.url("primary", DATABASE),
+        "DATABASE_REPLICA_URL": pair.url("standby", DATABASE),
+        "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
+    }
+
+
+@asynccontextmanager
+async def replicated_database() -> AsyncIterator[ReplicaPair]:
+    """devtools/replica.py's pair with the tests' schema migrated on the primary (as
+    tests/conftest.py migrates the tests' database) and replayed on the standby."""
+    async with replica_pair(max_connections=PG_MAX_CONNECTIONS) as pair:
+        admin = await asyncpg.connect(pair.url("primary"))
+        try:
+            await admin.execute(f'CREATE DATABASE "{DATABASE}"')
+        finally:
+            await admin.close()
+        migrate = {"DATABASE_URL": pair.url("primary", DATABASE)}
+        code, _, err = await run_module("alembic", "upgrade", "head", env=migrate)
+        assert code == 0, err
+        await eventually(pair.caught_up, WAIT, 0.05, "the standby replayed the migrations")
+        yield pair
+
+
 @asynccontextmanager
 async def start_scaled() -> AsyncIterator[Scaled]:
     """The whole topology, started and (whatever happens) stopped."""
-    async with ClusterTopology(masters=3) as cluster, plain_redis() as queue:
+    async with (
+        replicated_database() as pair,
+        ClusterTopology(masters=3) as cluster,
+        plain_redis() as queue,
+    ):
         # Jobs failed by a failover come back within a second or two, not 1, 2, 4... s.
         quick_retries = {"JOB_RETRY_BASE_SECONDS": "0.3", "JOB_RETRY_MAX_SECONDS": "3"}
         kwargs = queue.connection_pool.connection_kwargs
         queue_url = f"redis://{kwargs['host']}:{kwargs['port']}/0"
-        env = {**os.environ, **role_env(cluster.url, queue_url), **quick_retries}
-        # A socket left open by a failed test must not hold the teardown for long.
-        apis = [ApiServer(env=env, args=["--timeout-graceful-shutdown", "2"]) for _ in range(2)]
+        metrics_dir = tempfile.mkdtemp(prefix="hf-scaled-metrics-")
+        env = {
+            **os.environ,
+            **role_env(cluster.url, queue_url),
+            **database_env(pair, metrics_dir),
+            **quick_retries,
+        }
+        # A socket left open by a failed test must not hold the teardown for long. The first
+        # API process also hydrates session pages from the replica (off by default).
+        apis = [
+            ApiServer(env=env | extra, args=["--timeout-graceful-shutdown", "2"])
+            for extra in ({"DATABASE_REPLICA_FEED_PAGES": "1"}, {})
+        ]
         workers = [Process(["arq", lane], env) for lane in LANES for _ in range(WORKERS_PER_LANE)]
         relay = Process(["jobs.relay"], env)
         try:
@@ -122,7 +186,7 @@ async def start_scaled() -> AsyncIterator[Scaled]:
                 await api.start()
             for proc in (*workers, relay):
                 proc.start()
-            yield Scaled(cluster, queue, apis, workers, relay, env)
+            yield Scaled(cluster, queue, apis, workers, relay, env, pair)
         finally:
             # SIGTERM to all first, then wait for each: the processes stop side by side.
             for child in [p.proc for p in (*workers, relay)] + [a.proc for a in apis]:
@@ -132,6 +196,7 @@ async def start_scaled() -> AsyncIterator[Scaled]:
                 proc.stop()
             for api in apis:
                 api.stop()
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 # -- steps -----------------------------------------------------------------------------------
@@ -187,3 +252,18 @@ async def active_follower(http: httpx.AsyncClient, scaled: Scaled, handle: str) 
 
     await eventually(exists, WAIT, 0.05, f"{handle}'s timeline on the cluster")
     return token, user_id
+
+
+async def replica_reads(api: ApiServer) -> dict[tuple[str, str], float]:
+    """`feed_db_replica_reads_total` by (use, served), every process of the topology summed
+    (the API's /metrics reads the shared PROMETHEUS_MULTIPROC_DIR): where the reads that may
+    go to the replica ran."""
+    async with api.http() as http:
+        text = (await http.get("/metrics")).text
+    found: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "feed_db_replica_reads_total":
+                key = (sample.labels["use"], sample.labels["served"])
+                found[key] = found.get(key, 0.0) + sample.value
+    return found

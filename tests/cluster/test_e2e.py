@@ -1,9 +1,11 @@
 """The feed, the hybrid feed and a live subscription end to end on the scale-out topology
 (tests/cluster/conftest.py): two API processes, two workers per lane, the relay, every Redis
-role but the queue on a 3-master cluster with replicas.
+role but the queue on a 3-master cluster with replicas, PostgreSQL as a primary and a
+streaming standby (DATABASE_REPLICA_URL).
 
 Nothing runs in the test process but the clients: posts go through one API process, feeds
-are read through both, the fan-out is done by the worker processes.
+are read through both, the fan-out is done by the worker processes, which page followers
+on the standby; the first API process hydrates session pages there too.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ from __future__ import annotations
 from app.feed.sessions import FeedSessionStore
 from app.realtime.keys import count_key
 from app.timelines.store import author_posts_key
-from tests.cluster.scaled import WAIT, Scaled, active_follower, on_cluster, scroll, timeline
+from tests.cluster.scaled import (
+    WAIT,
+    Scaled,
+    active_follower,
+    on_cluster,
+    replica_reads,
+    scroll,
+    timeline,
+)
 from tests.helpers import eventually, fanout_mode, follow, gql, make_user, post
 from tests.realtime.live import LiveClient
 
@@ -20,6 +30,7 @@ async def test_a_post_fans_out_into_cluster_timelines_and_pages_on_both_processe
     scaled: Scaled,
 ) -> None:
     api1, api2 = scaled.apis
+    before = await replica_reads(api2)
     async with api1.http() as h1, api2.http() as h2:
         authors = {h: (await make_user(h1, h))[0] for h in ("ann", "ben")}
         viewer, viewer_id = await active_follower(h2, scaled, "viewer")
@@ -47,6 +58,19 @@ async def test_a_post_fans_out_into_cluster_timelines_and_pages_on_both_processe
         finally:
             await client.aclose()
         assert frozen is not None and sorted(frozen.ids, reverse=True) == newest_first
+    # The standby served: the workers paged followers there (once it had replayed the post,
+    # else `behind`), the first API process hydrated its session pages there. Nothing failed.
+    after = await replica_reads(api2)
+
+    def grew(use: str, served: str) -> float:
+        return after.get((use, served), 0.0) - before.get((use, served), 0.0)
+
+    print({key: value - before.get(key, 0.0) for key, value in after.items()})
+    assert grew("fanout_followers", "replica") >= 1, after
+    assert grew("fanout_followers", "replica") + grew("fanout_followers", "behind") >= 16, after
+    assert grew("feed_session_page", "replica") >= 2, after  # 16 posts, 5 a page, every other
+    for use in ("fanout_followers", "feed_session_page"):
+        assert grew(use, "error") == grew(use, "down") == grew(use, "lag") == 0, after
     assert not scaled.dead(), scaled.logs()
 
 

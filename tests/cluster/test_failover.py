@@ -7,6 +7,11 @@ follower's feed (timelines may be rebuilt from PostgreSQL); live updates resume 
 socket opened before the kill; every process of the topology is still running; the killed
 node, started again, rejoins as a replica.
 
+Then the PostgreSQL side on the same topology: the standby (DATABASE_REPLICA_URL) stopped
+while posts and feed reads go on, and started again. Reads meant for it are answered by the
+primary meanwhile, no request fails, every acknowledged post reaches every follower's feed,
+and the standby serves again once back.
+
 Collected after test_e2e.py (the cluster keeps its promoted replica afterwards).
 """
 
@@ -17,17 +22,24 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import asyncpg
 import httpx
 
 from app.posts.ids import created_ms
 from app.timelines.store import timeline_key
-from tests.cluster.scaled import WAIT, Scaled, active_follower, scroll
+from tests.cluster.scaled import WAIT, Scaled, active_follower, replica_reads, scroll
 from tests.helpers import eventually, follow, gql, make_user, post
 from tests.realtime.live import LiveClient, shown
 
 TAKEOVER_AFTER_SECONDS = 8.0  # automatic failover takes ~2 s at a 1 s node timeout
 # What a client may be told while the cluster reconfigures (retry later), never INTERNAL.
 TRANSIENT = {"UNAVAILABLE", "OVERLOADED", "RATE_LIMITED"}
+# The reads that go to the replica on this topology: the workers' follower paging, the first
+# API process's session pages (tests/cluster/scaled.py).
+REPLICA_USES = ("fanout_followers", "feed_session_page")
+# The standby stays stopped at least this long: two replica checks (1 s each), so the routers'
+# checks find it gone, not only the reads it failed.
+STANDBY_DOWN_SECONDS = 2.0
 
 
 @dataclass
@@ -176,3 +188,92 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
             return await victim.role() == "slave" and await victim.cluster_ok()
 
         await eventually(rejoined, WAIT, 0.1, "the killed master back as a replica")
+
+
+async def test_the_standby_stopped_and_restarted_under_posts_and_reads(scaled: Scaled) -> None:
+    """`pg_ctl stop -m fast` on the standby (its sessions cut mid-read) under load through
+    both API processes; each process's replica router sends those reads to the primary once
+    a read fails or its next check (1 s) finds the standby gone, and back once a check finds
+    it streaming again."""
+    api1, api2 = scaled.apis
+    pair = scaled.database
+    async with api1.http() as h1, api2.http() as h2:
+        author, _ = await make_user(h1, "author")
+        fans = [await active_follower((h1, h2)[i % 2], scaled, f"fan{i}") for i in range(3)]
+        for token, _ in fans:
+            await follow(h2, token, "author")
+
+        async def served(*where: str) -> dict[str, float]:
+            """Replica-bound reads per use, summed over `where` (every process's)."""
+            reads = await replica_reads(api2)
+            return {use: sum(reads.get((use, w), 0.0) for w in where) for use in REPLICA_USES}
+
+        async def grew(since: dict[str, float], *where: str) -> bool:
+            now = await served(*where)
+            return all(now[use] > since[use] for use in REPLICA_USES)
+
+        load = Load()
+        tasks = [
+            asyncio.create_task(write_loop(load, [h1, h2], author)),
+            asyncio.create_task(read_loop(load, [h1, h2], [t for t, _ in fans])),
+        ]
+        try:
+            start = await served("replica")
+            await eventually(lambda: grew(start, "replica"), WAIT, 0.1, "reads on the standby")
+            fallback = await served("down", "error")
+            acked_before_stop = len(load.acked)
+            stopped_at = time.monotonic()
+            await asyncio.to_thread(pair.stop, "standby", "fast")
+            assert not await pair_reachable(scaled)
+            await eventually(
+                lambda: grew(fallback, "down", "error"), WAIT, 0.1, "reads moved to the primary"
+            )
+            await eventually(
+                lambda: len(load.acked) >= acked_before_stop + 5, WAIT, 0.05, "posts meanwhile"
+            )
+            await asyncio.sleep(max(0.0, STANDBY_DOWN_SECONDS - (time.monotonic() - stopped_at)))
+            down_for = time.monotonic() - stopped_at
+            during = {
+                use: round(after - fallback[use])
+                for use, after in (await served("down", "error")).items()
+            }
+            await asyncio.to_thread(pair.start, "standby")
+            restarted_at = time.monotonic()
+            back = await served("replica")
+            await eventually(lambda: grew(back, "replica"), WAIT, 0.1, "reads on the standby again")
+            back_after = time.monotonic() - restarted_at
+        finally:
+            load.stop.set()
+            await asyncio.gather(*tasks)
+
+        acked = [pid for pid, _ in load.acked]
+        report = (
+            f"standby down {down_for:.2f} s: {during} reads answered by the primary; used again "
+            f"{back_after:.2f} s after its restart; acked {len(acked)}; refused "
+            f"{dict(load.codes)}; statuses {dict(load.statuses)}; reads {load.reads} "
+            f"({load.degraded_reads} degraded)"
+        )
+        print(report)
+        # The replica's trouble costs the clients nothing: no error, not even a degraded read.
+        assert set(load.statuses) == {200}, report
+        assert not load.codes, report
+        assert load.degraded_reads == 0, report
+
+        async def converged() -> bool:
+            for i, (token, _) in enumerate(fans):
+                feed = await scroll([(h1, h2)[i % 2]], token, "CHRONOLOGICAL", 100)
+                if not set(acked) <= set(feed):
+                    return False
+            return True
+
+        await eventually(converged, WAIT, 0.5, f"every acknowledged post in every feed; {report}")
+    assert not scaled.dead(), scaled.logs()
+
+
+async def pair_reachable(scaled: Scaled) -> bool:
+    """Whether the standby answers (False once stopped)."""
+    try:
+        await scaled.database.standby_sql("SELECT 1")
+    except (OSError, asyncpg.PostgresError):
+        return False
+    return True
