@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.asyncio.connection import Connection
 from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -107,13 +107,47 @@ class Cluster(SteadyCluster):
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().execute_command(*args, **kwargs)
-        except RedisClusterException as exc:
+        except (RedisClusterException, AttributeError) as exc:
+            raise _unavailable(exc) from exc
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
+        if transaction or shard_hint:  # redis-py's own refusal
+            return super().pipeline(transaction, shard_hint)
+        return SteadyPipeline(self)  # type: ignore[abstract]
+
+
+class SteadyPipeline(ClusterPipeline):
+    """A cluster pipeline whose outages are RedisErrors, as the client's commands."""
+
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> Any:
+        try:
+            return await super().execute(raise_on_error, allow_redirections)
+        except (RedisClusterException, AttributeError) as exc:
             raise _unavailable(exc) from exc
 
 
-def _unavailable(exc: RedisClusterException) -> Exception:
+def _unavailable(exc: Exception) -> Exception:
+    """A ClusterUnavailable for an outage, else `exc` itself.
+
+    Besides redis-py's outage messages: an AttributeError on None raised inside redis-py's
+    own connection code is the race of a connection closed by a failing command while
+    another was still connecting on it (`'NoneType' object has no attribute 'writelines'`
+    in `on_connect`, tests/cluster/test_failover.py under load): an outage, not a bug of
+    ours. An AttributeError raised anywhere else stays what it is."""
     text = str(exc)
+    if isinstance(exc, AttributeError):
+        return ClusterUnavailable(text) if _in_redis_connection(exc) else exc
     return ClusterUnavailable(text) if any(o in text for o in _OUTAGES) else exc
+
+
+def _in_redis_connection(exc: AttributeError) -> bool:
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    module = last.tb_frame.f_globals.get("__name__", "") if last is not None else ""
+    return "'NoneType' object" in str(exc) and module.startswith("redis.")
 
 
 class RedisRoleError(ValueError):

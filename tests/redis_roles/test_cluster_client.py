@@ -76,3 +76,28 @@ def test_the_hubs_node_connection_keeps_the_clusters_credentials_and_tls() -> No
     tls = _node_credentials(make_client(settings, "rediss+cluster://u:pw@127.0.0.1:7000"))  # type: ignore[arg-type]
     assert tls["username"] == "u" and tls["password"] == "pw" and tls["ssl"] is True
     assert _node_credentials(make_client(settings, "redis+cluster://127.0.0.1:7000")) == {}  # type: ignore[arg-type]
+
+
+def _attribute_error_raised_in(module: str) -> AttributeError:
+    """An AttributeError on None raised by code whose module is `module`."""
+    space: dict[str, object] = {"__name__": module}
+    exec("def write(writer):\n    writer.writelines([])", space)
+    try:
+        space["write"](None)  # type: ignore[operator]
+    except AttributeError as exc:
+        return exc
+    raise AssertionError("no AttributeError")
+
+
+def test_a_connection_closed_while_connecting_is_an_outage_and_only_that() -> None:
+    """redis-py's race under failover (a connection closed by a failing command while another
+    was connecting on it: `'NoneType' object has no attribute 'writelines'` in its own
+    connection code) is a ClusterUnavailable callers degrade on; an AttributeError from
+    anywhere else is a bug and stays one."""
+    from app.redis_client import ClusterUnavailable, _unavailable
+
+    race = _attribute_error_raised_in("redis.asyncio.connection")
+    assert isinstance(_unavailable(race), ClusterUnavailable)
+    assert isinstance(_unavailable(race), RedisError)
+    ours = _attribute_error_raised_in("app.feed.service")
+    assert _unavailable(ours) is ours
