@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, cast
+from typing import Protocol, cast, runtime_checkable
 
 from redis.asyncio import Redis
 from sqlalchemy import select
@@ -81,6 +81,29 @@ class FanoutNotifier(Protocol):
     ) -> None:
         """These posts no longer reach these users (deleted when `final`, else made PRIVATE):
         take them out of the users' live counts. Raises on failure, so the job is retried."""
+
+
+@runtime_checkable
+class FusingNotifier(FanoutNotifier, Protocol):
+    """A notifier that can count a batch in the same call as its timeline insert."""
+
+    def fuses_with(self, store: TimelineStore) -> bool:
+        """Whether `push_and_deliver` works with this store (one standalone server)."""
+
+    async def online_guess(self, user_ids: Sequence[int]) -> list[int]:
+        """The users probably online: their counts are declared in the fused call."""
+
+    async def push_and_deliver(
+        self,
+        store: TimelineStore,
+        author_id: int,
+        entry: Sequence[int],
+        user_ids: Sequence[int],
+        guessed: Sequence[int],
+        *,
+        counting: bool,
+    ) -> tuple[int, list[int]]:
+        """Insert and count in one call: (timelines gained, online users not counted)."""
 
 
 @dataclass(frozen=True)
@@ -329,7 +352,15 @@ class FanoutService:
     async def deliver(
         self, author_id: int, entries: Sequence[Sequence[int]], user_ids: Sequence[int]
     ) -> int:
-        """FanoutBatch: one server-side script call per post for the whole batch."""
+        """FanoutBatch: one server-side script call per post for the whole batch; a post's
+        own batch (one entry) on one standalone server: its live counts in the same call."""
+        notifier = self.notifier
+        if (
+            len(entries) == 1
+            and isinstance(notifier, FusingNotifier)
+            and notifier.fuses_with(self.store)
+        ):
+            return await self._deliver_fused(notifier, author_id, entries, user_ids)
         written = 0
         for post_id, score in entries:
             written += await self.store.push_to_timelines(post_id, score, user_ids)
@@ -345,6 +376,37 @@ class FanoutService:
             if counted:
                 await self.notifier.delivered(author_id, counted, user_ids)
         return written
+
+    async def _deliver_fused(
+        self,
+        notifier: FusingNotifier,
+        author_id: int,
+        entries: Sequence[Sequence[int]],
+        user_ids: Sequence[int],
+    ) -> int:
+        """One EVALSHA for the insert and the counts (decision 0049). The post's SQL check
+        (deleted or PRIVATE since: not announced) runs first, and only when a recipient is
+        probably online: most batches count nobody and skip it. Online users the guess
+        missed come back and are counted the old way, after the same check."""
+        ids = [int(u) for u in user_ids]
+        guessed = await notifier.online_guess(ids)
+        alive: bool | None = None
+        if guessed:
+            alive = await self._reaches(entries)
+        written, missed = await notifier.push_and_deliver(
+            self.store, author_id, entries[0], ids, guessed, counting=bool(alive)
+        )
+        POST_TO_TIMELINE.observe(max(0.0, time.time() - int(entries[0][1]) / 1000))
+        TIMELINE_INSERTS.inc(written)
+        if missed and (alive if alive is not None else await self._reaches(entries)):
+            await notifier.delivered(author_id, entries, missed)
+        return written
+
+    async def _reaches(self, entries: Sequence[Sequence[int]]) -> bool:
+        """Does the (one) post still reach followers (not deleted, not PRIVATE)?"""
+        async with self.sessions() as session:
+            alive = await reaching_posts(session, [int(e[0]) for e in entries])
+        return int(entries[0][0]) in alive
 
     async def backfill_follow(self, follower_id: int, followee_id: int) -> int:
         """Followed: copy the author's newest posts into the follower's timeline."""

@@ -209,6 +209,11 @@ class TimelineStore:
         results = await self._eval_batches(PUSH_MANY, self._batches(keys), args)
         return sum(int(r) for r in results)
 
+    def push_args(self, post_id: int, score_ms: int) -> list[Any]:
+        """PUSH_MANY's arguments for a fan-out into existing timelines (`push_to_timelines`),
+        for a script built on `PUSH_FRAGMENT` (app.realtime.counts.PUSH_AND_COUNT)."""
+        return self._push_args(post_id, score_ms, self.timeline_max, self.timeline_slack, True)
+
     @staticmethod
     def _push_args(
         post_id: int, score_ms: int, max_entries: int, slack: int, only_existing: bool
