@@ -119,13 +119,34 @@ async def fanout_batch(
     user_ids: list[int],
     track: int | None = None,
 ) -> int:
-    written = await _service(ctx).deliver(author_id, entries, user_ids)
+    """One post's batch on one server: the insert, the live counts and the tracking step in
+    one call (decision 0049); otherwise the step is its own round trip after the insert."""
+    service = _service(ctx)
+    lane = ctx.get("lane", lanes.DEFAULT)
+    tail = None
     if track is not None:
         mine = len(user_ids) if _carries(entries, track) else 0
         progress = tracking.Progress(written=mine)
-        lane = ctx.get("lane", lanes.DEFAULT)
-        await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane, ttl=_ttl(ctx))
+        if _same_server(ctx["redis"], service.store.redis):
+            tail = tracking.settle_tail(track, ctx["job_id"], progress, ttl=_ttl(ctx))
+    written = await service.deliver(author_id, entries, user_ids, tail)
+    if track is not None:
+        if tail is not None and tail.reply is not None:
+            tracking.settled(track, tail, lane)
+        else:
+            await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane, ttl=_ttl(ctx))
     return written
+
+
+def _same_server(arq: Any, redis: Any) -> bool:
+    """Do ARQ's connection and the timelines' reach the same standalone server and db (so
+    the job's tracking can ride in the timelines' script call)?"""
+    pool = getattr(redis, "connection_pool", None)
+    if pool is None or getattr(arq, "connection_pool", None) is None:
+        return False
+    mine, theirs = arq.connection_pool.connection_kwargs, pool.connection_kwargs
+    where = ("host", "port", "db", "path")
+    return all(mine.get(k) == theirs.get(k) for k in where)
 
 
 async def backfill_follow(ctx: dict[str, Any], follower_id: int, followee_id: int) -> int:

@@ -37,6 +37,7 @@ from app.observability.metrics import (
 )
 from app.posts.ids import created_ms
 from app.posts.queries import author_posts, followee_posts
+from app.redis_scripts import ScriptTail
 from app.timelines.store import TimelineStore
 
 # A post committed while a rebuild was reading may be skipped by both the fan-out (no
@@ -102,8 +103,10 @@ class FusingNotifier(FanoutNotifier, Protocol):
         guessed: Sequence[int],
         *,
         counting: bool,
+        tail: ScriptTail | None = None,
     ) -> tuple[int, list[int]]:
-        """Insert and count in one call: (timelines gained, online users not counted)."""
+        """Insert and count in one call: (timelines gained, online users not counted);
+        `tail`: the caller's own work in the same call."""
 
 
 @dataclass(frozen=True)
@@ -350,17 +353,22 @@ class FanoutService:
         return len(entries)
 
     async def deliver(
-        self, author_id: int, entries: Sequence[Sequence[int]], user_ids: Sequence[int]
+        self,
+        author_id: int,
+        entries: Sequence[Sequence[int]],
+        user_ids: Sequence[int],
+        tail: ScriptTail | None = None,
     ) -> int:
         """FanoutBatch: one server-side script call per post for the whole batch; a post's
-        own batch (one entry) on one standalone server: its live counts in the same call."""
+        own batch (one entry) on one standalone server: its live counts in the same call,
+        and `tail` (the job's tracking) too; `tail.reply` stays None when it did not run."""
         notifier = self.notifier
         if (
             len(entries) == 1
             and isinstance(notifier, FusingNotifier)
             and notifier.fuses_with(self.store)
         ):
-            return await self._deliver_fused(notifier, author_id, entries, user_ids)
+            return await self._deliver_fused(notifier, author_id, entries, user_ids, tail)
         written = 0
         for post_id, score in entries:
             written += await self.store.push_to_timelines(post_id, score, user_ids)
@@ -383,6 +391,7 @@ class FanoutService:
         author_id: int,
         entries: Sequence[Sequence[int]],
         user_ids: Sequence[int],
+        tail: ScriptTail | None,
     ) -> int:
         """One EVALSHA for the insert and the counts (decision 0049). The post's SQL check
         (deleted or PRIVATE since: not announced) runs first, and only when a recipient is
@@ -394,7 +403,7 @@ class FanoutService:
         if guessed:
             alive = await self._reaches(entries)
         written, missed = await notifier.push_and_deliver(
-            self.store, author_id, entries[0], ids, guessed, counting=bool(alive)
+            self.store, author_id, entries[0], ids, guessed, counting=bool(alive), tail=tail
         )
         POST_TO_TIMELINE.observe(max(0.0, time.time() - int(entries[0][1]) / 1000))
         TIMELINE_INSERTS.inc(written)

@@ -36,7 +36,7 @@ from app.config import Settings
 from app.realtime import keys
 from app.realtime.keys import stops_key
 from app.realtime.metrics import PUBLISHED
-from app.redis_scripts import AnyRedis, LuaScript, run_script, run_script_many
+from app.redis_scripts import AnyRedis, LuaScript, ScriptTail, run_script, run_script_many
 from app.timelines.scripts import PUSH_FRAGMENT
 from app.timelines.store import TimelineStore, timeline_keys
 
@@ -147,15 +147,11 @@ return out
 # KEYS: n timelines, the online key, then (count key, stop-marks key) of each expected user.
 # ARGV: PUSH_MANY's five, n, the online cutoff ms, counting (1/0), then the users' ids packed
 # (8 bytes big-endian each, in the order of the timelines), then the head `count_args` reads,
-# then the expected users' positions (1..n) among the timelines.
+# then how many users are expected and their positions (1..n) among the timelines.
 # Online users (online score >= cutoff) are counted when expected (their keys are declared)
 # and counting is on; the others online are returned, for the caller to count them apart.
 # Returns {timelines that gained the post, publishes, positions of online users not counted}.
-PUSH_AND_COUNT = LuaScript(
-    "push_and_count",
-    PUSH_FRAGMENT
-    + _COUNT_LIB
-    + """
+_PUSH_AND_COUNT_MAIN = """
 local n, cutoff, counting = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
 local gained = push_keys(n)
 local online = KEYS[n + 1]
@@ -166,9 +162,9 @@ for i = 1, n do
   uids[i] = string.format('%.0f', h * 4294967296 + l)
 end
 local seen = redis.call('ZMSCORE', online, unpack(uids))
-local base = count_args(9)
-local slot = {}
-for k = 1, (#KEYS - n - 1) / 2 do slot[tonumber(ARGV[base + k])] = n + 2 * k end
+local base = count_args(9) + 1
+local slot, nexp = {}, tonumber(ARGV[base])
+for k = 1, nexp do slot[tonumber(ARGV[base + k])] = n + 2 * k end
 local published, missed = 0, {}
 for i = 1, n do
   local ms = seen[i]
@@ -182,9 +178,27 @@ for i = 1, n do
     end
   end
 end
-return {gained, published, missed}
-""",
+local tail_keys, tail_args = n + 1 + 2 * nexp, base + nexp
+"""
+PUSH_AND_COUNT = LuaScript(
+    "push_and_count",
+    PUSH_FRAGMENT + _COUNT_LIB + _PUSH_AND_COUNT_MAIN + "return {gained, published, missed}\n",
 )
+
+
+def push_and_count_with(name: str, fragment: str) -> LuaScript:
+    """PUSH_AND_COUNT followed by a caller's `fragment` (a `ScriptTail`'s script): it reads
+    its keys after KEYS[tail_keys] and its args after ARGV[tail_args], and leaves its answer
+    in a local `tail`, returned as the reply's fourth item."""
+    return LuaScript(
+        name,
+        PUSH_FRAGMENT
+        + _COUNT_LIB
+        + _PUSH_AND_COUNT_MAIN
+        + fragment
+        + "return {gained, published, missed, tail}\n",
+    )
+
 
 # Set one pair's stop mark. KEYS: stop-marks key, count key. ARGV: author, mark ms, ttl,
 # prune_before ms, stop. stop = '1': set the mark and return the counted post ids; else only
@@ -626,11 +640,13 @@ async def push_and_count(
     *,
     author_id: int,
     counting: bool,
+    tail: ScriptTail | None = None,
 ) -> PushCounted:
     """One post into the batch's timelines and into the live counts of its online users, in
     one EVALSHA (PUSH_AND_COUNT). `guessed`: the users whose count keys are declared (those
     `OnlineUsers` believes online); `counting` off (the post no longer reaches followers):
-    nobody is counted, the online ones are only reported."""
+    nobody is counted, the online ones are only reported. `tail`: a caller's work done in
+    the same call (`push_and_count_with`; the fan-out's job tracking)."""
     redis = store.redis
     ids = [int(u) for u in user_ids]
     position = {u: i for i, u in enumerate(ids, 1)}
@@ -650,9 +666,18 @@ async def push_and_count(
         1 if counting else 0,
         struct.pack(f">{len(ids)}Q", *ids),
         *head,
+        len(mine),
         *(position[u] for u in mine),
     ]
-    gained, published, missed = await run_script(redis, PUSH_AND_COUNT, keys_, args)
+    script = PUSH_AND_COUNT
+    if tail is not None:
+        script = tail.script
+        keys_ += tail.keys
+        args += tail.args
+    reply = await run_script(redis, script, keys_, args)
+    gained, published, missed = reply[:3]
+    if tail is not None:
+        tail.reply = reply[3]
     if published:
         PUBLISHED.labels("user").inc(int(published))
     return PushCounted(int(gained), int(published), [ids[int(i) - 1] for i in missed])

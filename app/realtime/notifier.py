@@ -17,7 +17,7 @@ from app.config import Settings
 from app.db.models import Visibility
 from app.realtime import counts, keys
 from app.realtime.metrics import PUBLISHED
-from app.redis_scripts import AnyRedis
+from app.redis_scripts import AnyRedis, ScriptTail
 from app.timelines.store import TimelineStore
 
 log = logging.getLogger("app.realtime")
@@ -56,6 +56,7 @@ class RedisNotifier:
         guessed: Sequence[int],
         *,
         counting: bool,
+        tail: ScriptTail | None = None,
     ) -> tuple[int, list[int]]:
         """One pushed post into the timelines and the counts of the online users guessed, in
         one call (decision 0049): (timelines that gained it, online users left uncounted).
@@ -69,6 +70,7 @@ class RedisNotifier:
             self.settings,
             author_id=author_id,
             counting=counting,
+            tail=tail,
         )
         return done.gained, done.missed
 

@@ -8,7 +8,7 @@ from app.fanout.service import FusingNotifier
 from app.posts.ids import created_ms
 from app.realtime import counts
 from app.realtime.keys import Channels, count_key
-from tests.helpers import author_with_fans, eventually, post, sql, timeline_ids
+from tests.helpers import author_with_fans, eventually, post, post_id_at, sql, timeline_ids
 
 
 async def _fans(client, state, n: int = 4) -> tuple[str, int, list[int]]:
@@ -125,3 +125,40 @@ async def test_the_write_path_counts_an_online_follower_through_the_worker(
 
 async def _no_owners(post_ids: list[int]) -> dict[int, int]:
     return {}
+
+
+async def test_the_tracking_step_rides_the_call_and_waits_for_the_insert(client, state) -> None:
+    import pytest
+    from redis.exceptions import ResponseError
+
+    from app.timelines.store import timeline_key
+    from jobs import tracking
+
+    _, author, fans = await _fans(client, state, 3)
+    post_id = post_id_at(counts.now_ms())
+    job = "fb:test:1"
+    await tracking.owe(state.redis, post_id, [job, "fb:test:2"], ttl=60)
+
+    # A timeline the insert cannot handle (not a packed string of entries): the call fails
+    # before its tracking step, so the job is still owed (its retry will settle it).
+    await state.redis.set(timeline_key(fans[1]), b"\x01abc")
+    tail = tracking.settle_tail(post_id, job, tracking.Progress(written=3), ttl=60)
+    with pytest.raises(ResponseError):
+        await counts.push_and_count(
+            state.timelines, post_id, created_ms(post_id), fans, [], state.settings,
+            author_id=author, counting=False, tail=tail,
+        )  # fmt: skip
+    assert tail.reply is None
+    owed = await state.redis.smembers(tracking.pending_key(post_id))
+    assert sorted(owed) == [b"fb:test:1", b"fb:test:2"]
+
+    await state.timelines.rebuild(fans[1], [])
+    tail = tracking.settle_tail(post_id, job, tracking.Progress(written=3), ttl=60)
+    done = await counts.push_and_count(
+        state.timelines, post_id, created_ms(post_id), fans, [], state.settings,
+        author_id=author, counting=False, tail=tail,
+    )  # fmt: skip
+    assert done.gained == 2 and list(tail.reply) == [1, 0, 1, 0]  # counted, first visible
+    assert tracking.settled(post_id, tail, "default") is False  # fb:test:2 is still owed
+    assert await state.redis.smembers(tracking.pending_key(post_id)) == {b"fb:test:2"}
+    assert await state.redis.hget(tracking.state_key(post_id), "written") == b"3"
