@@ -236,8 +236,16 @@ async def wait_batches(
         for p in post_ids
         for first in range(author + 1, author + followers + 1, 1000)
     )
-    while await redis.exists(*keys) < len(keys):
-        await asyncio.sleep(every)
+    # Only the results still missing are asked for again: polling every key every few ms
+    # cost ~5% of the server's time in a 10-post run.
+    while keys:
+        async with redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.exists(key)
+            found = await pipe.execute()
+        keys = [k for k, f in zip(keys, found, strict=True) if not f]
+        if keys:
+            await asyncio.sleep(every)
 
 
 def start_workers(env: dict[str, str], n: int) -> list[subprocess.Popen[bytes]]:
