@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import struct
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from app.realtime.keys import stops_key
 from app.realtime.metrics import PUBLISHED
 from app.redis_scripts import AnyRedis, LuaScript, ScriptTail, run_script, run_script_many
 from app.timelines.scripts import PUSH_FRAGMENT
-from app.timelines.store import TimelineStore, timeline_keys
+from app.timelines.store import TIMELINE_ID_SPAN, TimelineStore, timeline_keys
 
 Entry = Sequence[int]
 """(post_id, created_at_ms), as fan-out batches carry them, or (post_id, created_at_ms,
@@ -145,27 +144,27 @@ return out
 # user marked online before this call is counted here and one marked after finds the post in
 # the timeline (the hub's catch-up reads it after marking).
 # KEYS: n timelines, the online key, then (count key, stop-marks key) of each expected user.
-# ARGV: PUSH_MANY's five, n, the online cutoff ms, counting (1/0), then the users' ids packed
-# (8 bytes big-endian each, in the order of the timelines), then the head `count_args` reads,
+# ARGV: PUSH_MANY's five, n, the online cutoff ms, counting (1/0), '' (unused), then the head
+# `count_args` reads (a user's id is its timeline key's, TIMELINE_ID_SPAN),
 # then how many users are expected and their positions (1..n) among the timelines.
 # Online users (online score >= cutoff) are counted when expected (their keys are declared)
 # and counting is on; the others online are returned, for the caller to count them apart.
 # Returns {timelines that gained the post, publishes, positions of online users not counted}.
-_PUSH_AND_COUNT_MAIN = """
+_PUSH_AND_COUNT_MAIN = f"""
+local ID_FROM, ID_TO = {TIMELINE_ID_SPAN[0]}, {TIMELINE_ID_SPAN[1]}
 local n, cutoff, counting = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
 local gained = push_keys(n)
 local online = KEYS[n + 1]
-local packed_ids = ARGV[9]
-local uids = {}
-for i = 1, n do
-  local h, l = struct.unpack('>I4I4', packed_ids, 8 * i - 7)
-  uids[i] = string.format('%.0f', h * 4294967296 + l)
+-- Nobody online anywhere (a quiet hour, a benchmark): no recipient to look up.
+local seen, uids = {{}}, {{}}
+if redis.call('ZCARD', online) > 0 then
+  for i = 1, n do uids[i] = string.sub(KEYS[i], ID_FROM, ID_TO) end
+  seen = redis.call('ZMSCORE', online, unpack(uids))
 end
-local seen = redis.call('ZMSCORE', online, unpack(uids))
 local base = count_args(9) + 1
-local slot, nexp = {}, tonumber(ARGV[base])
+local slot, nexp = {{}}, tonumber(ARGV[base])
 for k = 1, nexp do slot[tonumber(ARGV[base + k])] = n + 2 * k end
-local published, missed = 0, {}
+local published, missed = 0, {{}}
 for i = 1, n do
   local ms = seen[i]
   if ms and tonumber(ms) >= cutoff then
@@ -664,7 +663,7 @@ async def push_and_count(
         len(ids),
         cutoff,
         1 if counting else 0,
-        struct.pack(f">{len(ids)}Q", *ids),
+        "",  # (was the ids packed; the script reads them from the timeline keys)
         *head,
         len(mine),
         *(position[u] for u in mine),

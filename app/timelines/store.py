@@ -59,6 +59,10 @@ def timeline_key(user_id: int) -> str:
     return f"tl:{{{int(user_id)}}}"
 
 
+# Where the user id sits in a timeline key, as Lua's string.sub(key, from, to) takes it
+# (`app.realtime.counts.PUSH_AND_COUNT` reads the recipients' ids from their keys).
+TIMELINE_ID_SPAN = (5, -2)
+
 # `timeline_key` as bytes, for the fan-out's 1,000-key script calls: redis-py encodes every
 # str argument in Python, and building plus packing 1,000 str keys cost twice as much client
 # CPU as bytes ones (the worker's largest cost per batch).
