@@ -5,7 +5,7 @@ server, then the store-level figures (`benchmarks.timeline_encoding`: memory, se
 per insert, reads).
 
     python -m benchmarks.fanout_path [--followers 50000] [--posts 10] [--workers 2]
-        [--latency-runs 3] [--timelines both|empty|full] [--no-store]
+        [--latency-runs 3] [--timelines both|empty|full] [--online N] [--no-store]
 
 The throughput run also reports each process's CPU (/proc/<pid>/stat: the workers, this
 process with the relay, Redis when it runs here, the scratch database's PostgreSQL backends)
@@ -226,6 +226,17 @@ async def materialize(redis: Redis, encoding: str, first_id: int, count: int, fi
     await redis.delete(timeline_key(-1))
 
 
+async def mark_online(redis: Redis, settings: Any, first: int, followers: int, count: int) -> None:
+    """`--online N`: N of the followers, spread evenly (every batch has some), are marked
+    online as a hub marks its sockets' users, so their batches keep live counts."""
+    from app.realtime.counts import mark_online as mark
+
+    step = max(1, followers // count)
+    users = list(range(first, first + followers, step))[:count]
+    for i in range(0, len(users), 1000):
+        await mark(redis, users[i : i + 1000], settings)
+
+
 async def wait_batches(
     redis: Redis, post_ids: list[int], author: int, followers: int, every: float
 ) -> None:
@@ -387,6 +398,10 @@ async def measure(
             for fill, label in PHASES[args.timelines]:
                 await redis.flushdb()
                 await materialize(redis, encoding, author + 1, args.followers, fill)
+                if args.online:
+                    await mark_online(
+                        redis, state.settings, author + 1, args.followers, args.online
+                    )
                 await arq.aclose()
                 arq = await create_pool(redis_settings(state.settings))
                 await one_post("warm-up")  # the first post of a phase warms caches
@@ -512,6 +527,7 @@ def main() -> None:
     parser.add_argument("--redis-db", type=int, default=14)
     parser.add_argument("--encodings", default="packed")
     parser.add_argument("--timelines", choices=sorted(PHASES), default="both")
+    parser.add_argument("--online", type=int, default=0, help="followers marked online")
     parser.add_argument("--latency-runs", type=int, default=3, help="1-post runs (median)")
     parser.add_argument("--no-store", action="store_true", help="skip the store-level table")
     parser.add_argument("--py-spy", metavar="DIR", help="profile the workers into DIR")
