@@ -13,6 +13,7 @@ from typing import Any
 
 from arq.jobs import Job
 
+from app.coalesce import Coalesced
 from app.fanout import lanes
 from app.fanout.lanes import Enqueue
 from app.fanout.service import FanoutService
@@ -57,6 +58,14 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
     for the post is noted in `plan`."""
     redis = ctx["redis"]
 
+    async def owe_many(job_ids: list[str]) -> list[None]:
+        """The jobs queued together (a split queues 16 at a time) are owed in one round trip."""
+        assert track is not None  # only a tracked post's jobs are owed
+        await tracking.owe(redis, track, job_ids, ttl=_ttl(ctx))
+        return [None] * len(job_ids)
+
+    owe: Coalesced[str, None] = Coalesced(owe_many)
+
     async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
         if track is None or function not in TRACKED:
             await redis.enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)
@@ -67,7 +76,7 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
                 plan.lane = lane
             else:  # (author, entries, lane, job prefix, after)
                 plan.continues_after = int(args[4])
-        await tracking.owe(redis, track, [job_id], ttl=_ttl(ctx))
+        await owe(job_id)
         job = await redis.enqueue_job(
             function, *args, _job_id=job_id, _queue_name=lane, track=track
         )
