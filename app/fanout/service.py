@@ -365,6 +365,7 @@ class FanoutService:
         notifier = self.notifier
         if (
             len(entries) == 1
+            and len(user_ids) <= self.store.script_batch  # one call's keys, as the store's
             and isinstance(notifier, FusingNotifier)
             and notifier.fuses_with(self.store)
         ):
