@@ -5,7 +5,11 @@ server, then the store-level figures (`benchmarks.timeline_encoding`: memory, se
 per insert, reads).
 
     python -m benchmarks.fanout_path [--followers 50000] [--posts 10] [--workers 2]
-        [--latency-runs 3] [--no-store]
+        [--latency-runs 3] [--timelines both|empty|full] [--online N] [--no-store]
+
+The throughput run also reports each process's CPU (/proc/<pid>/stat: the workers, this
+process with the relay, Redis when it runs here, the scratch database's PostgreSQL backends)
+and Redis time per command (INFO commandstats).
 
 Uses DATABASE_URL's server (a scratch database it creates and drops) and REDIS_URL's server
 (a scratch db it FLUSHES; never db 0). Prints tables; figures go to docs/benchmarks.md.
@@ -32,7 +36,15 @@ from app.config import PROJECT_ROOT
 from app.fanout import lanes
 from app.fanout.service import batch_job_id, post_job_prefix
 from app.posts.ids import EPOCH_MS
-from benchmarks.common import job_results, raw_rates, result_keys, scratch, stop_processes
+from benchmarks.common import (
+    cpu_seconds,
+    is_loopback,
+    job_results,
+    raw_rates,
+    result_keys,
+    scratch,
+    stop_processes,
+)
 
 BENCH_ENV = {
     "FANOUT_PULL_THRESHOLD": "100000000",  # keep the author in PUSH whatever the size
@@ -40,12 +52,77 @@ BENCH_ENV = {
     "BIG_AUTHOR_FOLLOWERS": "100000000",
     "TIMELINE_MAX": "800",
     "FANOUT_BATCH_SIZE": "1000",
+    # The write path, not the control plane: a burst of posts would switch the author to PULL
+    # (cost control) and queue its catch-up on the big lane, which this benchmark does not run.
+    "FANOUT_CONTROL": "threshold",
+    "FANOUT_REVIEW_SECONDS": "0",
 }
+PHASES = {"empty": ((0, "empty"),), "full": ((800, "full (800)"),)}
+PHASES["both"] = PHASES["empty"] + PHASES["full"]
 
 
 async def _commandstats(redis: Redis) -> dict[str, tuple[int, int]]:
     stats = await redis.info("commandstats")
     return {k[len("cmdstat_") :]: (v["calls"], v["usec"]) for k, v in stats.items()}
+
+
+def cpu_of(procs: dict[str, list[int]]) -> dict[str, float]:
+    return {k: cpu_seconds(v) for k, v in procs.items()}
+
+
+async def process_ids(redis: Redis, dsn: str) -> dict[str, list[int]]:
+    """The processes whose CPU a throughput run reports: Redis (when on this machine) and the
+    PostgreSQL backends of the scratch database."""
+    found: dict[str, list[int]] = {}
+    if is_loopback(redis_url_of(redis)):
+        found["redis-server"] = [int((await redis.info("server"))["process_id"])]
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        )
+        found["postgres backends"] = [int(r["pid"]) for r in rows]
+    finally:
+        await conn.close()
+    return found
+
+
+def redis_url_of(redis: Redis) -> str:
+    kw = redis.connection_pool.connection_kwargs
+    return f"redis://{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+
+
+def cpu_table(before: dict[str, float], after: dict[str, float], seconds: float) -> str:
+    """Each process's share of one core and of the machine over `seconds` of wall time."""
+    cores = os.cpu_count() or 1
+    rows = [
+        "| process | CPU s | share of one core | share of the machine |",
+        "|---|---:|---:|---:|",
+    ]
+    for name in after:
+        used = after[name] - before.get(name, 0.0)
+        rows.append(
+            f"| {name} | {used:.2f} | {used / seconds:.0%} | {used / seconds / cores:.0%} |"
+        )
+    return "\n".join(rows)
+
+
+def commandstats_table(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], inserts: int
+) -> str:
+    """Redis time per command over a run: calls, usec per call, share, us per insert."""
+    delta = {
+        k: (c - before.get(k, (0, 0))[0], u - before.get(k, (0, 0))[1])
+        for k, (c, u) in after.items()
+    }
+    delta = {k: v for k, v in delta.items() if v[0] > 0 and not k.startswith("info")}
+    total = sum(u for _, u in delta.values()) or 1
+    rows = ["| command | calls | usec/call | share | us/insert |", "|---|---:|---:|---:|---:|"]
+    for k, (calls, usec) in sorted(delta.items(), key=lambda kv: -kv[1][1])[:12]:
+        rows.append(
+            f"| {k} | {calls:,} | {usec / calls:.1f} | {usec / total:.0%} | {usec / inserts:.3f} |"
+        )
+    return "\n".join(rows)
 
 
 async def seed(dsn: str, followers: int) -> int:
@@ -89,6 +166,17 @@ async def materialize(redis: Redis, encoding: str, first_id: int, count: int, fi
     await redis.delete(timeline_key(-1))
 
 
+async def mark_online(redis: Redis, settings: Any, first: int, followers: int, count: int) -> None:
+    """`--online N`: N of the followers, spread evenly (every batch has some), are marked
+    online as a hub marks its sockets' users, so their batches keep live counts."""
+    from app.realtime.counts import mark_online as mark
+
+    step = max(1, followers // count)
+    users = list(range(first, first + followers, step))[:count]
+    for i in range(0, len(users), 1000):
+        await mark(redis, users[i : i + 1000], settings)
+
+
 async def wait_batches(
     redis: Redis, post_ids: list[int], author: int, followers: int, every: float
 ) -> None:
@@ -99,8 +187,16 @@ async def wait_batches(
         for p in post_ids
         for first in range(author + 1, author + followers + 1, 1000)
     )
-    while await redis.exists(*keys) < len(keys):
-        await asyncio.sleep(every)
+    # Only the results still missing are asked for again: polling every key every few ms
+    # cost ~5% of the server's time in a 10-post run.
+    while keys:
+        async with redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.exists(key)
+            found = await pipe.execute()
+        keys = [k for k, f in zip(keys, found, strict=True) if not f]
+        if keys:
+            await asyncio.sleep(every)
 
 
 def start_workers(env: dict[str, str], n: int) -> list[subprocess.Popen[bytes]]:
@@ -235,12 +331,17 @@ async def measure(
             return post.id, done - committed, usec
 
         results: list[Row] = []
+        shares: list[str] = []
         for encoding in args.encodings.split(","):
             workers = start_workers({**env, "TIMELINE_ENCODING": encoding}, args.workers)
             await asyncio.sleep(2.0)  # workers connect and register
-            for fill, label in ((0, "empty"), (800, "full (800)")):
+            for fill, label in PHASES[args.timelines]:
                 await redis.flushdb()
                 await materialize(redis, encoding, author + 1, args.followers, fill)
+                if args.online:
+                    await mark_online(
+                        redis, state.settings, author + 1, args.followers, args.online
+                    )
                 await arq.aclose()
                 arq = await create_pool(redis_settings(state.settings))
                 await one_post("warm-up")  # the first post of a phase warms caches
@@ -265,6 +366,11 @@ async def measure(
                 )
                 # Throughput: several posts back to back.
                 spies = start_spies(args.py_spy, workers, f"{encoding}-{fill}")
+                procs = {f"arq worker {i}": [w.pid] for i, w in enumerate(workers)}
+                procs["benchmark (relay, client)"] = [os.getpid()]
+                procs.update(await process_ids(redis, dsn))
+
+                cpu0 = cpu_of(procs)
                 before = await _commandstats(redis)
                 t0 = time.perf_counter()
                 made = []
@@ -276,8 +382,15 @@ async def measure(
                 await relay.drain()
                 await wait_batches(redis, made, author, args.followers, 0.005)
                 elapsed = time.perf_counter() - t0
+                cpu1 = cpu_of(procs)
                 after = await _commandstats(redis)
                 stop_processes(spies, signal.SIGINT)
+                shares.append(
+                    f"[{encoding}, {label}, {args.posts} posts, {elapsed:.2f} s]\n\n"
+                    + cpu_table(cpu0, cpu1, elapsed)
+                    + "\n\n"
+                    + commandstats_table(before, after, args.posts * args.followers)
+                )
                 usec = after["evalsha"][1] - before["evalsha"][1]
                 inserts = args.posts * args.followers
                 results.append(
@@ -330,6 +443,8 @@ async def measure(
                 f"| {r.encoding} | {r.timelines} | {r.posts} | {r.seconds * 1000:,.0f} ms{runs} "
                 f"| {r.rate:,.0f} | {ratio} | {r.us_per_insert:.2f} |"
             )
+        for block in shares:
+            print("\nCPU and Redis time during the throughput run " + block)
         if store_figures:
             from benchmarks import timeline_encoding
 
@@ -351,6 +466,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--redis-db", type=int, default=14)
     parser.add_argument("--encodings", default="packed")
+    parser.add_argument("--timelines", choices=sorted(PHASES), default="both")
+    parser.add_argument("--online", type=int, default=0, help="followers marked online")
     parser.add_argument("--latency-runs", type=int, default=3, help="1-post runs (median)")
     parser.add_argument("--no-store", action="store_true", help="skip the store-level table")
     parser.add_argument("--py-spy", metavar="DIR", help="profile the workers into DIR")

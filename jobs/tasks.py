@@ -13,6 +13,7 @@ from typing import Any
 
 from arq.jobs import Job
 
+from app.coalesce import Coalesced
 from app.fanout import lanes
 from app.fanout.lanes import Enqueue
 from app.fanout.service import FanoutService
@@ -57,6 +58,14 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
     for the post is noted in `plan`."""
     redis = ctx["redis"]
 
+    async def owe_many(job_ids: list[str]) -> list[None]:
+        """The jobs queued together (a split queues 16 at a time) are owed in one round trip."""
+        assert track is not None  # only a tracked post's jobs are owed
+        await tracking.owe(redis, track, job_ids, ttl=_ttl(ctx))
+        return [None] * len(job_ids)
+
+    owe: Coalesced[str, None] = Coalesced(owe_many)
+
     async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
         if track is None or function not in TRACKED:
             await redis.enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)
@@ -67,7 +76,7 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
                 plan.lane = lane
             else:  # (author, entries, lane, job prefix, after)
                 plan.continues_after = int(args[4])
-        await tracking.owe(redis, track, [job_id], ttl=_ttl(ctx))
+        await owe(job_id)
         job = await redis.enqueue_job(
             function, *args, _job_id=job_id, _queue_name=lane, track=track
         )
@@ -119,13 +128,34 @@ async def fanout_batch(
     user_ids: list[int],
     track: int | None = None,
 ) -> int:
-    written = await _service(ctx).deliver(author_id, entries, user_ids)
+    """One post's batch on one server: the insert, the live counts and the tracking step in
+    one call (decision 0049); otherwise the step is its own round trip after the insert."""
+    service = _service(ctx)
+    lane = ctx.get("lane", lanes.DEFAULT)
+    tail = None
     if track is not None:
         mine = len(user_ids) if _carries(entries, track) else 0
         progress = tracking.Progress(written=mine)
-        lane = ctx.get("lane", lanes.DEFAULT)
-        await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane, ttl=_ttl(ctx))
+        if _same_server(ctx["redis"], service.store.redis):
+            tail = tracking.settle_tail(track, ctx["job_id"], progress, ttl=_ttl(ctx))
+    written = await service.deliver(author_id, entries, user_ids, tail)
+    if track is not None:
+        if tail is not None and tail.reply is not None:
+            tracking.settled(track, tail, lane)
+        else:
+            await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane, ttl=_ttl(ctx))
     return written
+
+
+def _same_server(arq: Any, redis: Any) -> bool:
+    """Do ARQ's connection and the timelines' reach the same standalone server and db (so
+    the job's tracking can ride in the timelines' script call)?"""
+    pool = getattr(redis, "connection_pool", None)
+    if pool is None or getattr(arq, "connection_pool", None) is None:
+        return False
+    mine, theirs = arq.connection_pool.connection_kwargs, pool.connection_kwargs
+    where = ("host", "port", "db", "path")
+    return all(mine.get(k) == theirs.get(k) for k in where)
 
 
 async def backfill_follow(ctx: dict[str, Any], follower_id: int, followee_id: int) -> int:

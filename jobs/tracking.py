@@ -28,7 +28,8 @@ from redis.asyncio import Redis
 from app.fanout import lanes
 from app.observability.metrics import POST_FIRST_VISIBLE, POST_VISIBLE_95
 from app.posts.ids import created_ms
-from app.redis_scripts import LuaScript, run_script
+from app.realtime.counts import push_and_count_with
+from app.redis_scripts import LuaScript, ScriptTail, run_script
 
 FIRST, P95 = "first", "p95"  # ms the post was first / 95% visible (set once)
 VISIBLE_SHARE_PERCENT = 95
@@ -78,45 +79,92 @@ class Progress:
 # is complete when the split has reported (`split`) and `open` is 0.
 # Returns {counted, done, first, p95}: 1 where this call did it. One server: ARQ's Redis
 # (ARQ needs a standalone server, so the two keys need no common hash tag).
+_PROGRESS_FN = """
+local function progress(pending, state, a)
+  if redis.call('SREM', pending, ARGV[a + 1]) == 0 then return {0, 0, 0, 0} end
+  local now, planned, written = ARGV[a + 2], tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local function toggle(cursor)
+    local field = 'chunk-' .. cursor
+    if redis.call('HDEL', state, field) == 1 then
+      redis.call('HINCRBY', state, 'open', -1)
+    else
+      redis.call('HSET', state, field, 1)
+      redis.call('HINCRBY', state, 'open', 1)
+    end
+  end
+  if ARGV[a + 6] ~= '' then
+    if ARGV[a + 6] == '0' then redis.call('HSET', state, 'split', 1) else toggle(ARGV[a + 6]) end
+    if ARGV[a + 7] ~= '' then toggle(ARGV[a + 7]) end
+    if planned > 0 then redis.call('HINCRBY', state, 'planned', planned) end
+  end
+  local first, p95 = 0, 0
+  if written > 0 then
+    redis.call('HINCRBY', state, 'written', written)
+    first = redis.call('HSETNX', state, 'first', now)
+  end
+  local f = redis.call('HMGET', state, 'split', 'open', 'planned', 'written')
+  local plan, total = tonumber(f[3] or 0), tonumber(f[4] or 0)
+  local share = tonumber(ARGV[a + 8])
+  if f[1] and tonumber(f[2] or 0) == 0 and plan > 0 and total * 100 >= plan * share then
+    p95 = redis.call('HSETNX', state, 'p95', now)
+  end
+  local done = 0
+  if redis.call('SCARD', pending) == 0 then
+    redis.call('HSET', state, 'done', now)
+    done = 1
+  end
+  redis.call('EXPIRE', state, ARGV[a + 3])
+  return {1, done, first, p95}
+end
+"""
 _PROGRESS = LuaScript(
     "fanout_progress",
-    """
+    _PROGRESS_FN
+    + """
 local pending, state = KEYS[1], KEYS[2]
-if redis.call('SREM', pending, ARGV[1]) == 0 then return {0, 0, 0, 0} end
-local now, planned, written = ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5])
-local function toggle(cursor)
-  local field = 'chunk-' .. cursor
-  if redis.call('HDEL', state, field) == 1 then
-    redis.call('HINCRBY', state, 'open', -1)
-  else
-    redis.call('HSET', state, field, 1)
-    redis.call('HINCRBY', state, 'open', 1)
-  end
-end
-if ARGV[6] ~= '' then
-  if ARGV[6] == '0' then redis.call('HSET', state, 'split', 1) else toggle(ARGV[6]) end
-  if ARGV[7] ~= '' then toggle(ARGV[7]) end
-  if planned > 0 then redis.call('HINCRBY', state, 'planned', planned) end
-end
-local first, p95 = 0, 0
-if written > 0 then
-  redis.call('HINCRBY', state, 'written', written)
-  first = redis.call('HSETNX', state, 'first', now)
-end
-local f = redis.call('HMGET', state, 'split', 'open', 'planned', 'written')
-local plan, total = tonumber(f[3] or 0), tonumber(f[4] or 0)
-if f[1] and tonumber(f[2] or 0) == 0 and plan > 0 and total * 100 >= plan * tonumber(ARGV[8]) then
-  p95 = redis.call('HSETNX', state, 'p95', now)
-end
-local done = 0
-if redis.call('SCARD', pending) == 0 then
-  redis.call('HSET', state, 'done', now)
-  done = 1
-end
-redis.call('EXPIRE', state, ARGV[3])
-return {1, done, first, p95}
+return progress(pending, state, 0)
 """,
 )
+# A post's own FanoutBatch on one server (ARQ's and the timelines'): its insert, its live
+# counts and this progress step in one call (decision 0049): app.realtime.counts' PUSH_AND_COUNT
+# with the step appended, its keys (fp:, fo:) and ARGV (as _PROGRESS's) after the insert's.
+BATCH_PROGRESS = push_and_count_with(
+    "fanout_batch_progress",
+    _PROGRESS_FN
+    + """
+local pending, state = KEYS[tail_keys + 1], KEYS[tail_keys + 2]
+local tail = progress(pending, state, tail_args)
+""",
+)
+
+
+def _progress_args(job_id: str, now_ms: int, ttl: int, progress: Progress) -> list[str | int]:
+    return [
+        job_id,
+        now_ms,
+        ttl,
+        progress.planned,
+        progress.written,
+        "" if progress.chunk is None else progress.chunk,
+        "" if progress.continues_after is None else progress.continues_after,
+        VISIBLE_SHARE_PERCENT,
+    ]
+
+
+def settle_tail(post_id: int, job_id: str, progress: Progress, *, ttl: int) -> ScriptTail:
+    """`settle` as a batch's insert call's tail (BATCH_PROGRESS): one round trip for the
+    insert, the counts and this step, atomic, so a batch whose insert fails is still owed.
+    Only for a server that holds both ARQ's keys and the timelines; `settled` reads the
+    answer (the reply stays None when the insert went another way: `settle` then)."""
+    args = _progress_args(job_id, int(time.time() * 1000), ttl, progress)
+    return ScriptTail(BATCH_PROGRESS, [pending_key(post_id), state_key(post_id)], args)
+
+
+def settled(post_id: int, tail: ScriptTail, lane: str) -> bool:
+    """What `settle` returns, from a tail's answer; observes the visibility metrics."""
+    _, done, first, p95 = tail.reply
+    _observe(post_id, int(tail.args[1]), lanes.label(lane), bool(first), bool(p95))
+    return bool(done)
 
 
 async def settle(
@@ -131,16 +179,7 @@ async def settle(
     """The job succeeded; True when that completed the post's fan-out. Observes the post's
     first and 95% visibility (in `lane`, a queue name) when this job's progress reached them."""
     now_ms = int(time.time() * 1000)
-    args = [
-        job_id,
-        now_ms,
-        ttl,
-        progress.planned,
-        progress.written,
-        "" if progress.chunk is None else progress.chunk,
-        "" if progress.continues_after is None else progress.continues_after,
-        VISIBLE_SHARE_PERCENT,
-    ]
+    args = _progress_args(job_id, now_ms, ttl, progress)
     keys = [pending_key(post_id), state_key(post_id)]
     _, done, first, p95 = await run_script(redis, _PROGRESS, keys, args)
     _observe(post_id, now_ms, lanes.label(lane), bool(first), bool(p95))

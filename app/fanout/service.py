@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from redis.asyncio import Redis
 from sqlalchemy import select
@@ -39,6 +39,7 @@ from app.observability.metrics import (
 from app.posts.ids import created_ms
 from app.posts.queries import author_posts, followee_posts
 from app.redis_client import RedisRoles
+from app.redis_scripts import ScriptTail
 from app.timelines.store import TimelineStore
 
 
@@ -88,6 +89,31 @@ class FanoutNotifier(Protocol):
     ) -> None:
         """These posts no longer reach these users (deleted when `final`, else made PRIVATE):
         take them out of the users' live counts. Raises on failure, so the job is retried."""
+
+
+@runtime_checkable
+class FusingNotifier(FanoutNotifier, Protocol):
+    """A notifier that can count a batch in the same call as its timeline insert."""
+
+    def fuses_with(self, store: TimelineStore) -> bool:
+        """Whether `push_and_deliver` works with this store (one standalone server)."""
+
+    async def online_guess(self, user_ids: Sequence[int]) -> list[int]:
+        """The users probably online: their counts are declared in the fused call."""
+
+    async def push_and_deliver(
+        self,
+        store: TimelineStore,
+        author_id: int,
+        entry: Sequence[int],
+        user_ids: Sequence[int],
+        guessed: Sequence[int],
+        *,
+        counting: bool,
+        tail: ScriptTail | None = None,
+    ) -> tuple[int, list[int]]:
+        """Insert and count in one call: (timelines gained, online users not counted);
+        `tail`: the caller's own work in the same call."""
 
 
 @dataclass(frozen=True)
@@ -394,9 +420,23 @@ class FanoutService:
         return len(entries)
 
     async def deliver(
-        self, author_id: int, entries: Sequence[Sequence[int]], user_ids: Sequence[int]
+        self,
+        author_id: int,
+        entries: Sequence[Sequence[int]],
+        user_ids: Sequence[int],
+        tail: ScriptTail | None = None,
     ) -> int:
-        """FanoutBatch: one server-side script call per post for the whole batch."""
+        """FanoutBatch: one server-side script call per post for the whole batch; a post's
+        own batch (one entry) on one standalone server: its live counts in the same call,
+        and `tail` (the job's tracking) too; `tail.reply` stays None when it did not run."""
+        notifier = self.notifier
+        if (
+            len(entries) == 1
+            and len(user_ids) <= self.store.script_batch  # one call's keys, as the store's
+            and isinstance(notifier, FusingNotifier)
+            and notifier.fuses_with(self.store)
+        ):
+            return await self._deliver_fused(notifier, author_id, entries, user_ids, tail)
         written = 0
         for post_id, score in entries:
             written += await self.store.push_to_timelines(post_id, score, user_ids)
@@ -412,6 +452,38 @@ class FanoutService:
             if counted:
                 await self.notifier.delivered(author_id, counted, user_ids)
         return written
+
+    async def _deliver_fused(
+        self,
+        notifier: FusingNotifier,
+        author_id: int,
+        entries: Sequence[Sequence[int]],
+        user_ids: Sequence[int],
+        tail: ScriptTail | None,
+    ) -> int:
+        """One EVALSHA for the insert and the counts (decision 0049). The post's SQL check
+        (deleted or PRIVATE since: not announced) runs first, and only when a recipient is
+        probably online: most batches count nobody and skip it. Online users the guess
+        missed come back and are counted the old way, after the same check."""
+        ids = [int(u) for u in user_ids]
+        guessed = await notifier.online_guess(ids)
+        alive: bool | None = None
+        if guessed:
+            alive = await self._reaches(entries)
+        written, missed = await notifier.push_and_deliver(
+            self.store, author_id, entries[0], ids, guessed, counting=bool(alive), tail=tail
+        )
+        POST_TO_TIMELINE.observe(max(0.0, time.time() - int(entries[0][1]) / 1000))
+        TIMELINE_INSERTS.inc(written)
+        if missed and (alive if alive is not None else await self._reaches(entries)):
+            await notifier.delivered(author_id, entries, missed)
+        return written
+
+    async def _reaches(self, entries: Sequence[Sequence[int]]) -> bool:
+        """Does the (one) post still reach followers (not deleted, not PRIVATE)?"""
+        async with self.sessions() as session:
+            alive = await reaching_posts(session, [int(e[0]) for e in entries])
+        return int(entries[0][0]) in alive
 
     async def backfill_follow(self, follower_id: int, followee_id: int) -> int:
         """Followed: copy the author's newest posts into the follower's timeline."""

@@ -118,8 +118,10 @@ end
 #   one: common when workers run batches concurrently): APPEND a copy of the newest entry,
 #   then SETRANGE the post and the entries after it one slot to the right;
 # - older than all of them: read the string, SETRANGE the post and everything after it.
-PUSH_MANY = LuaScript(
-    "push_many",
+# PUSH_MANY as a fragment: the helpers, and `push_keys(last)` inserting the post into
+# KEYS[1..last] (the post and its parameters in ARGV[1..5], as PUSH_MANY takes them).
+# `app.realtime.counts.PUSH_AND_COUNT` appends the live counts of the same batch to it.
+PUSH_FRAGMENT = (
     _LIB
     + """
 local id, max, only_existing = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
@@ -196,7 +198,8 @@ end
 -- is formatted on every call. A key that is not a string answers GETRANGE with an error: no
 -- timeline (see above), deleted, then handled as missing.
 local call, pcall, unpack4, kind = redis.call, redis.pcall, struct.unpack, type
-for i = 1, #KEYS do
+local function push_keys(last)
+for i = 1, last do
   local key = KEYS[i]
   local tail = pcall('GETRANGE', key, probe, '-1')
   if kind(tail) ~= 'string' then
@@ -219,8 +222,11 @@ for i = 1, #KEYS do
   end
 end
 return added
-""",
+end
+"""
 )
+
+PUSH_MANY = LuaScript("push_many", PUSH_FRAGMENT + "return push_keys(#KEYS)\n")
 
 # Merge many entries into one key (follow backfill, author index).
 # KEYS[1]. ARGV: max entries, create (1/0), entries (packed, ascending, unique).

@@ -59,6 +59,10 @@ def timeline_key(user_id: int) -> str:
     return f"tl:{{{int(user_id)}}}"
 
 
+# Where the user id sits in a timeline key, as Lua's string.sub(key, from, to) takes it
+# (`app.realtime.counts.PUSH_AND_COUNT` reads the recipients' ids from their keys).
+TIMELINE_ID_SPAN = (5, -2)
+
 # `timeline_key` as bytes, for the fan-out's 1,000-key script calls: redis-py encodes every
 # str argument in Python, and building plus packing 1,000 str keys cost twice as much client
 # CPU as bytes ones (the worker's largest cost per batch).
@@ -208,6 +212,11 @@ class TimelineStore:
         )
         results = await self._eval_batches(PUSH_MANY, self._batches(keys), args)
         return sum(int(r) for r in results)
+
+    def push_args(self, post_id: int, score_ms: int) -> list[Any]:
+        """PUSH_MANY's arguments for a fan-out into existing timelines (`push_to_timelines`),
+        for a script built on `PUSH_FRAGMENT` (app.realtime.counts.PUSH_AND_COUNT)."""
+        return self._push_args(post_id, score_ms, self.timeline_max, self.timeline_slack, True)
 
     @staticmethod
     def _push_args(
