@@ -89,9 +89,13 @@ def hostile_documents() -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("name", list(hostile_documents()))
 async def test_hostile_documents_are_refused_at_once(client: httpx.AsyncClient, name: str) -> None:
     document, said = hostile_documents()[name]
-    started = time.perf_counter()
-    result = await gql(client, "", query=document)
-    took = time.perf_counter() - started
+    # The refusal's cost is the best of three: one sample on a 2-core machine can meet a
+    # garbage collection or the scheduler (CI saw 0.52 s once for a ~0.05 s refusal).
+    took = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        result = await gql(client, "", query=document)
+        took = min(took, time.perf_counter() - started)
     assert result.data is None, result
     assert result.codes and set(result.codes) == {"BAD_USER_INPUT"}, result.errors
     assert any(said in e["message"] for e in result.errors), result.errors
