@@ -62,11 +62,7 @@ async def run(args: argparse.Namespace) -> None:
     if redis_url.rstrip("/").endswith("/0"):
         raise SystemExit("REDIS_URL must name a db other than 0 (it is flushed)")
     async with replica_pair() as pair:
-        admin = await asyncpg.connect(pair.url("primary"))
-        try:
-            await admin.execute(f'CREATE DATABASE "{DB}"')
-        finally:
-            await admin.close()
+        await pair.create_database(DB)
         primary_url = pair.url("primary", DB)
         migrate(primary_url)
         started = time.perf_counter()

@@ -113,6 +113,15 @@ class ReplicaPair:
         data = self.primary_data if which == "primary" else self.standby_data
         return int((data / "postmaster.pid").read_text().splitlines()[0])
 
+    async def create_database(self, name: str) -> str:
+        """A new database on the primary (replicated to the standby); its primary URL."""
+        admin = await asyncpg.connect(self.url("primary"))
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+        return self.url("primary", name)
+
     async def standby_sql(self, statement: str, database: str = "postgres") -> Any:
         conn = await asyncpg.connect(self.url("standby", database))
         try:

@@ -142,11 +142,7 @@ async def replicated_database() -> AsyncIterator[ReplicaPair]:
     """devtools/replica.py's pair with the tests' schema migrated on the primary (as
     tests/conftest.py migrates the tests' database) and replayed on the standby."""
     async with replica_pair(max_connections=PG_MAX_CONNECTIONS) as pair:
-        admin = await asyncpg.connect(pair.url("primary"))
-        try:
-            await admin.execute(f'CREATE DATABASE "{DATABASE}"')
-        finally:
-            await admin.close()
+        await pair.create_database(DATABASE)
         migrate = {"DATABASE_URL": pair.url("primary", DATABASE)}
         code, _, err = await run_module("alembic", "upgrade", "head", env=migrate)
         assert code == 0, err

@@ -48,11 +48,7 @@ def stale_rows() -> float:
 async def replicated() -> AsyncIterator[tuple[AppState, httpx.AsyncClient, ReplicaPair]]:
     """The app on a fresh primary (migrated) with its standby as DATABASE_REPLICA_URL."""
     async with replica_pair() as pair:
-        admin = await asyncpg.connect(pair.url("primary"))
-        try:
-            await admin.execute(f'CREATE DATABASE "{DB}"')
-        finally:
-            await admin.close()
+        await pair.create_database(DB)
         code, _, err = await run_module(
             "alembic", "upgrade", "head", env={"DATABASE_URL": pair.url("primary", DB)}
         )
