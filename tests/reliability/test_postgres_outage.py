@@ -33,8 +33,8 @@ from tests.realtime.live import PROTOCOL
 from tests.reliability.private_postgres import private_postgres
 from tests.servers import ApiServer
 
-TTL = 4.0  # FEED_AUTHZ_TTL_SECONDS of the server under test
-OUTAGE_SECONDS = 6.0  # the issue's outage; past the TTL either way
+TTL = 8.0  # FEED_AUTHZ_TTL_SECONDS of the server under test (slack for a loaded CI machine)
+OUTAGE_SECONDS = 10.0  # past the TTL either way (the issue names 6 s; longer is stricter)
 PAGE = 5  # the check of a page reads PAGE more ids: at most 3 hidden leaves 2 for later
 ALLOWED = {"UNAVAILABLE", "OVERLOADED"}  # what a request may fail with while PostgreSQL is away
 
