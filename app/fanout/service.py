@@ -508,15 +508,18 @@ class FanoutService:
                     author_id,
                     entries[0],
                     chunk,
-                    [u for u in chunk if u in guessed],
+                    [u for u in chunk if u in guessed] if guessed else [],
                     counting=bool(alive),
                     tail=with_tail,
                 )
 
         done: list[tuple[int, list[int]]] = []
         if len(pages) > 1:
-            async with asyncio.TaskGroup() as calls:
-                running = [calls.create_task(page(chunk, None)) for chunk in pages[:-1]]
+            try:
+                async with asyncio.TaskGroup() as calls:
+                    running = [calls.create_task(page(chunk, None)) for chunk in pages[:-1]]
+            except ExceptionGroup as failed:
+                raise failed.exceptions[0] from None  # the job fails as one call would
             done = [r.result() for r in running]
         done.append(await page(pages[-1], tail))
         written = sum(w for w, _ in done)
