@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     # (decision 0034). Still accepted so existing deployments' environments keep starting;
     # any other value is refused with the upgrade command (`_only_packed`).
     timeline_encoding: Literal["packed"] = "packed"
-    fanout_batch_size: int = 1000  # follower ids per FanoutBatch job
+    fanout_batch_size: int = 1000  # follower ids per page (one script call); jobs: 1-7 pages
     fanout_pull_threshold: int = 10_000  # followers at/above which an author switches to pull
     fanout_push_threshold: int = 8_000  # followers below which a pull author switches back
     # The fan-out control plane (app.fanout.control, decision 0026): "cost" decides push or

@@ -34,14 +34,12 @@ from redis.asyncio import Redis
 
 from app.config import PROJECT_ROOT
 from app.fanout import lanes
-from app.fanout.service import batch_job_id, post_job_prefix
 from app.posts.ids import EPOCH_MS
 from benchmarks.common import (
     cpu_seconds,
     is_loopback,
     job_results,
     raw_rates,
-    result_keys,
     scratch,
     stop_processes,
 )
@@ -177,25 +175,20 @@ async def mark_online(redis: Redis, settings: Any, first: int, followers: int, c
         await mark(redis, users[i : i + 1000], settings)
 
 
-async def wait_batches(
-    redis: Redis, post_ids: list[int], author: int, followers: int, every: float
-) -> None:
-    """Done when every FanoutBatch job has a result (the benchmark's followers are the ids
-    after the author's, batches of 1,000: the first follower of each batch is known)."""
-    keys = result_keys(
-        batch_job_id(post_job_prefix(p), first)
-        for p in post_ids
-        for first in range(author + 1, author + followers + 1, 1000)
-    )
-    # Only the results still missing are asked for again: polling every key every few ms
-    # cost ~5% of the server's time in a 10-post run.
-    while keys:
+async def wait_batches(redis: Redis, post_ids: list[int], every: float) -> None:
+    """Done when every post's fan-out is done: `fo:<post>` has `done` (jobs.tracking: set by
+    the job that settles last, the batches' in the same call as their insert), whatever
+    the jobs' shape (one per 1,000 followers before decision 0054, groups of pages since)."""
+    from jobs.tracking import state_key
+
+    waiting = list(post_ids)
+    while waiting:
         async with redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.exists(key)
+            for post_id in waiting:
+                pipe.hexists(state_key(post_id), "done")
             found = await pipe.execute()
-        keys = [k for k, f in zip(keys, found, strict=True) if not f]
-        if keys:
+        waiting = [p for p, f in zip(waiting, found, strict=True) if not f]
+        if waiting:
             await asyncio.sleep(every)
 
 
@@ -288,7 +281,7 @@ async def holding(redis: Redis, encoding: str, first: int, count: int, post_id: 
 
 
 async def run(args: argparse.Namespace) -> None:
-    async with scratch("bench_fanout", args.redis_db) as servers:
+    async with scratch(args.db_prefix, args.redis_db) as servers:
         await measure(args, servers.dsn, servers.redis_url, servers.redis, servers.env())
 
 
@@ -324,7 +317,7 @@ async def measure(
                 post = await create_post(session, author, text, "public", None, 500)
             committed = time.perf_counter()
             await relay.drain()
-            await wait_batches(redis, [post.id], author, args.followers, 0.001)
+            await wait_batches(redis, [post.id], 0.001)
             done = time.perf_counter()
             after = await _commandstats(redis)
             usec = after["evalsha"][1] - before.get("evalsha", (0, 0))[1]
@@ -380,7 +373,7 @@ async def measure(
                             (await create_post(session, author, f"b{i}", "public", None, 500)).id
                         )
                 await relay.drain()
-                await wait_batches(redis, made, author, args.followers, 0.005)
+                await wait_batches(redis, made, 0.005)
                 elapsed = time.perf_counter() - t0
                 cpu1 = cpu_of(procs)
                 after = await _commandstats(redis)
@@ -465,6 +458,7 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--redis-db", type=int, default=14)
+    parser.add_argument("--db-prefix", default="bench_fanout", help="scratch database name prefix")
     parser.add_argument("--encodings", default="packed")
     parser.add_argument("--timelines", choices=sorted(PHASES), default="both")
     parser.add_argument("--online", type=int, default=0, help="followers marked online")

@@ -15,11 +15,15 @@ from app.posts.visibility import reaches_followers_sql
 
 # One row holding an array: asyncpg decodes bigint[] in C, where 50,000 rows through the ORM's
 # result machinery cost 2-3x the query itself (profiled in the splitter).
+# `u.id > :after` repeats the keyset bound on the users side: the planner merges the two
+# index scans, and without it the users scan starts at the first id, so the page after
+# 30,000 followers read 37,000 users rows (33 ms instead of 9 for 7,000 ids; decision 0054).
 _ACTIVE_FOLLOWERS = text(
     """
     SELECT ARRAY(
         SELECT f.follower_id FROM follows f JOIN users u ON u.id = f.follower_id
-        WHERE f.followee_id = :author AND f.follower_id > :after AND u.last_active_at >= :since
+        WHERE f.followee_id = :author AND f.follower_id > :after AND u.id > :after
+          AND u.last_active_at >= :since
         ORDER BY f.follower_id LIMIT :n
     )
     """

@@ -50,8 +50,14 @@ class _NotReplayed(Exception):
 # A post committed while a rebuild was reading may be skipped by both the fan-out (no
 # timeline yet) and the rebuild snapshot; re-reading this window after the write closes it.
 REBUILD_CATCH_UP = timedelta(seconds=30)
-# FanoutBatch jobs one split job enqueues before handing over to a continuation job.
+# Pages (FANOUT_BATCH_SIZE followers each) one split job reads before handing over to a
+# continuation job.
 SPLIT_PAGES = 50
+# Pages per FanoutBatch job after a split's first page (queued alone, to start at once): 50
+# pages are 8 jobs (1 + 7 x 7), each running its pages as script calls, DELIVER_IN_FLIGHT at
+# a time (decision 0054).
+JOB_PAGES = 7
+DELIVER_IN_FLIGHT = 2
 # Jobs a split queues at once (each is a few round trips to ARQ's Redis).
 ENQUEUE_CONCURRENCY = 16
 # Followers read per query when a deleted or hidden post leaves their live counts.
@@ -114,6 +120,15 @@ class FusingNotifier(FanoutNotifier, Protocol):
     ) -> tuple[int, list[int]]:
         """Insert and count in one call: (timelines gained, online users not counted);
         `tail`: the caller's own work in the same call."""
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """A planning job's follower pages as queued: one list per FanoutBatch job, and whether
+    followers remain past them (a continuation)."""
+
+    groups: list[list[int]]
+    more: bool
 
 
 @dataclass(frozen=True)
@@ -270,25 +285,26 @@ class FanoutService:
         jobs, then hand the rest to a continuation job: each job stays short, so a worker
         killed mid-split loses little and the retry (same job ids) repeats nothing.
 
-        The first page is read and queued alone, so its batch runs while the other pages are
-        read (one keyset query); the jobs are queued concurrently (ENQUEUE_CONCURRENCY), not
-        one round trip after another. Measured on 50,000 followers: the first batch was queued
-        ~240 ms after the split began and the last ~520 ms after that; now 10-20 ms and
-        70-230 ms (docs/benchmarks.md)."""
+        The first page is read and queued alone, so its batch runs at once; the others are
+        read JOB_PAGES pages at a time, each group queued as one job (one script call per
+        page inside it, `deliver`) while the next group is read: a post to 50,000 followers
+        is 8 jobs, not 50, so ARQ's per-job pick-up (a poll, a WATCH/MULTI claim, a result)
+        no longer sets when its last timelines are written (docs/benchmarks.md, "Fan-out,
+        round 4"). Returns (jobs queued, followers in them)."""
         size = self.settings.fanout_batch_size
         since = active_since(self.settings.active_days)
         gate = asyncio.Semaphore(ENQUEUE_CONCURRENCY)
 
-        queued: set[str] = set()  # a page read again on the primary is not queued twice
+        queued: set[str] = set()  # a group read again on the primary is not queued twice
 
-        async def batch(page: list[int]) -> None:
-            job_id = batch_job_id(job_prefix, page[0])
+        async def batch(group: list[int]) -> None:
+            job_id = batch_job_id(job_prefix, group[0])
             if job_id in queued:
                 return
             queued.add(job_id)
             async with gate:
                 await enqueue(
-                    lanes.FANOUT_BATCH, author_id, entries, page, job_id=job_id, lane=lane
+                    lanes.FANOUT_BATCH, author_id, entries, group, job_id=job_id, lane=lane
                 )
 
         async def continuation(last: int) -> None:
@@ -305,33 +321,40 @@ class FanoutService:
 
         async with asyncio.TaskGroup() as jobs:
 
-            async def read(sessions: async_sessionmaker[AsyncSession]) -> list[list[int]]:
+            async def read(sessions: async_sessionmaker[AsyncSession]) -> _Groups:
+                groups: list[list[int]] = []
+                cursor, paged, pages = after, 0, 1
                 async with sessions() as session:
-                    first = await active_followers(session, author_id, since, after, size)
-                    if first:
-                        jobs.create_task(batch(first))
-                    rest: list[int] = []
-                    if len(first) == size:
-                        # The other pages, plus one id to tell whether a continuation is needed.
-                        more = (SPLIT_PAGES - 1) * size + 1
-                        rest = await active_followers(session, author_id, since, first[-1], more)
-                return [first, rest]
+                    while paged < SPLIT_PAGES:
+                        pages = min(pages, SPLIT_PAGES - paged)
+                        want = pages * size
+                        last_group = paged + pages == SPLIT_PAGES
+                        # The last group reads one id more: is a continuation needed?
+                        ids = await active_followers(
+                            session, author_id, since, cursor, want + last_group
+                        )
+                        more = len(ids) > want
+                        group = ids[:want]
+                        if group:
+                            groups.append(group)
+                            jobs.create_task(batch(group))
+                        if len(group) < want:
+                            break
+                        cursor, paged, pages = group[-1], paged + pages, JOB_PAGES
+                        if last_group:
+                            return _Groups(groups, more)
+                return _Groups(groups, False)
 
-            first, rest = await self._follower_pages(entries, read)
-            pages = [first] if first else []
-            pages += [rest[i : i + size] for i in range(0, len(rest), size)]
-            for page in pages[1:SPLIT_PAGES]:
-                jobs.create_task(batch(page))
-            if len(pages) > SPLIT_PAGES:
-                jobs.create_task(continuation(pages[SPLIT_PAGES - 1][-1]))
-        batches = min(len(pages), SPLIT_PAGES)
-        return batches, sum(len(p) for p in pages[:SPLIT_PAGES])
+            found = await self._follower_pages(entries, read)
+            if found.more:
+                jobs.create_task(continuation(found.groups[-1][-1]))
+        return len(found.groups), sum(len(g) for g in found.groups)
 
     async def _follower_pages(
         self,
         entries: Sequence[Sequence[int]],
-        read: Callable[[async_sessionmaker[AsyncSession]], Awaitable[list[list[int]]]],
-    ) -> list[list[int]]:
+        read: Callable[[async_sessionmaker[AsyncSession]], Awaitable[_Groups]],
+    ) -> _Groups:
         """`read` on the replica when it keeps up AND has replayed the newest of these posts,
         else on the primary. Why the post: once the replica has it, it has every follow
         committed before it; a follow committed after it is backfilled from the primary
@@ -344,13 +367,13 @@ class FanoutService:
             return await read(self.sessions)
         newest = max(int(e[0]) for e in entries)
 
-        async def on_replica() -> list[list[int]]:
+        async def on_replica() -> _Groups:
             async with replica_sessions() as session:
                 if await session.get(Post, newest) is None:
                     raise _NotReplayed
             return await read(replica_sessions)
 
-        async def on_primary() -> list[list[int]]:
+        async def on_primary() -> _Groups:
             return await read(self.sessions)
 
         try:
@@ -426,13 +449,14 @@ class FanoutService:
         user_ids: Sequence[int],
         tail: ScriptTail | None = None,
     ) -> int:
-        """FanoutBatch: one server-side script call per post for the whole batch; a post's
-        own batch (one entry) on one standalone server: its live counts in the same call,
-        and `tail` (the job's tracking) too; `tail.reply` stays None when it did not run."""
+        """FanoutBatch: one server-side script call per post and page (FANOUT_BATCH_SIZE
+        users, at most the store's `script_batch`) of the job; a post's own job (one entry)
+        on one standalone server: its live counts in the same calls, and `tail` (the job's
+        tracking) in the last one, sent once the others succeeded; `tail.reply` stays None
+        when it did not run."""
         notifier = self.notifier
         if (
             len(entries) == 1
-            and len(user_ids) <= self.store.script_batch  # one call's keys, as the store's
             and isinstance(notifier, FusingNotifier)
             and notifier.fuses_with(self.store)
         ):
@@ -461,18 +485,45 @@ class FanoutService:
         user_ids: Sequence[int],
         tail: ScriptTail | None,
     ) -> int:
-        """One EVALSHA for the insert and the counts (decision 0049). The post's SQL check
-        (deleted or PRIVATE since: not announced) runs first, and only when a recipient is
-        probably online: most batches count nobody and skip it. Online users the guess
-        missed come back and are counted the old way, after the same check."""
+        """One EVALSHA per page for the insert and the counts (decision 0049), up to
+        DELIVER_IN_FLIGHT at a time, the last page (with `tail`) after the others (decision
+        0054: a job whose insert fails is not settled). The post's SQL check (deleted or
+        PRIVATE since: not announced) runs once per job, and only when a recipient is
+        probably online: most jobs count nobody and skip it. Online users the guess missed
+        come back and are counted the old way, after the same check."""
         ids = [int(u) for u in user_ids]
-        guessed = await notifier.online_guess(ids)
+        guessed = set(await notifier.online_guess(ids))
         alive: bool | None = None
         if guessed:
             alive = await self._reaches(entries)
-        written, missed = await notifier.push_and_deliver(
-            self.store, author_id, entries[0], ids, guessed, counting=bool(alive), tail=tail
-        )
+        # The split's pages (FANOUT_BATCH_SIZE), at most one call's keys as the store's.
+        size = min(self.settings.fanout_batch_size, self.store.script_batch)
+        pages = [ids[i : i + size] for i in range(0, len(ids), size)] or [ids]
+        gate = asyncio.Semaphore(DELIVER_IN_FLIGHT)
+
+        async def page(chunk: list[int], with_tail: ScriptTail | None) -> tuple[int, list[int]]:
+            async with gate:
+                return await notifier.push_and_deliver(
+                    self.store,
+                    author_id,
+                    entries[0],
+                    chunk,
+                    [u for u in chunk if u in guessed] if guessed else [],
+                    counting=bool(alive),
+                    tail=with_tail,
+                )
+
+        done: list[tuple[int, list[int]]] = []
+        if len(pages) > 1:
+            try:
+                async with asyncio.TaskGroup() as calls:
+                    running = [calls.create_task(page(chunk, None)) for chunk in pages[:-1]]
+            except ExceptionGroup as failed:
+                raise failed.exceptions[0] from None  # the job fails as one call would
+            done = [r.result() for r in running]
+        done.append(await page(pages[-1], tail))
+        written = sum(w for w, _ in done)
+        missed = [u for _, m in done for u in m]
         POST_TO_TIMELINE.observe(max(0.0, time.time() - int(entries[0][1]) / 1000))
         TIMELINE_INSERTS.inc(written)
         if missed and (alive if alive is not None else await self._reaches(entries)):

@@ -1,5 +1,6 @@
-"""The splitter: active followers into FanoutBatch pages and a continuation job, with the
-first page queued before the rest is read and the jobs queued concurrently."""
+"""The splitter: active followers into FanoutBatch jobs and a continuation job, with the
+first page queued alone before the rest is read, the others in groups of JOB_PAGES pages,
+each queued while the next is read."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 from typing import Any
 
 from app.fanout import lanes
-from app.fanout.service import SPLIT_PAGES
+from app.fanout.service import JOB_PAGES, SPLIT_PAGES
 from tests.helpers import db
 
 
@@ -51,12 +52,16 @@ async def test_pages_partition_the_active_followers(state) -> None:
     batches, count = await state.fanout.enqueue_pages(
         author, entries, lanes.DEFAULT, "fb:123", 0, enqueue
     )
-    assert (batches, count) == (SPLIT_PAGES, SPLIT_PAGES * size)
-    pages = sorted(args[2] for fn, args, _, _ in jobs if fn == lanes.FANOUT_BATCH)
-    assert len(pages) == SPLIT_PAGES and all(len(p) == size for p in pages)
-    assert [u for p in pages for u in p] == active[: SPLIT_PAGES * size]
+    groups = sorted(args[2] for fn, args, _, _ in jobs if fn == lanes.FANOUT_BATCH)
+    # The first page alone, then JOB_PAGES pages per job (the last group what is left).
+    sizes = [size] + [JOB_PAGES * size] * ((SPLIT_PAGES - 1) // JOB_PAGES)
+    if (SPLIT_PAGES - 1) % JOB_PAGES:
+        sizes.append((SPLIT_PAGES - 1) % JOB_PAGES * size)
+    assert (batches, count) == (len(sizes), SPLIT_PAGES * size)
+    assert [len(g) for g in groups] == sizes
+    assert [u for g in groups for u in g] == active[: SPLIT_PAGES * size]
     assert {job_id for fn, _, job_id, _ in jobs if fn == lanes.FANOUT_BATCH} == {
-        f"fb:123:{p[0]}" for p in pages
+        f"fb:123:{g[0]}" for g in groups
     }
     [(_, args, job_id, lane)] = [j for j in jobs if j[0] == lanes.FANOUT_PAGES]
     last = active[SPLIT_PAGES * size - 1]

@@ -1,0 +1,97 @@
+"""FanoutBatch jobs of several pages (decision 0054): a split queues its first page alone,
+then groups of JOB_PAGES pages; a job writes each page with its own script call (insert and
+live counts), and its tracking step rides the last call, sent only once the others
+succeeded. Against the real Redis, PostgreSQL and ARQ workers (FANOUT_BATCH_SIZE is 4 in
+the tests: a page is 4 followers)."""
+
+from __future__ import annotations
+
+import pytest
+from redis.exceptions import ResponseError
+
+from app.fanout.service import JOB_PAGES
+from app.posts.ids import created_ms
+from app.realtime import counts
+from app.realtime.keys import count_key
+from app.timelines.store import timeline_key
+from jobs import tracking
+from tests.helpers import author_with_fans, eventually, post, sql, timeline_ids
+
+
+async def _fans(client, state, n: int) -> tuple[str, int, list[int]]:
+    """An author and n followers with (empty) timelines; the author's token and id, fan ids."""
+    token, author, made = await author_with_fans(client, n)
+    fans = sorted(fan_id for _, fan_id in made)
+    for fan in fans:
+        await state.timelines.rebuild(fan, [])
+    return token, author, fans
+
+
+async def _counted(state, user_id: int) -> list[int]:
+    return [int(m) for m in await state.redis.zrange(count_key(user_id), 0, -1)]
+
+
+async def test_a_job_of_several_pages_settles_only_after_every_page(client, state) -> None:
+    service = state.fanout
+    page = state.settings.fanout_batch_size
+    token, author, fans = await _fans(client, state, 2 * page + 2)  # three calls: 4, 4, 2
+    await counts.mark_online(state.redis, [fans[1], fans[-1]], state.settings)
+    service.notifier.online = counts.OnlineUsers()  # a fresh copy: both guessed
+    post_id = await post(client, token, "in pages")  # (no workers here: nothing fans it out)
+    entries = [(post_id, created_ms(post_id))]
+    job = "fb:test:grouped"
+    await tracking.owe(state.redis, post_id, [job, "fb:test:other"], ttl=60)
+
+    # A timeline in the second page the insert cannot handle: that call fails, so the job
+    # fails as one call would, and the last call (with the tracking step) is never sent.
+    await state.redis.set(timeline_key(fans[page]), b"\x01abc")
+    tail = tracking.settle_tail(post_id, job, tracking.Progress(written=len(fans)), ttl=60)
+    with pytest.raises(ResponseError):
+        await service.deliver(author, entries, fans, tail)
+    assert tail.reply is None
+    owed = await state.redis.smembers(tracking.pending_key(post_id))
+    assert sorted(owed) == [b"fb:test:grouped", b"fb:test:other"]
+    assert await timeline_ids(state, fans[-1]) == []  # the last page waited
+
+    # The retry writes every page, counts the online followers of the first and last page
+    # and settles the job in the last call.
+    await state.timelines.rebuild(fans[page], [])
+    tail = tracking.settle_tail(post_id, job, tracking.Progress(written=len(fans)), ttl=60)
+    # (The first page's call ran beside the failed one, or was cancelled with it.)
+    assert len(fans) - page <= await service.deliver(author, entries, fans, tail) <= len(fans)
+    assert tail.reply is not None and tracking.settled(post_id, tail, "default") is False
+    assert await state.redis.smembers(tracking.pending_key(post_id)) == {b"fb:test:other"}
+    assert await state.redis.hget(tracking.state_key(post_id), "written") == str(len(fans)).encode()
+    for fan in fans:
+        assert await timeline_ids(state, fan) == [post_id]
+    assert await _counted(state, fans[1]) == [post_id]
+    assert await _counted(state, fans[-1]) == [post_id]
+    assert await _counted(state, fans[0]) == []
+
+
+async def test_the_write_path_groups_pages_into_few_jobs(client, state, pipeline) -> None:
+    page = state.settings.fanout_batch_size
+    n = page * (1 + JOB_PAGES) + 1  # the first page, a full group, one follower more
+    token, author, fans = await _fans(client, state, n)
+    # Pinned to PUSH: the tests' thresholds would pull an author with this many followers.
+    await sql("UPDATE users SET fanout_pin = 'push' WHERE id = $1", author)
+    await counts.mark_online(state.redis, [fans[-1]], state.settings)
+    post_id = await post(client, token, "grouped")
+    await pipeline.settle()
+
+    async def done() -> bool:
+        return await state.redis.hget(tracking.state_key(post_id), "done") is not None
+
+    await eventually(done)
+    for fan in fans:
+        assert await timeline_ids(state, fan) == [post_id]
+    state_ = await state.redis.hgetall(tracking.state_key(post_id))
+    assert int(state_[b"planned"]) == int(state_[b"written"]) == n
+    # 3 jobs (1 page, JOB_PAGES pages, 1 follower), not one per page.
+    batches = [k for k in await state.redis.keys("arq:result:fb:*") if b":from:" not in k]
+    assert len(batches) == 3
+
+    async def counted() -> bool:
+        return await _counted(state, fans[-1]) == [post_id]
+
+    await eventually(counted)
