@@ -17,7 +17,8 @@ answers directly (~150-200 us). What the engine did for these statements is done
 PostgreSQL out of reach is `Unavailable` and throws the pool's connections of that
 generation away (app.db.engine's handle_error hook), a statement cancelled midway
 invalidates its connection (its state is unknown), any other driver error is SQLAlchemy's
-DBAPIError as before. Engine events (before_cursor_execute) no longer see these statements.
+DBAPIError as before. Listeners of the engine's `before_cursor_execute` (the tests' query
+counts) are still told of every statement, with no connection or cursor.
 """
 
 from __future__ import annotations
@@ -275,6 +276,7 @@ class Reads:
     def __init__(self, engine: AsyncEngine, skip_filter: bool = False) -> None:
         self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._pool: Pool = engine.sync_engine.pool
+        self._dispatch = engine.sync_engine.dispatch  # its listeners, as they are now
         size = getattr(self._pool, "size", None)
         self._slots = asyncio.Semaphore(size()) if callable(size) and size() > 0 else None
         self._faulty: dict[str, str] = _UNFILTERED if skip_filter else {}
@@ -290,6 +292,9 @@ class Reads:
         # The pool's checkout and return may open or close a connection: SQLAlchemy runs
         # those in a greenlet (as engine.connect() does). No transaction is begun, so the
         # return's reset (a rollback) has nothing to do.
+        announce = self._dispatch.before_cursor_execute
+        if announce:  # listeners (tests count statements): told as the engine tells them
+            announce(None, None, statement, args, None, False)
         fairy: PoolProxiedConnection = await greenlet_spawn(self._pool.connect)
         try:
             return await fairy.driver_connection.fetch(statement, *args)  # type: ignore[union-attr,no-any-return]
