@@ -35,10 +35,12 @@ documents through both and compares the responses, including errors.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from graphql import (
@@ -51,8 +53,10 @@ from graphql import (
     GraphQLEnumType,
     GraphQLError,
     GraphQLID,
+    GraphQLInt,
     GraphQLNonNull,
     GraphQLObjectType,
+    GraphQLScalarType,
     GraphQLSchema,
     GraphQLString,
     InlineFragmentNode,
@@ -72,6 +76,7 @@ from graphql.language import EnumValueNode
 from strawberry.schema.schema import validate_document
 
 from app.api.fast.adapter import (
+    STRAWBERRY_ISOFORMAT,
     Undefined,
     enum_class,
     strawberry_field,
@@ -149,6 +154,10 @@ class Step:
     # type is its own serialization (serialize_string/_id/_boolean return it unchanged),
     # so it skips the completion call; any other value takes `complete`.
     same: type | None = None
+    # For LEAF steps whose serialization of a value of exactly type `same` is known without
+    # the completion (_quick: Int in range, Strawberry's DateTime, an enum's members): that
+    # function; None with `same` set: the value itself.
+    convert: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,9 +259,11 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
                 raise NotCompilable(f"null {step.type_name}.{step.key}")
             out[step.key] = None
         elif kind == LEAF:
-            out[step.key] = (
-                value if type(value) is step.same else _leaf_value(step, step.complete, value)
-            )
+            if type(value) is step.same:
+                convert = step.convert
+                out[step.key] = value if convert is None else convert(value)
+            else:
+                out[step.key] = _leaf_value(step, step.complete, value)
         elif kind == OBJECT:
             out[step.key] = _render(step.complete, value, extras)
         else:  # LIST of objects
@@ -516,8 +527,8 @@ def _steps(
             continue
         kind, _, _, attribute, target = classify_field(owner, field_def, name)
         if kind == LEAF:
-            same = _same(field_def.type)
-            steps.append(Step(key, LEAF, attribute, non_null, target, parent.name, same))
+            same, convert = _quick(field_def.type, target, f"{parent.name}.{key}")
+            steps.append(Step(key, LEAF, attribute, non_null, target, parent.name, same, convert))
         elif kind == OBJECT and node.selection_set is not None:
             sub = _steps(schema, target, node.selection_set, fragments)
             steps.append(Step(key, OBJECT, attribute, non_null, sub, parent.name))
@@ -543,6 +554,39 @@ _SAME: tuple[tuple[Any, type], ...] = (
 def _same(type_: Any) -> type | None:
     inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
     return next((python for scalar, python in _SAME if inner is scalar), None)
+
+
+def _quick(
+    type_: Any, complete: Any, where: str
+) -> tuple[type | None, Callable[[Any], Any] | None]:
+    """(Python type, its serialization) for a leaf whose output for a value of exactly that
+    type is known without the completion call, each equal to what the completion gives:
+    String, ID, Boolean (the value itself, `_same`); graphql-core's Int (the value itself
+    within 32 bits; outside them the completion fails, so the plan does: NotCompilable);
+    Strawberry's DateTime (its serializer is `isoformat`); a Strawberry enum (each member's
+    completion, made once here: a member is a singleton and its name never changes, as the
+    executor's memo already assumes). (None, None): every value takes the completion."""
+    same = _same(type_)
+    if same is not None:
+        return same, None
+    inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
+    if inner is GraphQLInt:
+
+        def int_out(value: int) -> int:
+            if _INT_MIN <= value <= _INT_MAX:
+                return value
+            raise NotCompilable(f"{where} = {value!r}")  # serialize_int refuses it
+
+        return int, int_out
+    if isinstance(inner, GraphQLScalarType) and inner.serialize is STRAWBERRY_ISOFORMAT:
+        return datetime, datetime.isoformat
+    wrapped = enum_class(inner)
+    if wrapped is not None and issubclass(wrapped, enum.Enum):
+        names = {member: complete(member, _never_awaitable) for member in wrapped}
+        if any(name is MISS for name in names.values()):
+            return None, None
+        return wrapped, names.__getitem__
+    return None, None
 
 
 def _object_type(type_: Any) -> GraphQLObjectType:
