@@ -36,6 +36,7 @@ documents through both and compares the responses, including errors.
 from __future__ import annotations
 
 import enum
+import keyword
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -182,6 +183,9 @@ class CompiledQuery:
     steps: tuple[Step, ...]
     process_errors: Callable[[list[GraphQLError]], None]  # the schema's error policy
     extras: Callable[[Context, Any], Awaitable[None]] | None  # fills the page's extras
+    # `steps` as straight-line code (_generate): what _render does, without the loop over
+    # steps and the per-step branching. None: _render walks the steps.
+    render: Callable[[Any, Any], dict[str, Any]] | None = None
 
     def arguments_for(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The root resolver's keyword arguments for already coerced variable `values`."""
@@ -209,7 +213,13 @@ class CompiledQuery:
         try:
             if self.extras is not None:
                 await self.extras(context, value)
-            return {"data": {self.root_key: _render(self.steps, value, value.extras)}}
+            render = self.render
+            body = (
+                render(value, value.extras)
+                if render is not None
+                else _render(self.steps, value, value.extras)
+            )
+            return {"data": {self.root_key: body}}
         except NotCompilable:
             raise
         except Exception as exc:  # graphql-core would locate it deeper: not ours to answer
@@ -269,6 +279,92 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
         else:  # LIST of objects
             out[step.key] = [_render(step.complete, item, extras) for item in value]
     return out
+
+
+def _generate(steps: tuple[Step, ...]) -> Callable[[Any, Any], dict[str, Any]]:
+    """`_render(steps, source, extras)` as generated Python: one function per object level,
+    each step's value read into a local in step order, then one dict display. Same values,
+    same order, the same NotCompilable cases (a null where the type forbids one, an extras
+    read that finds nothing, a leaf its completion refuses). Only names made here go into the
+    source: response keys, messages, steps and functions are passed as constants (`names`),
+    and an attribute is read by name only when it is a plain identifier (else `getattr`)."""
+    names: dict[str, Any] = {
+        "NotCompilable": NotCompilable,
+        "_leaf_value": _leaf_value,
+        "_type": type,
+        "_getattr": getattr,
+    }
+    lines: list[str] = []
+
+    def const(value: Any) -> str:
+        name = f"c{len(names)}"
+        names[name] = value
+        return name
+
+    def level(steps: tuple[Step, ...]) -> str:
+        fn = f"r{len(names)}"
+        names[fn] = None  # reserved; the function itself lands here after exec
+        body: list[str] = []
+        items: list[str] = []
+        for i, step in enumerate(steps):
+            key = const(step.key)
+            local = f"v{i}"
+            if step.kind == TYPENAME:
+                items.append(f"{key}: {const(step.type_name)}")
+                continue
+            items.append(f"{key}: {local}")
+            missing = const(f"{step.type_name}.{step.key}: not in the page's extras")
+            null = const(f"null {step.type_name}.{step.key}")
+            if step.kind == EXTRAS:
+                read, complete = step.complete
+                body.append(f"    v = {const(read)}(src, extras)")
+                body.append(f"    if v is None: raise NotCompilable({missing})")
+                if type(complete) is tuple:
+                    sub = level(complete)
+                    other = f"{sub}(v, extras)"
+                else:
+                    other = f"_leaf_value({const(step)}, {const(complete)}, v)"
+                if step.same is not None:
+                    body.append(f"    {local} = v if _type(v) is {const(step.same)} else {other}")
+                else:
+                    body.append(f"    {local} = {other}")
+                continue
+            attribute = step.attribute
+            if attribute.isidentifier() and not keyword.iskeyword(attribute):
+                body.append(f"    v = src.{attribute}")
+            else:
+                body.append(f"    v = _getattr(src, {const(attribute)})")
+            body.append("    if v is None:")
+            if step.non_null:
+                body.append(f"        raise NotCompilable({null})")
+            else:
+                body.append(f"        {local} = None")
+            if step.kind == LEAF:
+                leaf = f"_leaf_value({const(step)}, {const(step.complete)}, v)"
+                if step.same is not None:
+                    body.append(f"    elif _type(v) is {const(step.same)}:")
+                    if step.convert is None:
+                        body.append(f"        {local} = v")
+                    else:
+                        body.append(f"        {local} = {const(step.convert)}(v)")
+                body.append("    else:")
+                body.append(f"        {local} = {leaf}")
+            elif step.kind == OBJECT:
+                body.append("    else:")
+                body.append(f"        {local} = {level(step.complete)}(v, extras)")
+            else:  # LIST of objects
+                sub = level(step.complete)
+                body.append("    else:")
+                body.append(f"        {local} = [{sub}(item, extras) for item in v]")
+        lines.append(f"def {fn}(src, extras):")
+        lines.extend(body)
+        lines.append(f"    return {{{', '.join(items)}}}")
+        return fn
+
+    root = level(steps)
+    exec(compile("\n".join(lines), "<compiled render>", "exec"), names)
+    render: Callable[[Any, Any], dict[str, Any]] = names[root]
+    return render
 
 
 # -- compiling -----------------------------------------------------------------------------
@@ -441,6 +537,7 @@ def _compile(
         steps=steps,
         process_errors=process_errors,
         extras=complete_page_extras if _uses_extras(steps) else None,
+        render=_generate(steps),
     )
 
 
