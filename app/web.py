@@ -438,9 +438,11 @@ def create_app(state: AppState | None = None) -> Starlette:
         lambda: hubs.get("hub"),
         graphql_ide=None if production else "graphiql",
     )
-    view: ASGIApp = graphql
+    # Registered documents (and texts) that can be planned skip the view, the router and
+    # Starlette's exception middleware: answered by a middleware right inside admission
+    # control (app.api.fast.compiled_http, decision 0052); the rest reaches the view below.
+    compiled_front: list[Middleware] = []
     if settings.compiled_documents:
-        # Registered documents that can be planned skip the view (app.api.fast).
         schema = graphql.schema
         assert isinstance(schema, FeedSchema)  # built by FeedGraphQL (build_schema)
         plans = compile_documents(
@@ -455,8 +457,18 @@ def create_app(state: AppState | None = None) -> Starlette:
             settings.compiled_text_plans,
             settings.compiled_text_max_chars,
         )
-        view = CompiledHTTP(graphql, current_state, graphql.documents, plans, texts)
-    graphql_app = Timed(view)  # bodies arrive read and bounded (app.api.transports.admission)
+        compiled_front.append(
+            Middleware(
+                CompiledHTTP,
+                state=current_state,
+                documents=graphql.documents,
+                compiled=plans,
+                texts=texts,
+                path="/graphql",
+                latency=GRAPHQL_LATENCY,  # the requests it answers; Timed times the rest
+            )
+        )
+    graphql_app = Timed(graphql)  # bodies arrive read and bounded (app.api.transports.admission)
 
     async def health() -> tuple[dict[str, str], int]:
         st = current_state()
@@ -527,6 +539,7 @@ def create_app(state: AppState | None = None) -> Starlette:
                 max_bytes=settings.max_request_bytes,
                 body_timeout_seconds=settings.request_body_timeout_seconds,
             ),
+            *compiled_front,  # POST /graphql's compiled documents, past admission only
             Middleware(SocketLimits, send_buffer=settings.realtime_socket_send_buffer),
         ],
     )

@@ -8,7 +8,11 @@ the way feed_connection builds one (FeedConnection, PostEdge, Post objects over 
 rows, authors and likes in the page's extras). Variants, same plan and page:
   plain   every leaf through its completion (the steps without `same`: before)
   same    String, ID and Boolean leaves of exactly their Python type taken as they are
-Prints µs per page per round (median of rounds) and the ratio; both render equal dicts.
+  quick   also Int (in 32 bits), DateTime (isoformat) and enum leaves without the
+          completion call (`Step.convert`, decision 0052)
+  code    the quick steps as generated straight-line code (`_generate`, the plan's
+          `render`: what a compiled request runs since decision 0052)
+Prints µs per page per round (median of rounds) and the ratios; all render equal dicts.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ import argparse
 import dataclasses
 import statistics
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from app.api.endpoint.schema import build_schema
 from app.api.fast.adapter import graphql_schema
-from app.api.fast.compiler import Step, _render, compile_documents
+from app.api.fast.compiler import Step, _generate, _render, compile_documents
 from app.api.schema.types import FeedConnection, Post, PostEdge, page_info
 from app.config import Settings
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras
@@ -67,7 +73,22 @@ def without_same(steps: tuple[Step, ...]) -> tuple[Step, ...]:
             complete = without_same(complete)
         elif type(complete) is tuple and len(complete) == 2 and type(complete[1]) is tuple:
             complete = (complete[0], without_same(complete[1]))
-        out.append(dataclasses.replace(step, same=None, complete=complete))
+        out.append(dataclasses.replace(step, same=None, convert=None, complete=complete))
+    return tuple(out)
+
+
+def without_convert(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """The steps as they were before `convert`: only String, ID and Boolean leaves quick."""
+    out = []
+    for step in steps:
+        complete: Any = step.complete
+        if type(complete) is tuple and complete and type(complete[0]) is Step:
+            complete = without_convert(complete)
+        elif type(complete) is tuple and len(complete) == 2 and type(complete[1]) is tuple:
+            complete = (complete[0], without_convert(complete[1]))
+        if step.convert is not None:
+            step = dataclasses.replace(step, same=None, convert=None)
+        out.append(dataclasses.replace(step, complete=complete))
     return tuple(out)
 
 
@@ -79,22 +100,33 @@ def main(argv: list[str] | None = None) -> None:
     schema = build_schema(Settings())
     text, entry = next((t, e) for t, e in schema.documents.by_text().items() if e.name == "Feed")
     plan = compile_documents(graphql_schema(schema), {text: entry}, schema.process_errors)[text]
-    variants = {"plain": without_same(plan.steps), "same": plan.steps}
+    variants = {
+        "plain": without_same(plan.steps),
+        "same": without_convert(plan.steps),
+        "quick": plan.steps,
+    }
     value = page()
-    outputs = {k: _render(steps, value, value.extras) for k, steps in variants.items()}
-    assert outputs["plain"] == outputs["same"]
-    timings: dict[str, list[float]] = {k: [] for k in variants}
+    renders: dict[str, Callable[[Any, Any], dict[str, Any]]] = {
+        k: partial(_render, steps) for k, steps in variants.items()
+    }
+    renders["code"] = _generate(plan.steps)
+    outputs = {k: render(value, value.extras) for k, render in renders.items()}
+    assert outputs["plain"] == outputs["same"] == outputs["quick"] == outputs["code"]
+    timings: dict[str, list[float]] = {k: [] for k in renders}
     for _ in range(args.rounds):
-        for key, steps in variants.items():  # interleaved: drift hits both
+        for key, render in renders.items():  # interleaved: drift hits all
             started = time.process_time()
             for _ in range(args.pages):
-                _render(steps, value, value.extras)
+                render(value, value.extras)
             timings[key].append((time.process_time() - started) / args.pages * 1e6)
     medians = {k: statistics.median(v) for k, v in timings.items()}
     for key, values in timings.items():
         rounds = ", ".join(f"{v:.0f}" for v in values)
         print(f"{key:6} {medians[key]:7.1f} µs per page (CPU; rounds: {rounds})")
     print(f"same / plain: {medians['same'] / medians['plain']:.2f}x the CPU")
+    print(f"quick / same: {medians['quick'] / medians['same']:.2f}x the CPU")
+    print(f"code / quick: {medians['code'] / medians['quick']:.2f}x the CPU")
+    print(f"code / same: {medians['code'] / medians['same']:.2f}x the CPU")
 
 
 if __name__ == "__main__":

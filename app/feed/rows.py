@@ -5,13 +5,20 @@ Every id that leaves the read path passed the home-feed rule (app.posts.visibili
 followed now (or the viewer), no block either way. Timelines and caches only ever propose
 ids; these queries decide.
 
-How the queries run: `Reads`, SQLAlchemy Core on autocommit connections with the driver's
-own SQL ($n parameters). The read path is a few lone SELECTs per page, each in its own short
-connection checkout, so it needs no ORM session, no statement compilation and no
-transaction: in the default mode asyncpg wraps every SELECT in BEGIN ... ROLLBACK, three
-round trips instead of one. Measured per query (client CPU): ORM session ~400 us, Core on
-autocommit ~250 us. Statements still go through the engine, so engine events (the
-counted-queries test) see every one of them.
+How the queries run: `Reads`, the driver's own SQL ($n parameters) on asyncpg's connection
+itself, checked out of the app engine's pool (same connections, same pool size and
+overflow, same checkout errors). The read path is a few lone SELECTs per page, each in its
+own short checkout, so it needs no ORM session, no statement compilation and no
+transaction: in SQLAlchemy's default mode asyncpg wraps every SELECT in BEGIN ... ROLLBACK,
+three round trips instead of one. Measured per query (client CPU): ORM session ~400 us, Core
+on autocommit ~250 us; SQLAlchemy's Connection, execution context and result around the
+driver were still ~40% of a query's client CPU (decision 0052), so the driver connection
+answers directly (~150-200 us). What the engine did for these statements is done here:
+PostgreSQL out of reach is `Unavailable` and throws the pool's connections of that
+generation away (app.db.engine's handle_error hook), a statement cancelled midway
+invalidates its connection (its state is unknown), any other driver error is SQLAlchemy's
+DBAPIError as before. Listeners of the engine's `before_cursor_execute` (the tests' query
+counts) are still told of every statement, with no connection or cursor.
 """
 
 from __future__ import annotations
@@ -23,8 +30,12 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.pool import Pool, PoolProxiedConnection
+from sqlalchemy.util import greenlet_spawn
 
+from app.db.errors import unavailable, unreachable
 from app.db.models import FANOUT_PULL
 from app.posts.ids import created_ms
 from app.posts.visibility import alive_sql, home_feed_sql, reaches_followers_sql
@@ -252,7 +263,8 @@ class ViewerContext:
 
 
 class Reads:
-    """The read path's SELECTs: the app's engine, autocommit, driver SQL (see module doc).
+    """The read path's SELECTs: driver SQL on the app engine's pooled connections (see module
+    doc).
 
     At most the pool's size of them at once. The pool lends "overflow" connections past its
     size, but closes them when they come back: under more concurrent readers than that,
@@ -263,7 +275,9 @@ class Reads:
 
     def __init__(self, engine: AsyncEngine, skip_filter: bool = False) -> None:
         self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
-        size = getattr(engine.sync_engine.pool, "size", None)
+        self._pool: Pool = engine.sync_engine.pool
+        self._dispatch = engine.sync_engine.dispatch  # its listeners, as they are now
+        size = getattr(self._pool, "size", None)
         self._slots = asyncio.Semaphore(size()) if callable(size) and size() > 0 else None
         self._faulty: dict[str, str] = _UNFILTERED if skip_filter else {}
 
@@ -275,9 +289,26 @@ class Reads:
             return await self._all(statement, args)
 
     async def _all(self, statement: str, args: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
-        async with self.engine.connect() as conn:
-            result = await conn.exec_driver_sql(statement, args)
-            return result.all()
+        # The pool's checkout and return may open or close a connection: SQLAlchemy runs
+        # those in a greenlet (as engine.connect() does). No transaction is begun, so the
+        # return's reset (a rollback) has nothing to do.
+        announce = self._dispatch.before_cursor_execute
+        if announce:  # listeners (tests count statements): told as the engine tells them
+            announce(None, None, statement, args, None, False)
+        fairy: PoolProxiedConnection = await greenlet_spawn(self._pool.connect)
+        try:
+            return await fairy.driver_connection.fetch(statement, *args)  # type: ignore[union-attr,no-any-return]
+        except Exception as exc:
+            if unreachable(exc):
+                # As the engine's handle_error: this connection and its generation go.
+                self._pool._invalidate(fairy, exc)
+                raise unavailable() from exc
+            raise sa_exc.DBAPIError(statement, args, exc) from exc
+        except BaseException:
+            fairy.invalidate()  # cancelled mid-statement: the connection's state is unknown
+            raise
+        finally:
+            await greenlet_spawn(fairy.close)
 
 
 @lru_cache(maxsize=8)

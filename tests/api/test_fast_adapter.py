@@ -121,6 +121,18 @@ def test_a_strawberry_enum_keeps_its_python_class() -> None:
     assert adapter.enum_class(GRAPHQL.get_type("String")) is None
 
 
+def test_strawberrys_datetime_serializes_with_the_one_isoformat_caller() -> None:
+    from datetime import UTC, datetime
+
+    from app.api.endpoint.schema import build_schema
+    from app.config import Settings
+
+    date_time = adapter.graphql_schema(build_schema(Settings())).get_type("DateTime")
+    assert date_time is not None and date_time.serialize is adapter.STRAWBERRY_ISOFORMAT  # type: ignore[attr-defined]
+    moment = datetime(2026, 12, 2, 1, 2, 3, 4, tzinfo=UTC)
+    assert adapter.STRAWBERRY_ISOFORMAT(moment) == datetime.isoformat(moment)
+
+
 def test_info_is_built_from_graphql_cores_resolve_info() -> None:
     seen.clear()
     result = SCHEMA.execute_sync("query Q($n: Int = 2) { thing(size: $n) { seen } }")

@@ -32,11 +32,16 @@ from graphql.pyutils.gather_with_cancel import gather_with_cancel
 # executor subclasses it. Not exported at `strawberry.schema`.
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
+
+# The serializer of Strawberry's DateTime (and Date, Time) scalars: `methodcaller("isoformat")`,
+# one object; the compiler renders a datetime of such a leaf with `datetime.isoformat`.
+from strawberry.schema.types.base_scalars import isoformat as STRAWBERRY_ISOFORMAT
 from strawberry.types.field import StrawberryField
 from strawberry.types.nodes import get_variable_values
 
 __all__ = [
     "BASIC_RESOLVER",
+    "STRAWBERRY_ISOFORMAT",
     "SYNC_RESOLVER",
     "UVICORN_SANSIO_ATTRIBUTES",
     "UVICORN_SANSIO_PROTOCOL",

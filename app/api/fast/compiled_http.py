@@ -22,16 +22,24 @@ accept. So does a request whose page holds a value the plan cannot render (the c
 NotCompilable at run time): the regular path answers it from the start (its read is counted
 twice against the read budgets, and the page read twice; graphql_compiled_fallback_total
 counts these). Same bytes: tests/api/test_compiled_documents.py.
+
+Where it sits (app.web, decision 0052): with `path` given, as a middleware right inside
+admission control, ahead of Starlette's exception middleware, router and route: a POST to
+exactly that path that it answers costs no routing; everything else (other paths, other
+methods, what it hands to the regular path) goes on down the stack, where the route's view
+answers it as before. It then times the requests it answers itself into `latency` (the route
+times the rest), so /graphql's latency histogram still counts each request once.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 from graphql import GraphQLError
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -66,8 +74,13 @@ class CompiledHTTP:
         documents: DocumentRegistry,
         compiled: Mapping[str, CompiledQuery],
         texts: TextPlans | None = None,
+        path: str | None = None,
+        latency: Histogram | None = None,
     ) -> None:
         self.app = app
+        # As a middleware (see the module doc): only POSTs to this path, timed here.
+        self.path = path
+        self.latency = latency
         self.state = state
         self.documents = documents
         self.compiled = compiled
@@ -82,9 +95,20 @@ class CompiledHTTP:
             not (self.compiled or self.texts)
             or scope["type"] != "http"
             or scope["method"] != "POST"
+            or (self.path is not None and _route_path(scope) != self.path)
         ):
             await self.app(scope, receive, send)
             return
+        if self.latency is None:
+            await self._answer(scope, receive, send)
+            return
+        start = time.perf_counter()
+        if await self._answer(scope, receive, send):
+            self.latency.observe(time.perf_counter() - start)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Answers a POST: True when the plan did (or the client left), False when it was
+        handed on to the regular path (`self.app`)."""
         content_type = accept = None
         for name, value in scope["headers"]:  # the first of each, as Starlette reads them
             if name == b"content-type" and content_type is None:
@@ -94,7 +118,7 @@ class CompiledHTTP:
         media = http_media.negotiate(accept.decode("latin-1") if accept is not None else None)
         body = await _read_body(receive)
         if body is None:
-            return  # the client left before sending its body: nobody to answer
+            return True  # the client left before sending its body: nobody to answer
         planned = None
         if (
             content_type is not None
@@ -105,7 +129,7 @@ class CompiledHTTP:
             planned = self._plan(body)
         if planned is None:
             await self.app(scope, replay_body(body, receive), send)
-            return
+            return False
         query, values = planned
         assert media is not None  # checked with the plan
         context = await http_context(self.state(), Request(scope))
@@ -114,7 +138,7 @@ class CompiledHTTP:
         except NotCompilable:
             self.fell_back[query.entry.name].inc()
             await self.app(scope, replay_body(body, receive), send)
-            return
+            return False
         self.answered[query.entry.name].inc()
         payload = orjson.dumps(result)
         await send(
@@ -128,6 +152,7 @@ class CompiledHTTP:
             }
         )
         await send({"type": "http.response.body", "body": payload})
+        return True
 
     def _plan(self, body: bytes) -> tuple[CompiledQuery, dict[str, Any]] | None:
         """The compiled query and coerced variables of a request it can answer, else None."""
@@ -187,6 +212,18 @@ class CompiledHTTP:
                 return {"errors": [error.formatted]}, http_media.error_status([error])
             return {"data": None, "errors": [error.formatted]}, 200
         return await query.execute(context, values), 200
+
+
+def _route_path(scope: Scope) -> str:
+    """The path as Starlette's router matches it (its `get_route_path`): without the app's
+    root_path."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if not root or not path.startswith(root):
+        return path
+    if path == root:
+        return ""
+    return path[len(root) :] if path[len(root)] == "/" else path
 
 
 async def _read_body(receive: Receive) -> bytes | None:

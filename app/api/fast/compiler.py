@@ -35,10 +35,13 @@ documents through both and compares the responses, including errors.
 
 from __future__ import annotations
 
+import enum
+import keyword
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from graphql import (
@@ -51,8 +54,10 @@ from graphql import (
     GraphQLEnumType,
     GraphQLError,
     GraphQLID,
+    GraphQLInt,
     GraphQLNonNull,
     GraphQLObjectType,
+    GraphQLScalarType,
     GraphQLSchema,
     GraphQLString,
     InlineFragmentNode,
@@ -72,6 +77,7 @@ from graphql.language import EnumValueNode
 from strawberry.schema.schema import validate_document
 
 from app.api.fast.adapter import (
+    STRAWBERRY_ISOFORMAT,
     Undefined,
     enum_class,
     strawberry_field,
@@ -149,6 +155,10 @@ class Step:
     # type is its own serialization (serialize_string/_id/_boolean return it unchanged),
     # so it skips the completion call; any other value takes `complete`.
     same: type | None = None
+    # For LEAF steps whose serialization of a value of exactly type `same` is known without
+    # the completion (_quick: Int in range, Strawberry's DateTime, an enum's members): that
+    # function; None with `same` set: the value itself.
+    convert: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +183,9 @@ class CompiledQuery:
     steps: tuple[Step, ...]
     process_errors: Callable[[list[GraphQLError]], None]  # the schema's error policy
     extras: Callable[[Context, Any], Awaitable[None]] | None  # fills the page's extras
+    # `steps` as straight-line code (_generate): what _render does, without the loop over
+    # steps and the per-step branching. None: _render walks the steps.
+    render: Callable[[Any, Any], dict[str, Any]] | None = None
 
     def arguments_for(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The root resolver's keyword arguments for already coerced variable `values`."""
@@ -200,7 +213,13 @@ class CompiledQuery:
         try:
             if self.extras is not None:
                 await self.extras(context, value)
-            return {"data": {self.root_key: _render(self.steps, value, value.extras)}}
+            render = self.render
+            body = (
+                render(value, value.extras)
+                if render is not None
+                else _render(self.steps, value, value.extras)
+            )
+            return {"data": {self.root_key: body}}
         except NotCompilable:
             raise
         except Exception as exc:  # graphql-core would locate it deeper: not ours to answer
@@ -250,14 +269,102 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
                 raise NotCompilable(f"null {step.type_name}.{step.key}")
             out[step.key] = None
         elif kind == LEAF:
-            out[step.key] = (
-                value if type(value) is step.same else _leaf_value(step, step.complete, value)
-            )
+            if type(value) is step.same:
+                convert = step.convert
+                out[step.key] = value if convert is None else convert(value)
+            else:
+                out[step.key] = _leaf_value(step, step.complete, value)
         elif kind == OBJECT:
             out[step.key] = _render(step.complete, value, extras)
         else:  # LIST of objects
             out[step.key] = [_render(step.complete, item, extras) for item in value]
     return out
+
+
+def _generate(steps: tuple[Step, ...]) -> Callable[[Any, Any], dict[str, Any]]:
+    """`_render(steps, source, extras)` as generated Python: one function per object level,
+    each step's value read into a local in step order, then one dict display. Same values,
+    same order, the same NotCompilable cases (a null where the type forbids one, an extras
+    read that finds nothing, a leaf its completion refuses). Only names made here go into the
+    source: response keys, messages, steps and functions are passed as constants (`names`),
+    and an attribute is read by name only when it is a plain identifier (else `getattr`)."""
+    names: dict[str, Any] = {
+        "NotCompilable": NotCompilable,
+        "_leaf_value": _leaf_value,
+        "_type": type,
+        "_getattr": getattr,
+    }
+    lines: list[str] = []
+
+    def const(value: Any) -> str:
+        name = f"c{len(names)}"
+        names[name] = value
+        return name
+
+    def level(steps: tuple[Step, ...]) -> str:
+        fn = f"r{len(names)}"
+        names[fn] = None  # reserved; the function itself lands here after exec
+        body: list[str] = []
+        items: list[str] = []
+        for i, step in enumerate(steps):
+            key = const(step.key)
+            local = f"v{i}"
+            if step.kind == TYPENAME:
+                items.append(f"{key}: {const(step.type_name)}")
+                continue
+            items.append(f"{key}: {local}")
+            missing = const(f"{step.type_name}.{step.key}: not in the page's extras")
+            null = const(f"null {step.type_name}.{step.key}")
+            if step.kind == EXTRAS:
+                read, complete = step.complete
+                body.append(f"    v = {const(read)}(src, extras)")
+                body.append(f"    if v is None: raise NotCompilable({missing})")
+                if type(complete) is tuple:
+                    sub = level(complete)
+                    other = f"{sub}(v, extras)"
+                else:
+                    other = f"_leaf_value({const(step)}, {const(complete)}, v)"
+                if step.same is not None:
+                    body.append(f"    {local} = v if _type(v) is {const(step.same)} else {other}")
+                else:
+                    body.append(f"    {local} = {other}")
+                continue
+            attribute = step.attribute
+            if attribute.isidentifier() and not keyword.iskeyword(attribute):
+                body.append(f"    v = src.{attribute}")
+            else:
+                body.append(f"    v = _getattr(src, {const(attribute)})")
+            body.append("    if v is None:")
+            if step.non_null:
+                body.append(f"        raise NotCompilable({null})")
+            else:
+                body.append(f"        {local} = None")
+            if step.kind == LEAF:
+                leaf = f"_leaf_value({const(step)}, {const(step.complete)}, v)"
+                if step.same is not None:
+                    body.append(f"    elif _type(v) is {const(step.same)}:")
+                    if step.convert is None:
+                        body.append(f"        {local} = v")
+                    else:
+                        body.append(f"        {local} = {const(step.convert)}(v)")
+                body.append("    else:")
+                body.append(f"        {local} = {leaf}")
+            elif step.kind == OBJECT:
+                body.append("    else:")
+                body.append(f"        {local} = {level(step.complete)}(v, extras)")
+            else:  # LIST of objects
+                sub = level(step.complete)
+                body.append("    else:")
+                body.append(f"        {local} = [{sub}(item, extras) for item in v]")
+        lines.append(f"def {fn}(src, extras):")
+        lines.extend(body)
+        lines.append(f"    return {{{', '.join(items)}}}")
+        return fn
+
+    root = level(steps)
+    exec(compile("\n".join(lines), "<compiled render>", "exec"), names)
+    render: Callable[[Any, Any], dict[str, Any]] = names[root]
+    return render
 
 
 # -- compiling -----------------------------------------------------------------------------
@@ -430,6 +537,7 @@ def _compile(
         steps=steps,
         process_errors=process_errors,
         extras=complete_page_extras if _uses_extras(steps) else None,
+        render=_generate(steps),
     )
 
 
@@ -516,8 +624,8 @@ def _steps(
             continue
         kind, _, _, attribute, target = classify_field(owner, field_def, name)
         if kind == LEAF:
-            same = _same(field_def.type)
-            steps.append(Step(key, LEAF, attribute, non_null, target, parent.name, same))
+            same, convert = _quick(field_def.type, target, f"{parent.name}.{key}")
+            steps.append(Step(key, LEAF, attribute, non_null, target, parent.name, same, convert))
         elif kind == OBJECT and node.selection_set is not None:
             sub = _steps(schema, target, node.selection_set, fragments)
             steps.append(Step(key, OBJECT, attribute, non_null, sub, parent.name))
@@ -543,6 +651,39 @@ _SAME: tuple[tuple[Any, type], ...] = (
 def _same(type_: Any) -> type | None:
     inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
     return next((python for scalar, python in _SAME if inner is scalar), None)
+
+
+def _quick(
+    type_: Any, complete: Any, where: str
+) -> tuple[type | None, Callable[[Any], Any] | None]:
+    """(Python type, its serialization) for a leaf whose output for a value of exactly that
+    type is known without the completion call, each equal to what the completion gives:
+    String, ID, Boolean (the value itself, `_same`); graphql-core's Int (the value itself
+    within 32 bits; outside them the completion fails, so the plan does: NotCompilable);
+    Strawberry's DateTime (its serializer is `isoformat`); a Strawberry enum (each member's
+    completion, made once here: a member is a singleton and its name never changes, as the
+    executor's memo already assumes). (None, None): every value takes the completion."""
+    same = _same(type_)
+    if same is not None:
+        return same, None
+    inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
+    if inner is GraphQLInt:
+
+        def int_out(value: int) -> int:
+            if _INT_MIN <= value <= _INT_MAX:
+                return value
+            raise NotCompilable(f"{where} = {value!r}")  # serialize_int refuses it
+
+        return int, int_out
+    if isinstance(inner, GraphQLScalarType) and inner.serialize is STRAWBERRY_ISOFORMAT:
+        return datetime, datetime.isoformat
+    wrapped = enum_class(inner)
+    if wrapped is not None and issubclass(wrapped, enum.Enum):
+        names = {member: complete(member, _never_awaitable) for member in wrapped}
+        if any(name is MISS for name in names.values()):
+            return None, None
+        return wrapped, names.__getitem__
+    return None, None
 
 
 def _object_type(type_: Any) -> GraphQLObjectType:
