@@ -57,7 +57,7 @@ from app.config import Settings
 from app.db.replica import REPLICA_STALE_ROWS, ReplicaRouter
 from app.errors import CursorExpired, Unavailable
 from app.feed import rows as sql
-from app.feed.context_cache import ContextCache, ContextVersions, ModesEpoch
+from app.feed.context_cache import ContextCache, ContextVersions, ModesEpoch, version_key
 from app.feed.cursor import Cursor, Keyset, SessionPosition
 from app.feed.hot_cache import CoalescingCache
 from app.feed.impressions import UNREAD, ImpressionLog
@@ -237,6 +237,33 @@ def _pulled_ids(pulled: dict[int, list[int]], before: int) -> list[int]:
     return found if before == MAX_ID else [p for p in found if p < before]
 
 
+class _FirstReads:
+    """A first page's Redis reads of the viewer's slot, sent as one pipeline when the
+    timelines and the sessions share a client (one REDIS_URL, the default): the context's
+    token (`fcv:`), the timeline's newest entries and, for RANKED, the open session renewed
+    (GETEX) in case the candidates match it. Three round trips were ~10% of a heavy RANKED
+    first page's API samples (py-spy: the socket writes alone), one is left.
+
+    `error`: the pipeline failed as a whole (timeout, connection); each reader then takes
+    its own failure path, as if its own command had failed."""
+
+    __slots__ = ("error", "replies", "session_id")
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self.replies: list[Any] = []
+        self.session_id: str | None = None  # the open session read along, if any
+
+    def reply(self, index: int) -> Any:
+        """A command's reply as the pipeline left it (a failed command: its error)."""
+        if self.error is not None:
+            raise self.error
+        return self.replies[index]
+
+
+_NOT_READ = object()  # `_context`: the token was not read in advance
+
+
 def _retrieve(task: asyncio.Future[Any]) -> None:
     """Mark a background task's failure as seen (its owner reads it, or has failed itself)."""
     if not task.cancelled():
@@ -377,6 +404,9 @@ class FeedService:
         self.verified = VerifiedPages(settings.feed_authz_ttl_seconds)
         # Served and reported posts, written in batches off the request path; RANKED puts
         # the ones a viewer has seen behind the unseen (app.feed.impressions).
+        # One client for the timelines and the sessions: a first page's reads of both are
+        # one pipeline (`_FirstReads`).
+        self._one_redis = store.redis is feed_sessions.redis
         self.impressions = ImpressionLog(  # the sessions role, as the feed sessions
             feed_sessions.redis, settings.impressions_max, settings.impressions_ttl_seconds
         )
@@ -449,16 +479,26 @@ class FeedService:
                 limit = int(self.settings.feed_session_size * CANDIDATE_SLACK)
             else:
                 limit = _keyset_limit(first)
+            first_reads = None
+            if cursor is None and self._one_redis and self.context_cache.ttl > 0:
+                first_reads = await self._first_reads(viewer_id, limit, ranked_first)
+            version: object = _NOT_READ
+            if first_reads is not None:
+                try:
+                    token = first_reads.reply(0)
+                    version = None if isinstance(token, Exception) else bytes(token or b"")
+                except (RedisError, TimeoutError, OSError):
+                    version = None
             # Independent sources, read at once: the viewer's graph (Postgres; affinity only
             # where ranking uses it) and the home timeline (Redis).
             context, timeline = await _concurrently(
-                self._context(viewer_id, ranked_first, before, min(limit, OWN_PER_READ)),
-                self._timeline(viewer_id, before, limit),
+                self._context(viewer_id, ranked_first, before, min(limit, OWN_PER_READ), version),
+                self._timeline(viewer_id, before, limit, first_reads),
             )
             stages.done("context")
             if ranked_first:
                 page = await self._ranked_first_page(
-                    viewer_id, context, timeline, first, stages, extras, reset
+                    viewer_id, context, timeline, first, stages, extras, reset, first_reads
                 )
             else:
                 if reset is not None:
@@ -483,6 +523,7 @@ class FeedService:
         stages: _Stages,
         extras: PageExtras,
         reset: _Reset | None = None,
+        first_reads: _FirstReads | None = None,
     ) -> FeedPage:
         size = self.settings.feed_session_size
         found = await self._candidates(
@@ -491,7 +532,9 @@ class FeedService:
         stages.done("candidates")
         signature = None if found.degraded else candidates_signature(found.ids, found.maybe_more)
         if signature is not None:
-            reused = await self._reuse(viewer_id, signature, first, stages, extras, reset)
+            reused = await self._reuse(
+                viewer_id, signature, first, stages, extras, reset, first_reads
+            )
             if reused is not None:
                 return reused
         if reset is not None:
@@ -564,17 +607,22 @@ class FeedService:
         stages: _Stages,
         extras: PageExtras,
         reset: _Reset | None = None,
+        first_reads: _FirstReads | None = None,
     ) -> FeedPage | None:
         """The first page from the viewer's open session, if it was ranked from these very
-        candidates (see the module docstring); None: rank afresh."""
+        candidates (see the module docstring); None: rank afresh. `first_reads` may hold the
+        session already, renewed with the page's first reads."""
         open_ = self.open_sessions.matching(viewer_id, signature)
         if open_ is None:
             return None
         if reset is not None and not open_.reset_done:
             reset.start()
         try:
-            frozen = await self.feed_sessions.renew(viewer_id, open_.session_id)
-        except RedisError:
+            if first_reads is not None and first_reads.session_id == open_.session_id:
+                frozen = self.feed_sessions.decode(open_.session_id, first_reads.reply(2))
+            else:
+                frozen = await self.feed_sessions.renew(viewer_id, open_.session_id)
+        except (RedisError, TimeoutError, OSError):
             frozen = None
         if frozen is None:  # expired or lost: a new ranking, as if never opened
             self.open_sessions.forget(viewer_id)
@@ -738,19 +786,28 @@ class FeedService:
     # -- stages ----------------------------------------------------------------------------
 
     async def _context(
-        self, viewer_id: int, affinity: bool, before: int, limit: int
+        self,
+        viewer_id: int,
+        affinity: bool,
+        before: int,
+        limit: int,
+        version: object = _NOT_READ,
     ) -> ViewerContext:
         """Graph, affinity, and the viewer's newest `limit` posts below `before`; a first
-        page's from the context cache while its token holds (app.feed.context_cache)."""
+        page's from the context cache while its token holds (app.feed.context_cache).
+        `version`: the token as read in advance (None: it could not be), or `_NOT_READ`."""
         recent = datetime.now(UTC) - RECENT_WINDOW
         cache = self.context_cache
         if before != MAX_ID or cache.ttl <= 0:
             return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
         # The token is read before the context is: a change committed after the context was
         # read has replaced the token by then (see the cache's module doc).
-        try:
-            version = await self._in_time(self.context_versions.current(viewer_id))
-        except (RedisError, TimeoutError, OSError):
+        if version is _NOT_READ:
+            try:
+                version = await self._in_time(self.context_versions.current(viewer_id))
+            except (RedisError, TimeoutError, OSError):
+                version = None
+        if not isinstance(version, bytes):
             return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
         token = (version, await self.modes_epoch.current(), affinity, limit)
         context = cache.get(viewer_id, token)
@@ -820,11 +877,16 @@ class FeedService:
             ordered, cut = [p for p in ordered if p >= floor], True
         return _Candidates(ordered, tl_full or cut, degraded)
 
-    async def _timeline(self, viewer_id: int, before: int, limit: int) -> _Timeline:
-        """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers."""
+    async def _timeline(
+        self, viewer_id: int, before: int, limit: int, first_reads: _FirstReads | None = None
+    ) -> _Timeline:
+        """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers.
+        `first_reads`: the newest entries already read (a first page's pipeline)."""
         entries: list[int] | None
         try:
-            if before == MAX_ID:
+            if first_reads is not None:
+                entries = self.store.latest_ids_reply(first_reads.reply(1), limit)
+            elif before == MAX_ID:
                 entries = await self._in_time(self.store.latest_ids_or_none(viewer_id, limit))
             else:
                 older = await self._in_time(
@@ -851,6 +913,25 @@ class FeedService:
         finally:
             self._fallbacks -= 1
         return ids, len(ids) >= limit, True
+
+    async def _first_reads(self, viewer_id: int, limit: int, ranked: bool) -> _FirstReads:
+        """The context token, the timeline's newest `limit` entries and (RANKED, when the
+        viewer has an open session here) that session renewed: one pipeline (`_FirstReads`)."""
+        reads = _FirstReads()
+        pipe = self.feed_sessions.redis.pipeline(transaction=False)
+        pipe.execute_command("GET", version_key(viewer_id))
+        pipe.execute_command(*self.store.latest_ids_command(viewer_id, limit))
+        open_ = self.open_sessions.peek(viewer_id) if ranked else None
+        if open_ is not None:
+            # Renewed before the candidates say whether it is reused: a session that is
+            # not reused only lives on for its TTL, as the sessions past the cap do.
+            reads.session_id = open_.session_id
+            pipe.execute_command(*self.feed_sessions.renew_command(viewer_id, open_.session_id))
+        try:
+            reads.replies = await self._in_time(pipe.execute(raise_on_error=False))
+        except (RedisError, TimeoutError, OSError) as exc:
+            reads.error = exc
+        return reads
 
     async def _in_time(self, read: Coroutine[object, object, T]) -> T:
         """A Redis read within FEED_SOURCE_TIMEOUT_MS, TimeoutError past it (the caller then

@@ -316,6 +316,21 @@ class TimelineStore:
         """Like `latest` in one round trip, but None when the timeline is missing (rebuild)."""
         return await self._latest(timeline_key(user_id), self.timeline_max, limit)
 
+    def latest_ids_command(self, user_id: int, limit: int) -> tuple[Any, ...]:
+        """The command `latest_ids_or_none` sends (limit > 0), for a caller that pipelines it
+        with other reads of the same user's slot; `latest_ids_reply` reads its reply."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        return self._latest_cmd(timeline_key(user_id), self.timeline_max, limit)
+
+    @staticmethod
+    def latest_ids_reply(reply: Any, limit: int) -> list[int] | None:
+        """`latest_ids_or_none`'s answer from the reply of `latest_ids_command` (a pipeline's
+        reply, errors left in place: WRONGTYPE is no timeline, others are raised)."""
+        if isinstance(reply, Exception) and not _wrong_type(reply):
+            raise reply
+        return _ids(reply, limit)
+
     async def latest_ids_or_none(self, user_id: int, limit: int) -> list[int] | None:
         """`latest_or_none`'s post ids only (newest first), without the (id, ms) rows."""
         reply = await self._latest_reply(timeline_key(user_id), self.timeline_max, limit)
