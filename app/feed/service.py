@@ -247,12 +247,13 @@ class _FirstReads:
     `error`: the pipeline failed as a whole (timeout, connection); each reader then takes
     its own failure path, as if its own command had failed."""
 
-    __slots__ = ("error", "replies", "session_id")
+    __slots__ = ("error", "replies", "seen", "session_id")
 
     def __init__(self) -> None:
         self.error: BaseException | None = None
         self.replies: list[Any] = []
         self.session_id: str | None = None  # the open session read along, if any
+        self.seen: int | None = None  # where the viewer's impressions' reply is, if read
 
     def reply(self, index: int) -> Any:
         """A command's reply as the pipeline left it (a failed command: its error)."""
@@ -541,9 +542,13 @@ class FeedService:
             reset.start()  # the candidates are read: the page shows what they announced
         # Ranking needs four columns of each candidate; the shown rows are read in full below.
         # The viewer's impressions come at once (Redis, while Postgres filters).
-        visible, seen = await _concurrently(
-            sql.rank_rows(self.reads, viewer_id, found.ids), self._seen(viewer_id)
-        )
+        if first_reads is not None and first_reads.seen is not None:
+            visible = await sql.rank_rows(self.reads, viewer_id, found.ids)
+            seen = self._seen_read(viewer_id, first_reads, first_reads.seen)
+        else:
+            visible, seen = await _concurrently(
+                sql.rank_rows(self.reads, viewer_id, found.ids), self._seen(viewer_id)
+            )
         FEED_FILTERED.inc(len(found.ids) - len(visible.post_ids))
         stages.done("filter")
         window = RankColumns(*(column[:size] for column in visible))  # newest first
@@ -927,6 +932,10 @@ class FeedService:
             # not reused only lives on for its TTL, as the sessions past the cap do.
             reads.session_id = open_.session_id
             pipe.execute_command(*self.feed_sessions.renew_command(viewer_id, open_.session_id))
+        elif ranked and self.impressions.enabled:
+            # No session to reuse: this page ranks, and ranking reads the impressions.
+            reads.seen = 2
+            pipe.execute_command(*self.impressions.seen_command(viewer_id))
         try:
             reads.replies = await self._in_time(pipe.execute(raise_on_error=False))
         except (RedisError, TimeoutError, OSError) as exc:
@@ -976,6 +985,14 @@ class FeedService:
         """Posts the viewer had impressions of; none (no demotion) when Redis cannot say."""
         try:
             return await self._in_time(self.impressions.seen(viewer_id))
+        except (RedisError, TimeoutError, OSError):
+            UNREAD.inc()
+            return set()
+
+    def _seen_read(self, viewer_id: int, first_reads: _FirstReads, index: int) -> set[int]:
+        """`_seen` from a first page's pipelined reads."""
+        try:
+            return self.impressions.seen_reply(viewer_id, first_reads.reply(index))
         except (RedisError, TimeoutError, OSError):
             UNREAD.inc()
             return set()
