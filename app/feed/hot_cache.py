@@ -87,6 +87,13 @@ class CoalescingCache(Generic[K, V]):
         for key, value in loaded.items():
             self._values[key] = (expires, value)
 
+    def last(self, key: K) -> V | None:
+        """The value last stored for key, expired or not (None: none is held). A loader may
+        hand back this very object when what it loaded is equal, so that callers comparing
+        by identity see "unchanged" across reloads."""
+        held = self._values.get(key)
+        return None if held is None else held[1]
+
     def clear(self) -> None:
         self._values.clear()
 

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from prometheus_client import Counter
 from redis.exceptions import RedisError
@@ -138,6 +139,20 @@ class ImpressionLog:
             return set()
         members = await self.redis.zrange(impressions_key(viewer_id), 0, -1)
         found = {int(m) for m in members}
+        found.update(self._pending.get(viewer_id, ()))
+        return found
+
+    def seen_command(self, viewer_id: int) -> tuple[Any, ...]:
+        """The command `seen` sends, for a caller that pipelines it with other reads of the
+        viewer's slot; `seen_reply` reads its reply."""
+        return ("ZRANGE", impressions_key(viewer_id), 0, -1)
+
+    def seen_reply(self, viewer_id: int, reply: Any) -> set[int]:
+        """`seen`'s answer from the reply of `seen_command` (a pipeline's: an error is
+        raised); the buffered ones are added as they are now, as `seen` does."""
+        if isinstance(reply, Exception):
+            raise reply
+        found = {int(m) for m in reply}
         found.update(self._pending.get(viewer_id, ()))
         return found
 

@@ -40,15 +40,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import logging
 import time
+from array import array
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from itertools import chain
-from operator import itemgetter
 from typing import Any, Protocol, TypeVar, cast
 
 from prometheus_client import Counter, Histogram
@@ -59,7 +58,7 @@ from app.config import Settings
 from app.db.replica import REPLICA_STALE_ROWS, ReplicaRouter
 from app.errors import CursorExpired, Unavailable
 from app.feed import rows as sql
-from app.feed.context_cache import ContextCache, ContextVersions, ModesEpoch
+from app.feed.context_cache import ContextCache, ContextVersions, ModesEpoch, version_key
 from app.feed.cursor import Cursor, Keyset, SessionPosition
 from app.feed.hot_cache import CoalescingCache
 from app.feed.impressions import UNREAD, ImpressionLog
@@ -91,7 +90,7 @@ from app.observability.metrics import (
 from app.posts.ids import created_ms
 from app.posts.queries import author_posts
 from app.ranking.scoring import RankingTimeout, rank_columns
-from app.timelines.store import Entry, TimelineStore
+from app.timelines.store import TimelineStore
 from app.users.activity import Activity
 from app.users.reads import ReadCounter
 
@@ -165,6 +164,75 @@ class _Candidates:
     ids: list[int]  # newest first, deduped
     maybe_more: bool  # a source was cut at its limit: older posts may exist
     degraded: bool
+    signature: bytes | None = None  # candidates_signature(ids, maybe_more), when known
+
+
+MERGES_MAX = 5_000  # viewers whose last first-page merge a process remembers (oldest go first)
+
+
+@dataclass(slots=True)
+class _Merge:
+    """A first page's candidate merge and what it was made from (`_Merges`)."""
+
+    limit: int
+    own_limit: int
+    timeline: array[int]
+    timeline_full: bool
+    pulled: tuple[tuple[int, list[int]], ...]  # the author cache's own lists
+    own: tuple[int, ...]
+    ordered: array[int]
+    maybe_more: bool
+    duplicates: int
+    signature: bytes
+
+
+class _Merges:
+    """viewer -> their last first page's merged candidates, reused when the sources are the
+    very same: the timeline's ids equal, each pulled author's list the same object (the
+    author cache hands back the object it held while a reload finds the same ids), the own
+    posts and limits equal. Merging a heavy viewer's ~2,600 ids and signing the result cost
+    ~0.3-0.5 ms per first page; comparing the sources costs a few microseconds. A pure
+    function of its inputs: the same sources give the same candidates, so nothing here can
+    be stale."""
+
+    def __init__(self, max_entries: int = MERGES_MAX) -> None:
+        self.max_entries = max_entries
+        self._last: dict[int, _Merge] = {}
+
+    def find(
+        self,
+        viewer_id: int,
+        limit: int,
+        own_limit: int,
+        timeline: array[int],
+        timeline_full: bool,
+        pulled: dict[int, list[int]],
+        own: list[int],
+    ) -> _Merge | None:
+        found = self._last.get(viewer_id)
+        if (
+            found is None
+            or found.limit != limit
+            or found.own_limit != own_limit
+            or found.timeline_full != timeline_full
+            or len(found.pulled) != len(pulled)
+            or found.timeline != timeline
+            or found.own != tuple(own)
+        ):
+            return None
+        for author, ids in found.pulled:
+            if pulled.get(author) is not ids:
+                return None
+        return found
+
+    def remember(self, viewer_id: int, merge: _Merge) -> None:
+        self._last.pop(viewer_id, None)
+        self._last[viewer_id] = merge
+        while len(self._last) > self.max_entries:
+            del self._last[next(iter(self._last))]
+
+    def clear(self) -> None:
+        self._last.clear()
 
 
 _STAGE_METRICS: dict[str, Histogram] = {}
@@ -233,13 +301,38 @@ async def _concurrently(
     return result, await task
 
 
-_POST_ID = itemgetter(0)
-
-
-def _pulled_ids(pulled: dict[int, list[Entry]], before: int) -> list[int]:
+def _pulled_ids(pulled: dict[int, list[int]], before: int) -> list[int]:
     """The pulled authors' post ids below `before` (all of them on a first page), in C."""
-    found = list(map(_POST_ID, chain.from_iterable(pulled.values())))
+    found = list(chain.from_iterable(pulled.values()))
     return found if before == MAX_ID else [p for p in found if p < before]
+
+
+class _FirstReads:
+    """A first page's Redis reads of the viewer's slot, sent as one pipeline when the
+    timelines and the sessions share a client (one REDIS_URL, the default): the context's
+    token (`fcv:`), the timeline's newest entries and, for RANKED, the open session renewed
+    (GETEX) in case the candidates match it. Three round trips were ~10% of a heavy RANKED
+    first page's API samples (py-spy: the socket writes alone), one is left.
+
+    `error`: the pipeline failed as a whole (timeout, connection); each reader then takes
+    its own failure path, as if its own command had failed."""
+
+    __slots__ = ("error", "replies", "seen", "session_id")
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self.replies: list[Any] = []
+        self.session_id: str | None = None  # the open session read along, if any
+        self.seen: int | None = None  # where the viewer's impressions' reply is, if read
+
+    def reply(self, index: int) -> Any:
+        """A command's reply as the pipeline left it (a failed command: its error)."""
+        if self.error is not None:
+            raise self.error
+        return self.replies[index]
+
+
+_NOT_READ = object()  # `_context`: the token was not read in advance
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -364,12 +457,15 @@ class FeedService:
         self._rebuilding: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._fallbacks = 0  # Postgres fallbacks for the timeline running now
-        self.author_cache: CoalescingCache[int, list[Entry]] = CoalescingCache(ttl_seconds=2.0)
+        # Each pulled author's newest post ids, newest first.
+        self.author_cache: CoalescingCache[int, list[int]] = CoalescingCache(ttl_seconds=2.0)
         # Per Redis source: past it the page is answered without that source.
         self.source_timeout = settings.feed_source_timeout_ms / 1000
         self.loop_lag = LoopLag()
         # Each viewer's last RANKED session and what it was ranked from (see module doc).
         self.open_sessions = OpenSessions(settings.feed_session_reuse_seconds)
+        # Each viewer's last first-page merge of candidates, and its sources (`_Merges`).
+        self.merges = _Merges()
         # First pages' viewer contexts while nothing they are read from changed (decision
         # 0047, app.feed.context_cache).
         self.context_cache = ContextCache(settings.feed_context_ttl_seconds)
@@ -381,6 +477,9 @@ class FeedService:
         self.verified = VerifiedPages(settings.feed_authz_ttl_seconds)
         # Served and reported posts, written in batches off the request path; RANKED puts
         # the ones a viewer has seen behind the unseen (app.feed.impressions).
+        # One client for the timelines and the sessions: a first page's reads of both are
+        # one pipeline (`_FirstReads`).
+        self._one_redis = store.redis is feed_sessions.redis
         self.impressions = ImpressionLog(  # the sessions role, as the feed sessions
             feed_sessions.redis, settings.impressions_max, settings.impressions_ttl_seconds
         )
@@ -453,16 +552,26 @@ class FeedService:
                 limit = int(self.settings.feed_session_size * CANDIDATE_SLACK)
             else:
                 limit = _keyset_limit(first)
+            first_reads = None
+            if cursor is None and self._one_redis and self.context_cache.ttl > 0:
+                first_reads = await self._first_reads(viewer_id, limit, ranked_first)
+            version: object = _NOT_READ
+            if first_reads is not None:
+                try:
+                    token = first_reads.reply(0)
+                    version = None if isinstance(token, Exception) else bytes(token or b"")
+                except (RedisError, TimeoutError, OSError):
+                    version = None
             # Independent sources, read at once: the viewer's graph (Postgres; affinity only
             # where ranking uses it) and the home timeline (Redis).
             context, timeline = await _concurrently(
-                self._context(viewer_id, ranked_first, before, min(limit, OWN_PER_READ)),
-                self._timeline(viewer_id, before, limit),
+                self._context(viewer_id, ranked_first, before, min(limit, OWN_PER_READ), version),
+                self._timeline(viewer_id, before, limit, first_reads),
             )
             stages.done("context")
             if ranked_first:
                 page = await self._ranked_first_page(
-                    viewer_id, context, timeline, first, stages, extras, reset
+                    viewer_id, context, timeline, first, stages, extras, reset, first_reads
                 )
             else:
                 if reset is not None:
@@ -487,24 +596,33 @@ class FeedService:
         stages: _Stages,
         extras: PageExtras,
         reset: _Reset | None = None,
+        first_reads: _FirstReads | None = None,
     ) -> FeedPage:
         size = self.settings.feed_session_size
         found = await self._candidates(
             viewer_id, context, MAX_ID, int(size * CANDIDATE_SLACK), timeline
         )
         stages.done("candidates")
-        signature = None if found.degraded else candidates_signature(found.ids, found.maybe_more)
+        signature = None
+        if not found.degraded:
+            signature = found.signature or candidates_signature(found.ids, found.maybe_more)
         if signature is not None:
-            reused = await self._reuse(viewer_id, signature, first, stages, extras, reset)
+            reused = await self._reuse(
+                viewer_id, signature, first, stages, extras, reset, first_reads
+            )
             if reused is not None:
                 return reused
         if reset is not None:
             reset.start()  # the candidates are read: the page shows what they announced
         # Ranking needs four columns of each candidate; the shown rows are read in full below.
         # The viewer's impressions come at once (Redis, while Postgres filters).
-        visible, seen = await _concurrently(
-            sql.rank_rows(self.reads, viewer_id, found.ids), self._seen(viewer_id)
-        )
+        if first_reads is not None and first_reads.seen is not None:
+            visible = await sql.rank_rows(self.reads, viewer_id, found.ids)
+            seen = self._seen_read(viewer_id, first_reads, first_reads.seen)
+        else:
+            visible, seen = await _concurrently(
+                sql.rank_rows(self.reads, viewer_id, found.ids), self._seen(viewer_id)
+            )
         FEED_FILTERED.inc(len(found.ids) - len(visible.post_ids))
         stages.done("filter")
         window = RankColumns(*(column[:size] for column in visible))  # newest first
@@ -568,17 +686,22 @@ class FeedService:
         stages: _Stages,
         extras: PageExtras,
         reset: _Reset | None = None,
+        first_reads: _FirstReads | None = None,
     ) -> FeedPage | None:
         """The first page from the viewer's open session, if it was ranked from these very
-        candidates (see the module docstring); None: rank afresh."""
+        candidates (see the module docstring); None: rank afresh. `first_reads` may hold the
+        session already, renewed with the page's first reads."""
         open_ = self.open_sessions.matching(viewer_id, signature)
         if open_ is None:
             return None
         if reset is not None and not open_.reset_done:
             reset.start()
         try:
-            frozen = await self.feed_sessions.renew(viewer_id, open_.session_id)
-        except RedisError:
+            if first_reads is not None and first_reads.session_id == open_.session_id:
+                frozen = self.feed_sessions.decode(open_.session_id, first_reads.reply(2))
+            else:
+                frozen = await self.feed_sessions.renew(viewer_id, open_.session_id)
+        except (RedisError, TimeoutError, OSError):
             frozen = None
         if frozen is None:  # expired or lost: a new ranking, as if never opened
             self.open_sessions.forget(viewer_id)
@@ -742,19 +865,28 @@ class FeedService:
     # -- stages ----------------------------------------------------------------------------
 
     async def _context(
-        self, viewer_id: int, affinity: bool, before: int, limit: int
+        self,
+        viewer_id: int,
+        affinity: bool,
+        before: int,
+        limit: int,
+        version: object = _NOT_READ,
     ) -> ViewerContext:
         """Graph, affinity, and the viewer's newest `limit` posts below `before`; a first
-        page's from the context cache while its token holds (app.feed.context_cache)."""
+        page's from the context cache while its token holds (app.feed.context_cache).
+        `version`: the token as read in advance (None: it could not be), or `_NOT_READ`."""
         recent = datetime.now(UTC) - RECENT_WINDOW
         cache = self.context_cache
         if before != MAX_ID or cache.ttl <= 0:
             return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
         # The token is read before the context is: a change committed after the context was
         # read has replaced the token by then (see the cache's module doc).
-        try:
-            version = await self._in_time(self.context_versions.current(viewer_id))
-        except (RedisError, TimeoutError, OSError):
+        if version is _NOT_READ:
+            try:
+                version = await self._in_time(self.context_versions.current(viewer_id))
+            except (RedisError, TimeoutError, OSError):
+                version = None
+        if not isinstance(version, bytes):
             return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
         token = (version, await self.modes_epoch.current(), affinity, limit)
         context = cache.get(viewer_id, token)
@@ -793,6 +925,18 @@ class FeedService:
             own = await sql.own_posts_before(self.reads, viewer_id, before, own_limit)
         tl_ids, tl_full, degraded = read
         degraded = degraded or not pulled_ok
+        memo = before == MAX_ID and not lagging and not degraded
+        if memo:
+            timeline_ids = array("q", tl_ids)
+            merge = self.merges.find(
+                viewer_id, limit, own_limit, timeline_ids, tl_full, pulled, own
+            )
+            if merge is not None:
+                _count_source("timeline", len(tl_ids))
+                _count_source("pull", sum(map(len, pulled.values())))
+                _count_source("own", len(own))
+                FEED_DEDUPED.inc(merge.duplicates)
+                return _Candidates(merge.ordered.tolist(), merge.maybe_more, False, merge.signature)
         sources: dict[str, list[int]] = {
             "timeline": tl_ids,
             "pull": _pulled_ids(pulled, before),
@@ -804,36 +948,60 @@ class FeedService:
             )
             sources["lag"] = [p for p in recent if p < before]
             FEED_DEGRADED.labels("queue_lag").inc()
-        merged: set[int] = set()
-        total = 0
         for name, ids in sources.items():
             _count_source(name, len(ids))
-            total += len(ids)
-            merged.update(ids)
-        FEED_DEDUPED.inc(total - len(merged))
-        # The newest `limit` only: a heavy viewer's pulled authors alone bring ~2,000 ids,
-        # and sorting all of them was 6% of a CHRONOLOGICAL first page's CPU (py-spy).
-        if len(merged) > 8 * limit:
-            ordered = heapq.nlargest(limit, merged)
-        else:  # a large share of them: one sort is cheaper than a heap
-            ordered = sorted(merged, reverse=True)[:limit]
-        cut = len(merged) > limit
+        # Every source is newest first already (the timeline, each pulled author, own posts):
+        # concatenated, they are a few dozen sorted runs, which one sort merges (Timsort
+        # finds runs) at a fraction of sorting the same ids in set order; the duplicates are
+        # then adjacent and dict.fromkeys drops them in C, keeping the order. A heavy
+        # viewer's ~2,600 ids (~40 pulled authors x 50 + the timeline): 0.4-0.8x the CPU of
+        # the set-then-sort (micro-benchmarks on a loaded machine).
+        every = list(chain.from_iterable(sources.values()))
+        every.sort(reverse=True)
+        unique = list(dict.fromkeys(every))
+        FEED_DEDUPED.inc(len(every) - len(unique))
+        ordered = unique[:limit]
+        cut = len(unique) > limit
         if own and len(own) >= own_limit:
             # More own posts may lie below the oldest read: the candidates stop there.
             floor = min(own)
             ordered, cut = [p for p in ordered if p >= floor], True
-        return _Candidates(ordered, tl_full or cut, degraded)
+        if not memo:
+            return _Candidates(ordered, tl_full or cut, degraded)
+        signature = candidates_signature(ordered, tl_full or cut)
+        self.merges.remember(
+            viewer_id,
+            _Merge(
+                limit,
+                own_limit,
+                timeline_ids,
+                tl_full,
+                tuple(pulled.items()),
+                tuple(own),
+                array("q", ordered),
+                tl_full or cut,
+                len(every) - len(unique),
+                signature,
+            ),
+        )
+        return _Candidates(ordered, tl_full or cut, False, signature)
 
-    async def _timeline(self, viewer_id: int, before: int, limit: int) -> _Timeline:
-        """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers."""
-        entries: list[Entry] | None
+    async def _timeline(
+        self, viewer_id: int, before: int, limit: int, first_reads: _FirstReads | None = None
+    ) -> _Timeline:
+        """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers.
+        `first_reads`: the newest entries already read (a first page's pipeline)."""
+        entries: list[int] | None
         try:
-            if before == MAX_ID:
-                entries = await self._in_time(self.store.latest_or_none(viewer_id, limit))
+            if first_reads is not None:
+                entries = self.store.latest_ids_reply(first_reads.reply(1), limit)
+            elif before == MAX_ID:
+                entries = await self._in_time(self.store.latest_ids_or_none(viewer_id, limit))
             else:
-                entries = await self._in_time(
+                older = await self._in_time(
                     self.store.before(viewer_id, created_ms(before), before, limit)
                 )
+                entries = [p for p, _ in older]
             if before != MAX_ID and not entries and not await self.store.exists(viewer_id):
                 entries = None
             reason = "timeline_missing"
@@ -844,7 +1012,7 @@ class FeedService:
         except (RedisError, OSError):
             entries, reason = None, "redis_down"
         if entries is not None:
-            return [p for p, _ in entries], len(entries) >= limit, False
+            return entries, len(entries) >= limit, False
         FEED_DEGRADED.labels(reason).inc()
         if reason == "timeline_missing":
             self._schedule_rebuild(viewer_id)
@@ -854,6 +1022,29 @@ class FeedService:
         finally:
             self._fallbacks -= 1
         return ids, len(ids) >= limit, True
+
+    async def _first_reads(self, viewer_id: int, limit: int, ranked: bool) -> _FirstReads:
+        """The context token, the timeline's newest `limit` entries and (RANKED, when the
+        viewer has an open session here) that session renewed: one pipeline (`_FirstReads`)."""
+        reads = _FirstReads()
+        pipe = self.feed_sessions.redis.pipeline(transaction=False)
+        pipe.execute_command("GET", version_key(viewer_id))
+        pipe.execute_command(*self.store.latest_ids_command(viewer_id, limit))
+        open_ = self.open_sessions.peek(viewer_id) if ranked else None
+        if open_ is not None:
+            # Renewed before the candidates say whether it is reused: a session that is
+            # not reused only lives on for its TTL, as the sessions past the cap do.
+            reads.session_id = open_.session_id
+            pipe.execute_command(*self.feed_sessions.renew_command(viewer_id, open_.session_id))
+        elif ranked and self.impressions.enabled:
+            # No session to reuse: this page ranks, and ranking reads the impressions.
+            reads.seen = 2
+            pipe.execute_command(*self.impressions.seen_command(viewer_id))
+        try:
+            reads.replies = await self._in_time(pipe.execute(raise_on_error=False))
+        except (RedisError, TimeoutError, OSError) as exc:
+            reads.error = exc
+        return reads
 
     async def _in_time(self, read: Coroutine[object, object, T]) -> T:
         """A Redis read within FEED_SOURCE_TIMEOUT_MS, TimeoutError past it (the caller then
@@ -902,7 +1093,15 @@ class FeedService:
             UNREAD.inc()
             return set()
 
-    async def _pulled(self, authors: Sequence[int]) -> tuple[dict[int, list[Entry]], bool]:
+    def _seen_read(self, viewer_id: int, first_reads: _FirstReads, index: int) -> set[int]:
+        """`_seen` from a first page's pipelined reads."""
+        try:
+            return self.impressions.seen_reply(viewer_id, first_reads.reply(index))
+        except (RedisError, TimeoutError, OSError):
+            UNREAD.inc()
+            return set()
+
+    async def _pulled(self, authors: Sequence[int]) -> tuple[dict[int, list[int]], bool]:
         """The pulled authors' newest posts, and False when they could not be read in time
         (the page then goes without them, degraded)."""
         if not authors:
@@ -924,17 +1123,24 @@ class FeedService:
         FEED_CACHE.labels("author_index", "miss").inc(misses)
         return found, True
 
-    async def _load_author_indexes(self, authors: list[int]) -> dict[int, list[Entry]]:
-        found = await self.store.author_latest_many_or_none(authors, PULL_PER_AUTHOR)
-        missing = [a for a, entries in found.items() if entries is None]
-        result = {a: entries for a, entries in found.items() if entries is not None}
+    async def _load_author_indexes(self, authors: list[int]) -> dict[int, list[int]]:
+        found = await self.store.author_latest_ids_many_or_none(authors, PULL_PER_AUTHOR)
+        missing = [a for a, ids in found.items() if ids is None]
+        result: dict[int, list[int]] = {}
+        last = self.author_cache.last
+        for author, ids in found.items():
+            if ids is not None:
+                # Unchanged since the last load: the same list object, so a viewer's merge
+                # of them is found again (`_Merges` compares the lists by identity).
+                held = last(author)
+                result[author] = held if held is not None and held == ids else ids
         if missing:
             # A lost index is rebuilt from Postgres (bounded) and served meanwhile.
             async with self.read_sessions() as session:
                 for author_id in missing:
                     entries = await author_posts(session, author_id, self.settings.author_posts_max)
                     await self.store.rebuild_author(author_id, entries)
-                    result[author_id] = entries[:PULL_PER_AUTHOR]
+                    result[author_id] = [p for p, _ in entries[:PULL_PER_AUTHOR]]
         return result
 
     async def _lagging(self) -> bool:

@@ -29,6 +29,7 @@ import time
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app.redis_scripts import AnyRedis, LuaScript, run_script
 
@@ -121,6 +122,18 @@ class FeedSessionStore:
         raw = await self.redis.getex(_key(viewer_id, session_id), ex=self.ttl)
         return _decode(session_id, raw)
 
+    def renew_command(self, viewer_id: int, session_id: str) -> tuple[Any, ...]:
+        """The command `renew` sends, for a caller that pipelines it with other reads of the
+        viewer's slot; `decode` reads its reply."""
+        return ("GETEX", _key(viewer_id, session_id), "EX", self.ttl)
+
+    @staticmethod
+    def decode(session_id: str, reply: Any) -> FeedSession | None:
+        """A session from a GET/GETEX reply (a pipeline's, errors left in place: raised)."""
+        if isinstance(reply, Exception):
+            raise reply
+        return _decode(session_id, reply)
+
     async def drop(self, viewer_id: int, session_id: str) -> None:
         await self.redis.delete(_key(viewer_id, session_id))
 
@@ -179,6 +192,14 @@ class OpenSessions:
             return None
         if time.monotonic() - found.frozen_at > self.max_age:
             del self._open[viewer_id]
+            return None
+        return found
+
+    def peek(self, viewer_id: int) -> OpenSession | None:
+        """The viewer's open session younger than `max_age_seconds`, whatever it was ranked
+        from (a first page reads it with its other first reads, before its candidates)."""
+        found = self._open.get(viewer_id)
+        if found is None or time.monotonic() - found.frozen_at > self.max_age:
             return None
         return found
 

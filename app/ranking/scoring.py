@@ -20,13 +20,17 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from operator import and_, eq, itemgetter
 
-from app.posts.ids import created_ms_many
+from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
 
 HALF_LIFE_HOURS = 12.0
 ENGAGEMENT_WEIGHT = 0.35
 AFFINITY_WEIGHT = 0.5
 MAX_RUN = 2
+
+
+_POSITION = itemgetter(2)
 
 
 class RankingTimeout(Exception):
@@ -49,22 +53,26 @@ def rank_columns(
     """
     deadline = time.perf_counter() + budget_seconds
     log1p = math.log1p
-    created_ms = created_ms_many(post_ids)
     bonds = {a: 1 + AFFINITY_WEIGHT * log1p(affinity.get(a, 0)) for a in set(author_ids)}
-    # The module docstring's formula, one product per candidate.
+    # Engagement takes few distinct values (most candidates have few likes): one log per
+    # value, not per candidate. The same expressions as before, so the same floats.
+    weights = [
+        n_likes + 2 * n_comments for n_likes, n_comments in zip(likes, comments, strict=True)
+    ]
+    lifts = {w: 1 + ENGAGEMENT_WEIGHT * log1p(w) for w in set(weights)}
+    # The module docstring's formula, one product per candidate (ages from the ids).
+    since_epoch = now_ms - EPOCH_MS  # now_ms - created_ms(p), in integers, is this - (p >> bits)
     scores = [
-        (
-            0.5 ** (max(0.0, (now_ms - ms) / 3_600_000) / HALF_LIFE_HOURS)
-            * (1 + ENGAGEMENT_WEIGHT * log1p(n_likes + 2 * n_comments))
-            * bonds[a]
-        )
-        for ms, a, n_likes, n_comments in zip(created_ms, author_ids, likes, comments, strict=True)
+        0.5 ** (max(0.0, (since_epoch - (p >> SEQUENCE_BITS)) / 3_600_000) / HALF_LIFE_HOURS)
+        * lifts[w]
+        * bonds[a]
+        for p, a, w in zip(post_ids, author_ids, weights, strict=True)
     ]
     # (score, post id) descending; ids are unique, so the position never decides.
     keyed = sorted(zip(scores, post_ids, range(len(scores)), strict=True), reverse=True)
     if time.perf_counter() > deadline:
         raise RankingTimeout
-    order = [k[2] for k in keyed]
+    order = list(map(_POSITION, keyed))
     if seen and not seen.isdisjoint(post_ids):
         groups: tuple[list[int], list[int]] = ([], [])  # unseen, seen
         for i in order:
@@ -78,20 +86,41 @@ def rank_columns(
 
 def _diversified(order: list[int], author_ids: Sequence[int], deadline: float) -> list[int]:
     """`order` (positions, best first) after the diversity rule."""
-    picked = _diversify([author_ids[i] for i in order], deadline)
+    picked = _diversify(list(map(author_ids.__getitem__, order)), deadline)
+    if picked is None:
+        return order
     return [order[i] for i in picked]
 
 
-def _diversify(authors: Sequence[int], deadline: float) -> list[int]:
-    """The diversity rule on the authors of an ordered list: positions in the new order.
+def _first_overrun(authors: Sequence[int]) -> int:
+    """The first position that would make a run of MAX_RUN + 1 posts by one author (len()
+    when none does), found in C: where MAX_RUN consecutive neighbour pairs are equal."""
+    same = list(map(eq, authors, authors[1:]))  # same[i]: authors i and i + 1 are one
+    for _ in range(MAX_RUN - 1):
+        same = list(map(and_, same, same[1:]))
+    try:
+        return same.index(True) + MAX_RUN
+    except ValueError:
+        return len(authors)
+
+
+def _diversify(authors: Sequence[int], deadline: float) -> list[int] | None:
+    """The diversity rule on the authors of an ordered list: positions in the new order,
+    None when that is the order as it is.
 
     Greedy: take the best remaining post that does not extend a run past MAX_RUN (the best
-    one anyway when every remaining post is by the run's author). `pending` holds positions
-    reversed, best last, so taking the best is a pop from the end.
+    one anyway when every remaining post is by the run's author). Up to the first position
+    that would overrun, the greedy takes every post in turn: only the rest is walked (most
+    of a heavy viewer's candidates come from many authors: often none of it). `pending`
+    holds positions reversed, best last, so taking the best is a pop from the end.
     """
-    pending = list(range(len(authors) - 1, -1, -1))
-    result: list[int] = []
-    run_author, run_length = -1, 0
+    start = _first_overrun(authors)
+    if start >= len(authors):
+        return None
+    pending = list(range(len(authors) - 1, start - 1, -1))
+    result = list(range(start))
+    # The prefix ends with a run of exactly MAX_RUN (a longer one would overrun earlier).
+    run_author, run_length = authors[start - 1], MAX_RUN
     while pending:
         if time.perf_counter() > deadline:
             raise RankingTimeout

@@ -20,7 +20,19 @@ from app.feed.sessions import _key
 from app.realtime.keys import reset_key
 from app.state import AppState, create_state
 from app.web import create_app
-from tests.helpers import block, follow, gql, ids, make_user, metric_value, post, sql, unfollow
+from tests.helpers import (
+    author_with_fans,
+    block,
+    fanout_mode,
+    follow,
+    gql,
+    ids,
+    make_user,
+    metric_value,
+    post,
+    sql,
+    unfollow,
+)
 
 
 @pytest.fixture
@@ -187,3 +199,31 @@ async def test_the_rank_filter_returns_newest_first_and_applies_the_rule(
     # The page query applies the same rule (the shared fragment).
     page = await rows.page_rows(state.feed.reads, viewer_id, shuffled, PageExtras())
     assert sorted(page, reverse=True) == expected
+
+
+@pytest.mark.parametrize("mode", ["RANKED", "CHRONOLOGICAL"])
+async def test_a_remembered_merge_gives_way_to_a_pulled_authors_new_post(
+    client, state, pipeline, mode
+) -> None:
+    """A first page's candidate merge is kept while its sources are the very same (decision
+    0053): refreshes with nothing new are answered alike, and a new post of a pulled author
+    is on the first page read after the author cache reloads (its 2 s expiry, here forced)."""
+    celeb, _, fans = await author_with_fans(client, 10, author="celeb")
+    await pipeline.settle()
+    older = await post(client, celeb, "pulled one")
+    await pipeline.settle()
+    assert await fanout_mode(client, "celeb") == "PULL"
+    token, _ = fans[0]
+    pages = [await first_page(client, token, mode=mode) for _ in range(3)]
+    assert all(ids(p) == ids(pages[0]) for p in pages) and older in ids(pages[0])
+    if mode == "RANKED":
+        assert {p["sessionId"] for p in pages} == {pages[0]["sessionId"]}  # reused
+    state.feed.author_cache.clear()  # reloaded: the same ids, nothing new
+    assert ids(await first_page(client, token, mode=mode)) == ids(pages[0])
+    newer = await post(client, celeb, "pulled two")
+    await pipeline.settle()
+    state.feed.author_cache.clear()
+    page = await first_page(client, token, mode=mode)
+    assert ids(page).count(newer) == 1 and older in ids(page)
+    if mode == "RANKED":
+        assert page["sessionId"] != pages[0]["sessionId"]  # ranked afresh
