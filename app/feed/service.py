@@ -167,7 +167,9 @@ class _Candidates:
     signature: bytes | None = None  # candidates_signature(ids, maybe_more), when known
 
 
-MERGES_MAX = 5_000  # viewers whose last first-page merge a process remembers (oldest go first)
+# Viewers whose last first-page merge a process remembers (oldest go first). A heavy viewer's
+# entry holds ~30 KB (the timeline's 800 ids, ~2,600 merged ids): at most ~30 MB a process.
+MERGES_MAX = 1_000
 
 
 @dataclass(slots=True)
