@@ -30,9 +30,9 @@ from starlette.responses import (
     PlainTextResponse,
     Response,
 )
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import Match, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError, MissingQueryError
@@ -46,14 +46,14 @@ from strawberry.types.unset import UNSET, UnsetType
 from app.api.endpoint.schema import FeedSchema, build_schema
 from app.api.endpoint.subscriptions import ABORT_KEY, SocketContext
 from app.api.endpoint.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
-from app.api.fast.adapter import graphql_schema, uvicorn_transport
+from app.api.fast.adapter import graphql_schema, uvicorn_protocol, uvicorn_transport
 from app.api.fast.compiled_http import CompiledHTTP
 from app.api.fast.compiler import TextPlans, compile_documents
 from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.fast.raw_frames import RawFrames
 from app.api.schema.context import Context, http_context
 from app.api.transports import http_media
-from app.api.transports.admission import Admission
+from app.api.transports.admission import SLOTS_SCOPE_KEY, Admission, Slots, admission_slots
 from app.api.transports.connections import SETTINGS_STATE_KEY
 from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.graphiql import graphiql_assets_mount, graphiql_html
@@ -188,10 +188,8 @@ class FeedGraphQL(GraphQL):
         """Strawberry's, answering in the media type negotiated from `Accept`
         (app.api.transports.http_media); websockets pass straight through."""
         if isinstance(request, WebSocket):
-            if await self.pick_websocket_subprotocol(request) is None:
-                await refuse_subprotocol(request)  # never accepted, then closed 4406
-                return request
-            return await super().run(request, context, root_value)
+            await self.serve_socket(request, context, root_value)
+            return request
         scope = request.scope
         chosen = http_media.negotiate_request(scope, request.headers.get("accept"))
         wants_ide = self.should_render_graphql_ide(self.request_adapter_class(request))
@@ -204,6 +202,23 @@ class FeedGraphQL(GraphQL):
         except HTTPException as exc:
             return http_media.request_error(scope, exc)
         return http_media.finish(scope, response)
+
+    async def serve_socket(
+        self, websocket: WebSocket, context: Any = UNSET, root_value: Any = UNSET
+    ) -> None:
+        """A websocket (FeedApp serves /graphql's here directly): graphql-transport-ws only;
+        then Strawberry's way (origin check, accept, the protocol handler)."""
+        if await self.pick_websocket_subprotocol(websocket) is None:
+            await refuse_subprotocol(websocket)  # never accepted, then closed 4406
+            return
+        await super().run(websocket, context, root_value)
+
+    async def create_websocket_response(
+        self, request: WebSocket, subprotocol: str | None
+    ) -> WebSocket:
+        await request.accept(subprotocol=subprotocol)
+        forget_handshake(request)
+        return request
 
     async def process_result(self, request: Request, result: ExecutionResult) -> Any:
         return http_media.shape_result(
@@ -249,26 +264,61 @@ class Timed:
             GRAPHQL_LATENCY.observe(time.perf_counter() - start)
 
 
-class SocketLimits:
-    """Websockets under uvicorn: bound each socket's send buffers (kernel and transport), so
-    a peer that stops reading blocks its own sends after ~100 KB instead of the kernel's
-    autotuned ~4 MB, and expose the transport's `abort` in the scope so the realtime hub can
-    cut such a peer off (a close frame cannot get through a full buffer)."""
+class FeedApp(Starlette):
+    """Starlette, with /graphql's websockets served before its middleware and router.
 
-    def __init__(self, app: ASGIApp, send_buffer: int) -> None:
-        self.app = app
-        self.send_buffer = send_buffer
+    A socket lives for hours, and whatever is on its task's stack lives as long: through
+    Starlette's middleware stack, router and the Strawberry view's ASGI entry that was ~10
+    coroutine frames (and the closures and objects they hold) per socket, ~10 KB at 5,000
+    sockets. Here a /graphql websocket goes straight to the view (decision 0055), with what
+    the middleware did for it done first (`LiveSockets.prepare`); HTTP, the lifespan and
+    every other path take Starlette's way as before."""
+
+    def __init__(self, live: LiveSockets, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.live = live
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
-            # uvicorn passes its protocol's bound `send`; other servers simply get no limits.
-            transport = uvicorn_transport(send)
-            if transport is not None:
-                self._limit(transport)
-                scope[ABORT_KEY] = transport.abort
-            scope[RAW_FRAMES_KEY] = RawFrames.for_send(send)
-            send = _forget_handshake(send)
-        await self.app(scope, receive, send)
+            live = self.live
+            match, child_scope = live.route.matches(scope)
+            if match is Match.FULL:
+                scope["app"] = self
+                scope.update(child_scope)
+                live.prepare(scope, send)
+                await live.view.serve_socket(WebSocket(scope, receive, send))
+                return
+        await super().__call__(scope, receive, send)
+
+
+class LiveSockets:
+    """/graphql's websockets (FeedApp): the guards the middleware gave them, then the view.
+
+    - admission: each operation sent over the socket takes one of the process's slots, the
+      same `Slots` the Admission middleware gives HTTP requests (SLOTS_SCOPE_KEY);
+    - send buffers bounded (kernel and transport), so a peer that stops reading blocks its
+      own sends after ~100 KB instead of the kernel's autotuned ~4 MB, and the transport's
+      `abort` in the scope so the realtime hub can cut such a peer off (a close frame cannot
+      get through a full buffer); frames written straight to the transport (RawFrames);
+    - uvicorn's sansio protocol forgets the upgrade's request and response once accepted.
+
+    Under another server (no uvicorn transport) the socket gets no limits, as before."""
+
+    def __init__(self, view: FeedGraphQL, slots: Slots | None, send_buffer: int) -> None:
+        self.view = view
+        self.slots = slots
+        self.send_buffer = send_buffer
+        self.route = WebSocketRoute("/graphql", view)
+
+    def prepare(self, scope: Scope, send: Send) -> None:
+        if self.slots is not None:
+            scope[SLOTS_SCOPE_KEY] = self.slots
+        # uvicorn passes its protocol's bound `send`; other servers simply get no limits.
+        transport = uvicorn_transport(send)
+        if transport is not None:
+            self._limit(transport)
+            scope[ABORT_KEY] = transport.abort
+        scope[RAW_FRAMES_KEY] = RawFrames.for_send(send)
 
     def _limit(self, transport: Any) -> None:
         if self.send_buffer <= 0:
@@ -280,19 +330,12 @@ class SocketLimits:
             transport.set_write_buffer_limits(high=self.send_buffer)
 
 
-def _forget_handshake(send: Send) -> Send:
+def forget_handshake(websocket: WebSocket) -> None:
     """uvicorn's sansio websocket keeps the upgrade's request and response (two header
     maps, ~4 KB) for the socket's life; nothing reads them once the socket is accepted."""
-    protocol: Any = getattr(send, "__self__", None)
-    if type(protocol).__name__ != "WebSocketsSansIOProtocol":
-        return send
-
-    async def forgetting(message: Message) -> None:
-        await send(message)
-        if message["type"] == "websocket.accept" and getattr(protocol, "handshake_complete", 0):
-            protocol.request = protocol.response = None
-
-    return forgetting
+    protocol: Any = uvicorn_protocol(websocket._send)
+    if protocol is not None and protocol.handshake_complete:
+        protocol.request = protocol.response = None
 
 
 def metrics_refusal(settings: Settings, authorization: str | None) -> Response | None:
@@ -399,7 +442,7 @@ def export_readiness(checks: dict[str, str]) -> None:
         READY.labels(part).set(1 if result == "ok" else 0)
 
 
-def create_app(state: AppState | None = None) -> Starlette:
+def create_app(state: AppState | None = None) -> FeedApp:
     """The ASGI app over `state` (a root: without one, the settings come from
     `get_settings()` and the state is built at start-up)."""
     holder: dict[str, AppState] = {} if state is None else {"state": state}
@@ -505,7 +548,6 @@ def create_app(state: AppState | None = None) -> Starlette:
     routes = [
         Route("/graphql", graphql_app, methods=["GET", "POST"]),
         manifest_route(graphql.documents),
-        WebSocketRoute("/graphql", graphql_app),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),
@@ -515,7 +557,11 @@ def create_app(state: AppState | None = None) -> Starlette:
         routes.append(graphiql_assets_mount())
     if DEMO_DIR.exists():
         routes.append(Mount("/static", StaticFiles(directory=Path(DEMO_DIR)), name="static"))
-    return Starlette(
+    # One set of admission slots: HTTP requests (Admission) and socket operations (LiveSockets).
+    slots = admission_slots(settings.max_in_flight, settings.admission_wait_ms)
+    live = LiveSockets(graphql, slots, settings.realtime_socket_send_buffer)
+    return FeedApp(
+        live,
         routes=routes,
         lifespan=lifespan,
         middleware=[
@@ -526,8 +572,8 @@ def create_app(state: AppState | None = None) -> Starlette:
                 wait_ms=settings.admission_wait_ms,
                 max_bytes=settings.max_request_bytes,
                 body_timeout_seconds=settings.request_body_timeout_seconds,
+                slots=slots,
             ),
-            Middleware(SocketLimits, send_buffer=settings.realtime_socket_send_buffer),
         ],
     )
 

@@ -189,7 +189,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         settings = self.context.state.settings
         try:
             if await self._hold(address_socket_caps(settings, self.context.client_ip())):
-                await super().handle()
+                await self._serve()
         except MessageTooBig:
             limit = self.websocket.max_bytes
             with contextlib.suppress(Exception):
@@ -203,6 +203,42 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             for hold in self._holds:
                 if hub is not None:
                     hub.release_soon(hold)
+
+    async def _serve(self) -> None:
+        """Strawberry's `handle` with the adapter's `iter_json` and Starlette's `receive_text`
+        inlined, same messages and same refusals: an idle socket waits here for hours, and
+        each coroutine or generator on its task's stack is held as long (decision 0055)."""
+        self.on_request_accepted()
+        ws = self.websocket.ws
+        try:
+            try:
+                while ws.application_state == WebSocketState.CONNECTED:
+                    try:
+                        received = await ws.receive()
+                    except (WebSocketDisconnect, RuntimeError):
+                        break  # receive after the socket closed (Starlette's own state check)
+                    if received["type"] == "websocket.disconnect":
+                        break
+                    text = received.get("text")
+                    if text is None:  # a binary frame
+                        raise NonTextMessageReceived
+                    # Characters are 1-4 bytes: count bytes only when it could matter.
+                    limit = self.websocket.max_bytes
+                    if len(text) * 4 > limit and len(text.encode()) > limit:
+                        raise MessageTooBig
+                    try:
+                        message = orjson.loads(text)
+                    except orjson.JSONDecodeError as exc:
+                        raise NonJsonMessageReceived from exc
+                    await self.handle_message(message)
+            except NonTextMessageReceived:
+                await self.handle_invalid_message("WebSocket message type must be text")
+            except NonJsonMessageReceived:
+                await self.handle_invalid_message("WebSocket message must be valid JSON")
+        except WebSocketDisconnected:
+            pass
+        finally:
+            await self.shutdown()
 
     async def handle_message(self, message: Any) -> None:
         if not isinstance(message, dict):
