@@ -30,7 +30,7 @@ from starlette.responses import (
     PlainTextResponse,
     Response,
 )
-from starlette.routing import Match, Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Match, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -52,7 +52,7 @@ from app.api.fast.compiler import TextPlans, compile_documents
 from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.fast.raw_frames import RawFrames
 from app.api.schema.context import Context, http_context
-from app.api.transports import http_media
+from app.api.transports import http_media, lean_sockets
 from app.api.transports.admission import SLOTS_SCOPE_KEY, Admission, Slots, admission_slots
 from app.api.transports.connections import SETTINGS_STATE_KEY
 from app.api.transports.document_limits import MAX_TOKENS
@@ -313,6 +313,9 @@ class LiveSockets:
     def prepare(self, scope: Scope, send: Send) -> None:
         if self.slots is not None:
             scope[SLOTS_SCOPE_KEY] = self.slots
+        protocol = uvicorn_protocol(send)
+        if protocol is not None:  # before RawFrames reads its `writable`
+            lean_sockets.lighten(protocol)
         # uvicorn passes its protocol's bound `send`; other servers simply get no limits.
         transport = uvicorn_transport(send)
         if transport is not None:
@@ -332,10 +335,12 @@ class LiveSockets:
 
 def forget_handshake(websocket: WebSocket) -> None:
     """uvicorn's sansio websocket keeps the upgrade's request and response (two header
-    maps, ~4 KB) for the socket's life; nothing reads them once the socket is accepted."""
+    maps, ~4 KB) for the socket's life, and the `websockets` parser the request once more
+    (app.api.transports.lean_sockets); nothing reads them once the socket is accepted."""
     protocol: Any = uvicorn_protocol(websocket._send)
     if protocol is not None and protocol.handshake_complete:
         protocol.request = protocol.response = None
+        lean_sockets.drop_handshake_request(protocol.conn)
 
 
 def metrics_refusal(settings: Settings, authorization: str | None) -> Response | None:
@@ -545,7 +550,7 @@ def create_app(state: AppState | None = None) -> FeedApp:
             return FileResponse(page)
         return PlainTextResponse("The demo page is not built; GraphiQL is at /graphql.")
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/graphql", graphql_app, methods=["GET", "POST"]),
         manifest_route(graphql.documents),
         Route("/healthz", healthz),
