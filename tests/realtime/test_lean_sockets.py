@@ -10,6 +10,7 @@ import asyncio
 import os
 import struct
 
+from prometheus_client import CollectorRegistry, Histogram
 from uvicorn.config import Config
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from uvicorn.server import ServerState
@@ -24,6 +25,7 @@ from app.api.transports.lean_sockets import (
     drop_handshake_request,
     lighten,
 )
+from app.realtime.metrics import observe_many
 
 HANDSHAKE = (
     b"GET /graphql HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
@@ -135,8 +137,32 @@ def test_the_parser_without_the_handshake_request_still_parses_frames() -> None:
 def test_a_half_read_frame_keeps_its_parser() -> None:
     conn = open_server_protocol()
     frame = masked_text(b'{"type":"ping"}')
-    conn.receive_data(frame[:2])  # the header is consumed (the buffer is empty), the rest not here yet
+    conn.receive_data(
+        frame[:2]
+    )  # the header is consumed (the buffer is empty), the rest not here yet
     assert not drop_handshake_request(conn)
     conn.receive_data(frame[2:])
     [received] = conn.events_received()
     assert received.data == b'{"type":"ping"}'
+
+
+def test_observe_many_counts_as_many_observations() -> None:
+    """app.realtime.metrics counts a broadcast's frames in one go: the samples must be those
+    of one `observe` per frame (prometheus_client's internals it uses are still there)."""
+    buckets = (0.01, 0.1, 1.0)
+    one_by_one = Histogram("h", "h", buckets=buckets, registry=CollectorRegistry())
+    at_once = Histogram("h", "h", buckets=buckets, registry=CollectorRegistry())
+    for amount, times in ((0.05, 3), (0.5, 2), (7.0, 4), (0.001, 1)):
+        for _ in range(times):
+            one_by_one.observe(amount)
+        observe_many(at_once, amount, times)
+
+    def samples(histogram: Histogram) -> list[tuple[str, dict[str, str], float]]:
+        return [
+            (s.name, s.labels, round(s.value, 9))
+            for metric in histogram.collect()
+            for s in metric.samples
+            if not s.name.endswith("_created")
+        ]
+
+    assert samples(at_once) == samples(one_by_one)

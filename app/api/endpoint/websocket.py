@@ -219,18 +219,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
                         break  # receive after the socket closed (Starlette's own state check)
                     if received["type"] == "websocket.disconnect":
                         break
-                    text = received.get("text")
-                    if text is None:  # a binary frame
-                        raise NonTextMessageReceived
-                    # Characters are 1-4 bytes: count bytes only when it could matter.
-                    limit = self.websocket.max_bytes
-                    if len(text) * 4 > limit and len(text.encode()) > limit:
-                        raise MessageTooBig
-                    try:
-                        message = orjson.loads(text)
-                    except orjson.JSONDecodeError as exc:
-                        raise NonJsonMessageReceived from exc
+                    message = _decode(received.get("text"), self.websocket.max_bytes)
+                    del received  # not held while the socket waits for its next message
                     await self.handle_message(message)
+                    del message
             except NonTextMessageReceived:
                 await self.handle_invalid_message("WebSocket message type must be text")
             except NonJsonMessageReceived:
@@ -523,6 +515,19 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             self._handed_off.discard(operation_id)
             self._op_contexts.pop(operation_id, None)
         await super().cleanup_operation(operation_id)
+
+
+def _decode(text: str | None, limit: int) -> object:
+    """A received message's JSON (TextFrameAdapter.iter_json's checks, in its order)."""
+    if text is None:  # a binary frame
+        raise NonTextMessageReceived
+    # Characters are 1-4 bytes: count bytes only when it could matter.
+    if len(text) * 4 > limit and len(text.encode()) > limit:
+        raise MessageTooBig
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise NonJsonMessageReceived from exc
 
 
 def _misshapen(payload: dict[str, Any]) -> str | None:
