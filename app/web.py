@@ -188,8 +188,10 @@ class FeedGraphQL(GraphQL):
         """Strawberry's, answering in the media type negotiated from `Accept`
         (app.api.transports.http_media); websockets pass straight through."""
         if isinstance(request, WebSocket):
-            await self.serve_socket(request, context, root_value)
-            return request
+            if await self.pick_websocket_subprotocol(request) is None:
+                await refuse_subprotocol(request)  # never accepted, then closed 4406
+                return request
+            return await super().run(request, context, root_value)
         scope = request.scope
         chosen = http_media.negotiate_request(scope, request.headers.get("accept"))
         wants_ide = self.should_render_graphql_ide(self.request_adapter_class(request))
@@ -202,16 +204,6 @@ class FeedGraphQL(GraphQL):
         except HTTPException as exc:
             return http_media.request_error(scope, exc)
         return http_media.finish(scope, response)
-
-    async def serve_socket(
-        self, websocket: WebSocket, context: Any = UNSET, root_value: Any = UNSET
-    ) -> None:
-        """A websocket (FeedApp serves /graphql's here directly): graphql-transport-ws only;
-        then Strawberry's way (origin check, accept, the protocol handler)."""
-        if await self.pick_websocket_subprotocol(websocket) is None:
-            await refuse_subprotocol(websocket)  # never accepted, then closed 4406
-            return
-        await super().run(websocket, context, root_value)
 
     async def create_websocket_response(
         self, request: WebSocket, subprotocol: str | None
@@ -286,7 +278,12 @@ class FeedApp(Starlette):
                 scope["app"] = self
                 scope.update(child_scope)
                 live.prepare(scope, send)
-                await live.view.serve_socket(WebSocket(scope, receive, send))
+                # FeedGraphQL.run's websocket branch, one coroutine frame less.
+                websocket, view = WebSocket(scope, receive, send), live.view
+                if await view.pick_websocket_subprotocol(websocket) is None:
+                    await refuse_subprotocol(websocket)  # never accepted, then closed 4406
+                    return
+                await GraphQL.run(view, websocket)  # origin check, accept, protocol handler
                 return
         await super().__call__(scope, receive, send)
 

@@ -99,7 +99,7 @@ class CapReached(Exception):
         self.cap = cap
 
 
-@dataclass
+@dataclass(slots=True)  # one or two per socket, held for its life
 class Hold:
     """What `acquire` took: release it exactly once (idempotent)."""
 

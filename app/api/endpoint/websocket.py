@@ -186,10 +186,39 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         return True
 
     async def handle(self) -> None:
-        settings = self.context.state.settings
+        """Strawberry's `handle`, with its message loop inlined (the adapter's `iter_json`
+        and Starlette's `receive_text` and `receive`: same messages, same state checks, same
+        refusals): an idle socket waits here for hours, and every coroutine or generator on
+        its task's stack is held as long (decision 0055)."""
+        ws = self.websocket.ws
+        receive = ws._receive  # the server's; Starlette's `receive` checks are made below
+        connected = WebSocketState.CONNECTED
         try:
-            if await self._hold(address_socket_caps(settings, self.context.client_ip())):
-                await self._serve()
+            settings = self.context.state.settings
+            if not await self._hold(address_socket_caps(settings, self.context.client_ip())):
+                return
+            self.on_request_accepted()
+            try:
+                try:
+                    while ws.application_state == connected and ws.client_state == connected:
+                        received = await receive()
+                        kind = received["type"]
+                        if kind != "websocket.receive":
+                            if kind == "websocket.disconnect":
+                                ws.client_state = WebSocketState.DISCONNECTED
+                            break  # any other kind: Starlette's RuntimeError, the loop's end
+                        message = _decode(received.get("text"), self.websocket.max_bytes)
+                        del received, kind  # not held while the socket waits
+                        await self.handle_message(message)
+                        del message
+                except NonTextMessageReceived:
+                    await self.handle_invalid_message("WebSocket message type must be text")
+                except NonJsonMessageReceived:
+                    await self.handle_invalid_message("WebSocket message must be valid JSON")
+            except WebSocketDisconnected:
+                pass
+            finally:
+                await self.shutdown()
         except MessageTooBig:
             limit = self.websocket.max_bytes
             with contextlib.suppress(Exception):
@@ -203,34 +232,6 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             for hold in self._holds:
                 if hub is not None:
                     hub.release_soon(hold)
-
-    async def _serve(self) -> None:
-        """Strawberry's `handle` with the adapter's `iter_json` and Starlette's `receive_text`
-        inlined, same messages and same refusals: an idle socket waits here for hours, and
-        each coroutine or generator on its task's stack is held as long (decision 0055)."""
-        self.on_request_accepted()
-        ws = self.websocket.ws
-        try:
-            try:
-                while ws.application_state == WebSocketState.CONNECTED:
-                    try:
-                        received = await ws.receive()
-                    except (WebSocketDisconnect, RuntimeError):
-                        break  # receive after the socket closed (Starlette's own state check)
-                    if received["type"] == "websocket.disconnect":
-                        break
-                    message = _decode(received.get("text"), self.websocket.max_bytes)
-                    del received  # not held while the socket waits for its next message
-                    await self.handle_message(message)
-                    del message
-            except NonTextMessageReceived:
-                await self.handle_invalid_message("WebSocket message type must be text")
-            except NonJsonMessageReceived:
-                await self.handle_invalid_message("WebSocket message must be valid JSON")
-        except WebSocketDisconnected:
-            pass
-        finally:
-            await self.shutdown()
 
     async def handle_message(self, message: Any) -> None:
         if not isinstance(message, dict):
