@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+import time
 
 from prometheus_client import CollectorRegistry, Histogram
 from uvicorn.config import Config
@@ -19,6 +20,7 @@ from websockets.http11 import Request
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
+from app.api.endpoint.websocket import Deadlines
 from app.api.transports.lean_sockets import (
     LeanEvent,
     LeanQueue,
@@ -166,3 +168,30 @@ def test_observe_many_counts_as_many_observations() -> None:
         ]
 
     assert samples(at_once) == samples(one_by_one)
+
+
+async def test_deadlines_run_in_time_order_and_cancelled_ones_never() -> None:
+    """The token expiries of a process's sockets share one timer (app.api.endpoint.websocket)."""
+    deadlines = Deadlines()
+    fired: list[str] = []
+    done = asyncio.Event()
+    now = time.time()
+    deadlines.add(now + 0.05, lambda: (fired.append("last"), done.set()))
+    deadlines.add(now + 0.02, lambda: fired.append("second"))
+    gone = deadlines.add(now + 0.01, lambda: fired.append("cancelled"))
+    deadlines.add(now - 5, lambda: fired.append("first"))  # past: at once
+    deadlines.cancel(gone)
+    await asyncio.wait_for(done.wait(), 10)
+    assert fired == ["first", "second", "last"]
+    assert len(deadlines) == 0
+
+
+async def test_cancelled_deadlines_do_not_pile_up() -> None:
+    deadlines = Deadlines()
+    far = time.time() + 3600
+    keys = [deadlines.add(far, lambda: None) for _ in range(1000)]
+    for key in keys[:-1]:
+        deadlines.cancel(key)
+    assert len(deadlines) == 1
+    assert len(deadlines._heap) < 100  # compacted, not 1,000 entries until the hour is up
+    deadlines.cancel(keys[-1])

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
@@ -157,7 +159,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry: int | None = None  # this socket's entry in `expiries`
         self._watched: int | None = None  # this socket's entry in revocation.watch
         self._op_contexts: dict[str, OperationContext] = {}
         self._holds: list[Hold] = []  # this socket's leases (per address, per account)
@@ -225,7 +227,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
                 await self.websocket.close(CLOSE_TOO_BIG, f"Message over {limit} bytes")
         finally:
             if self._expiry is not None:
-                self._expiry.cancel()
+                expiries.cancel(self._expiry)
             if self._watched is not None:
                 revocation.watch.remove(self._watched)
             hub = self.context.hub
@@ -305,8 +307,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         expires_at = self.context.token_expires_at
         if expires_at is None:
             return
-        delay = max(0.0, expires_at - time.time())
-        self._expiry = asyncio.get_running_loop().call_later(delay, self._on_expiry)
+        self._expiry = expiries.add(expires_at, self._on_expiry)
         context = self.context
         if context.token is not None:
             # Re-checked with every other socket's token in one loop (revocation.Watch).
@@ -331,6 +332,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             )
 
     def _on_expiry(self) -> None:
+        self._expiry = None
         task = asyncio.ensure_future(self._close_expired())
         task.add_done_callback(self._task_done)
 
@@ -446,7 +448,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         if operation is None or operation.task is None or operation.task.done():
             return
         self._handed_off.add(operation_id)
-        operation.task.cancel()
+        task = operation.task
+        task.cancel()
+        # The ended task (and its coroutine) is not kept for the socket's life either.
+        task.add_done_callback(lambda _: _let_go(operation, task))
 
     async def _admit(self, operation: Operation[SocketContext, None]) -> bool:
         """An admission slot (transports.admission) until the operation's first result: a query or
@@ -515,7 +520,75 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         if operation_id in self._handed_off and operation_id in self.operations:
             self._handed_off.discard(operation_id)
             self._op_contexts.pop(operation_id, None)
+            if self.operations[operation_id].task is None:  # ended and let go (`_hand_off`)
+                del self.operations[operation_id]
+                return
         await super().cleanup_operation(operation_id)
+
+
+def _let_go(operation: Operation[SocketContext, None], task: asyncio.Task[Any]) -> None:
+    if operation.task is task:
+        operation.task = None
+
+
+class Deadlines:
+    """Callbacks at wall-clock times, on one loop timer for all of them: a socket's token
+    expiry was a TimerHandle of its own (~0.5 KB with its heap entry, for the socket's life);
+    here it is a heap entry and a dict item. Cancelled entries leave the heap when they come
+    up, or all at once when they are over half of it."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int]] = []
+        self._due: dict[int, Callable[[], None]] = {}
+        self._ids = itertools.count(1)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def add(self, at: float, callback: Callable[[], None]) -> int:
+        """Run `callback` at Unix time `at` (at once if past); the key cancels it."""
+        key = next(self._ids)
+        self._due[key] = callback
+        heapq.heappush(self._heap, (at, key))
+        self._arm()
+        return key
+
+    def cancel(self, key: int) -> None:
+        if self._due.pop(key, None) is not None and len(self._heap) > 2 * len(self._due) + 64:
+            self._heap = [entry for entry in self._heap if entry[1] in self._due]
+            heapq.heapify(self._heap)
+
+    def _arm(self) -> None:
+        heap = self._heap
+        if not heap:
+            return
+        at = heap[0][0]
+        loop = asyncio.get_running_loop()
+        timer = self._timer
+        if timer is not None and not timer.cancelled():
+            if self._timer_at <= at and self._timer_loop is loop:
+                return
+            timer.cancel()
+        self._timer_at, self._timer_loop = at, loop
+        self._timer = loop.call_later(max(0.0, at - time.time()), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = time.time()
+        heap = self._heap
+        while heap and (heap[0][0] <= now or heap[0][1] not in self._due):
+            _, key = heapq.heappop(heap)
+            callback = self._due.pop(key, None)
+            if callback is not None:
+                callback()
+        if heap:
+            self._arm()
+
+
+expiries = Deadlines()  # the token expiries of this process's sockets
 
 
 def _decode(text: str | None, limit: int) -> object:
