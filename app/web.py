@@ -30,9 +30,9 @@ from starlette.responses import (
     PlainTextResponse,
     Response,
 )
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Match, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError, MissingQueryError
@@ -46,14 +46,14 @@ from strawberry.types.unset import UNSET, UnsetType
 from app.api.endpoint.schema import FeedSchema, build_schema
 from app.api.endpoint.subscriptions import ABORT_KEY, SocketContext
 from app.api.endpoint.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
-from app.api.fast.adapter import graphql_schema, uvicorn_transport
+from app.api.fast.adapter import graphql_schema, uvicorn_protocol, uvicorn_transport
 from app.api.fast.compiled_http import CompiledHTTP
 from app.api.fast.compiler import TextPlans, compile_documents
 from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.fast.raw_frames import RawFrames
 from app.api.schema.context import Context, http_context
-from app.api.transports import http_media
-from app.api.transports.admission import Admission
+from app.api.transports import http_media, lean_sockets
+from app.api.transports.admission import SLOTS_SCOPE_KEY, Admission, Slots, admission_slots
 from app.api.transports.connections import SETTINGS_STATE_KEY
 from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.graphiql import graphiql_assets_mount, graphiql_html
@@ -205,6 +205,13 @@ class FeedGraphQL(GraphQL):
             return http_media.request_error(scope, exc)
         return http_media.finish(scope, response)
 
+    async def create_websocket_response(
+        self, request: WebSocket, subprotocol: str | None
+    ) -> WebSocket:
+        await request.accept(subprotocol=subprotocol)
+        forget_handshake(request)
+        return request
+
     async def process_result(self, request: Request, result: ExecutionResult) -> Any:
         return http_media.shape_result(
             request.scope, result, await super().process_result(request, result)
@@ -249,26 +256,69 @@ class Timed:
             GRAPHQL_LATENCY.observe(time.perf_counter() - start)
 
 
-class SocketLimits:
-    """Websockets under uvicorn: bound each socket's send buffers (kernel and transport), so
-    a peer that stops reading blocks its own sends after ~100 KB instead of the kernel's
-    autotuned ~4 MB, and expose the transport's `abort` in the scope so the realtime hub can
-    cut such a peer off (a close frame cannot get through a full buffer)."""
+class FeedApp(Starlette):
+    """Starlette, with /graphql's websockets served before its middleware and router.
 
-    def __init__(self, app: ASGIApp, send_buffer: int) -> None:
-        self.app = app
-        self.send_buffer = send_buffer
+    A socket lives for hours, and whatever is on its task's stack lives as long: through
+    Starlette's middleware stack, router and the Strawberry view's ASGI entry that was ~10
+    coroutine frames (and the closures and objects they hold) per socket, ~10 KB at 5,000
+    sockets. Here a /graphql websocket goes straight to the view (decision 0055), with what
+    the middleware did for it done first (`LiveSockets.prepare`); HTTP, the lifespan and
+    every other path take Starlette's way as before."""
+
+    def __init__(self, live: LiveSockets, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.live = live
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
-            # uvicorn passes its protocol's bound `send`; other servers simply get no limits.
-            transport = uvicorn_transport(send)
-            if transport is not None:
-                self._limit(transport)
-                scope[ABORT_KEY] = transport.abort
-            scope[RAW_FRAMES_KEY] = RawFrames.for_send(send)
-            send = _forget_handshake(send)
-        await self.app(scope, receive, send)
+            live = self.live
+            match, child_scope = live.route.matches(scope)
+            if match is Match.FULL:
+                scope["app"] = self
+                scope.update(child_scope)
+                live.prepare(scope, send)
+                # FeedGraphQL.run's websocket branch, one coroutine frame less.
+                websocket, view = WebSocket(scope, receive, send), live.view
+                if await view.pick_websocket_subprotocol(websocket) is None:
+                    await refuse_subprotocol(websocket)  # never accepted, then closed 4406
+                    return
+                await GraphQL.run(view, websocket)  # origin check, accept, protocol handler
+                return
+        await super().__call__(scope, receive, send)
+
+
+class LiveSockets:
+    """/graphql's websockets (FeedApp): the guards the middleware gave them, then the view.
+
+    - admission: each operation sent over the socket takes one of the process's slots, the
+      same `Slots` the Admission middleware gives HTTP requests (SLOTS_SCOPE_KEY);
+    - send buffers bounded (kernel and transport), so a peer that stops reading blocks its
+      own sends after ~100 KB instead of the kernel's autotuned ~4 MB, and the transport's
+      `abort` in the scope so the realtime hub can cut such a peer off (a close frame cannot
+      get through a full buffer); frames written straight to the transport (RawFrames);
+    - uvicorn's sansio protocol forgets the upgrade's request and response once accepted.
+
+    Under another server (no uvicorn transport) the socket gets no limits, as before."""
+
+    def __init__(self, view: FeedGraphQL, slots: Slots | None, send_buffer: int) -> None:
+        self.view = view
+        self.slots = slots
+        self.send_buffer = send_buffer
+        self.route = WebSocketRoute("/graphql", view)
+
+    def prepare(self, scope: Scope, send: Send) -> None:
+        if self.slots is not None:
+            scope[SLOTS_SCOPE_KEY] = self.slots
+        protocol = uvicorn_protocol(send)
+        if protocol is not None:  # before RawFrames reads its `writable`
+            lean_sockets.lighten(protocol)
+        # uvicorn passes its protocol's bound `send`; other servers simply get no limits.
+        transport = uvicorn_transport(send)
+        if transport is not None:
+            self._limit(transport)
+            scope[ABORT_KEY] = transport.abort
+        scope[RAW_FRAMES_KEY] = RawFrames.for_send(send)
 
     def _limit(self, transport: Any) -> None:
         if self.send_buffer <= 0:
@@ -280,19 +330,14 @@ class SocketLimits:
             transport.set_write_buffer_limits(high=self.send_buffer)
 
 
-def _forget_handshake(send: Send) -> Send:
+def forget_handshake(websocket: WebSocket) -> None:
     """uvicorn's sansio websocket keeps the upgrade's request and response (two header
-    maps, ~4 KB) for the socket's life; nothing reads them once the socket is accepted."""
-    protocol: Any = getattr(send, "__self__", None)
-    if type(protocol).__name__ != "WebSocketsSansIOProtocol":
-        return send
-
-    async def forgetting(message: Message) -> None:
-        await send(message)
-        if message["type"] == "websocket.accept" and getattr(protocol, "handshake_complete", 0):
-            protocol.request = protocol.response = None
-
-    return forgetting
+    maps, ~4 KB) for the socket's life, and the `websockets` parser the request once more
+    (app.api.transports.lean_sockets); nothing reads them once the socket is accepted."""
+    protocol: Any = uvicorn_protocol(websocket._send)
+    if protocol is not None and protocol.handshake_complete:
+        protocol.request = protocol.response = None
+        lean_sockets.drop_handshake_request(protocol.conn)
 
 
 def metrics_refusal(settings: Settings, authorization: str | None) -> Response | None:
@@ -399,7 +444,7 @@ def export_readiness(checks: dict[str, str]) -> None:
         READY.labels(part).set(1 if result == "ok" else 0)
 
 
-def create_app(state: AppState | None = None) -> Starlette:
+def create_app(state: AppState | None = None) -> FeedApp:
     """The ASGI app over `state` (a root: without one, the settings come from
     `get_settings()` and the state is built at start-up)."""
     holder: dict[str, AppState] = {} if state is None else {"state": state}
@@ -514,10 +559,9 @@ def create_app(state: AppState | None = None) -> Starlette:
             return FileResponse(page)
         return PlainTextResponse("The demo page is not built; GraphiQL is at /graphql.")
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/graphql", graphql_app, methods=["GET", "POST"]),
         manifest_route(graphql.documents),
-        WebSocketRoute("/graphql", graphql_app),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),
@@ -527,7 +571,11 @@ def create_app(state: AppState | None = None) -> Starlette:
         routes.append(graphiql_assets_mount())
     if DEMO_DIR.exists():
         routes.append(Mount("/static", StaticFiles(directory=Path(DEMO_DIR)), name="static"))
-    return Starlette(
+    # One set of admission slots: HTTP requests (Admission) and socket operations (LiveSockets).
+    slots = admission_slots(settings.max_in_flight, settings.admission_wait_ms)
+    live = LiveSockets(graphql, slots, settings.realtime_socket_send_buffer)
+    return FeedApp(
+        live,
         routes=routes,
         lifespan=lifespan,
         middleware=[
@@ -538,9 +586,9 @@ def create_app(state: AppState | None = None) -> Starlette:
                 wait_ms=settings.admission_wait_ms,
                 max_bytes=settings.max_request_bytes,
                 body_timeout_seconds=settings.request_body_timeout_seconds,
+                slots=slots,
             ),
             *compiled_front,  # POST /graphql's compiled documents, past admission only
-            Middleware(SocketLimits, send_buffer=settings.realtime_socket_send_buffer),
         ],
     )
 

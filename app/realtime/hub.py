@@ -34,7 +34,7 @@ from app.db.models import Visibility
 from app.realtime import counts, keys, queries
 from app.realtime.counts import FeedCount
 from app.realtime.leases import Hold, Leases
-from app.realtime.metrics import COALESCED, DELIVERED, DROPPED, LATENCY, RECEIVED, SUBSCRIBERS
+from app.realtime.metrics import COALESCED, DROPPED, RECEIVED, SUBSCRIBERS, frame_delivered
 from app.redis_scripts import AnyRedis
 from app.timelines.store import TimelineStore
 
@@ -202,9 +202,7 @@ class Subscriber:
 
 
 def _observe(state: FeedCount) -> None:
-    DELIVERED.inc()
-    if state.published_ms:
-        LATENCY.observe(max(0.0, time.time() - state.published_ms / 1000))
+    frame_delivered(state.published_ms)  # counted at the end of the loop turn
 
 
 class HeapFreezer:

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
@@ -157,11 +159,13 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry: int | None = None  # this socket's entry in `expiries`
         self._watched: int | None = None  # this socket's entry in revocation.watch
         self._op_contexts: dict[str, OperationContext] = {}
         self._holds: list[Hold] = []  # this socket's leases (per address, per account)
-        self._slot_held: set[str] = set()  # operations holding an admission slot
+        # Operations holding an admission slot (a list: empty, or an item or two, for the
+        # socket's life; an empty set was ~0.2 KB of every socket).
+        self._slot_held: list[str] = []
         # Subscriptions whose frames the hub writes, whose task was ended (`_hand_off`).
         self._handed_off: set[str] = set()
         self.max_operations = self.context.state.settings.realtime_operations_per_socket
@@ -186,17 +190,46 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         return True
 
     async def handle(self) -> None:
-        settings = self.context.state.settings
+        """Strawberry's `handle`, with its message loop inlined (the adapter's `iter_json`
+        and Starlette's `receive_text` and `receive`: same messages, same state checks, same
+        refusals): an idle socket waits here for hours, and every coroutine or generator on
+        its task's stack is held as long (decision 0055)."""
+        ws = self.websocket.ws
+        receive = ws._receive  # the server's; Starlette's `receive` checks are made below
+        connected = WebSocketState.CONNECTED
         try:
-            if await self._hold(address_socket_caps(settings, self.context.client_ip())):
-                await super().handle()
+            settings = self.context.state.settings
+            if not await self._hold(address_socket_caps(settings, self.context.client_ip())):
+                return
+            self.on_request_accepted()
+            try:
+                try:
+                    while ws.application_state == connected and ws.client_state == connected:
+                        received = await receive()
+                        kind = received["type"]
+                        if kind != "websocket.receive":
+                            if kind == "websocket.disconnect":
+                                ws.client_state = WebSocketState.DISCONNECTED
+                            break  # any other kind: Starlette's RuntimeError, the loop's end
+                        message = _decode(received.get("text"), self.websocket.max_bytes)
+                        del received, kind  # not held while the socket waits
+                        await self.handle_message(message)
+                        del message
+                except NonTextMessageReceived:
+                    await self.handle_invalid_message("WebSocket message type must be text")
+                except NonJsonMessageReceived:
+                    await self.handle_invalid_message("WebSocket message must be valid JSON")
+            except WebSocketDisconnected:
+                pass
+            finally:
+                await self.shutdown()
         except MessageTooBig:
             limit = self.websocket.max_bytes
             with contextlib.suppress(Exception):
                 await self.websocket.close(CLOSE_TOO_BIG, f"Message over {limit} bytes")
         finally:
             if self._expiry is not None:
-                self._expiry.cancel()
+                expiries.cancel(self._expiry)
             if self._watched is not None:
                 revocation.watch.remove(self._watched)
             hub = self.context.hub
@@ -276,8 +309,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         expires_at = self.context.token_expires_at
         if expires_at is None:
             return
-        delay = max(0.0, expires_at - time.time())
-        self._expiry = asyncio.get_running_loop().call_later(delay, self._on_expiry)
+        self._expiry = expiries.add(expires_at, self._on_expiry)
         context = self.context
         if context.token is not None:
             # Re-checked with every other socket's token in one loop (revocation.Watch).
@@ -302,6 +334,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             )
 
     def _on_expiry(self) -> None:
+        self._expiry = None
         task = asyncio.ensure_future(self._close_expired())
         task.add_done_callback(self._task_done)
 
@@ -417,7 +450,10 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         if operation is None or operation.task is None or operation.task.done():
             return
         self._handed_off.add(operation_id)
-        operation.task.cancel()
+        task = operation.task
+        task.cancel()
+        # The ended task (and its coroutine) is not kept for the socket's life either.
+        task.add_done_callback(lambda _: _let_go(operation, task))
 
     async def _admit(self, operation: Operation[SocketContext, None]) -> bool:
         """An admission slot (transports.admission) until the operation's first result: a query or
@@ -435,12 +471,12 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             self.schema.process_errors([error])
             await operation.send_initial_errors([error])
             return False
-        self._slot_held.add(operation.id)
+        self._slot_held.append(operation.id)
         return True
 
     def _release_slot(self, operation_id: str) -> None:
         if operation_id in self._slot_held:
-            self._slot_held.discard(operation_id)
+            self._slot_held.remove(operation_id)
             slots = self._slots
             if slots is not None:
                 slots.release()
@@ -486,7 +522,88 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         if operation_id in self._handed_off and operation_id in self.operations:
             self._handed_off.discard(operation_id)
             self._op_contexts.pop(operation_id, None)
+            if self.operations[operation_id].task is None:  # ended and let go (`_hand_off`)
+                del self.operations[operation_id]
+                return
         await super().cleanup_operation(operation_id)
+
+
+def _let_go(operation: Operation[SocketContext, None], task: asyncio.Task[Any]) -> None:
+    if operation.task is task:
+        operation.task = None
+
+
+class Deadlines:
+    """Callbacks at wall-clock times, on one loop timer for all of them: a socket's token
+    expiry was a TimerHandle of its own (~0.5 KB with its heap entry, for the socket's life);
+    here it is a heap entry and a dict item. Cancelled entries leave the heap when they come
+    up, or all at once when they are over half of it."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int]] = []
+        self._due: dict[int, Callable[[], None]] = {}
+        self._ids = itertools.count(1)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def add(self, at: float, callback: Callable[[], None]) -> int:
+        """Run `callback` at Unix time `at` (at once if past); the key cancels it."""
+        key = next(self._ids)
+        self._due[key] = callback
+        heapq.heappush(self._heap, (at, key))
+        self._arm()
+        return key
+
+    def cancel(self, key: int) -> None:
+        if self._due.pop(key, None) is not None and len(self._heap) > 2 * len(self._due) + 64:
+            self._heap = [entry for entry in self._heap if entry[1] in self._due]
+            heapq.heapify(self._heap)
+
+    def _arm(self) -> None:
+        heap = self._heap
+        if not heap:
+            return
+        at = heap[0][0]
+        loop = asyncio.get_running_loop()
+        timer = self._timer
+        if timer is not None and not timer.cancelled():
+            if self._timer_at <= at and self._timer_loop is loop:
+                return
+            timer.cancel()
+        self._timer_at, self._timer_loop = at, loop
+        self._timer = loop.call_later(max(0.0, at - time.time()), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = time.time()
+        heap = self._heap
+        while heap and (heap[0][0] <= now or heap[0][1] not in self._due):
+            _, key = heapq.heappop(heap)
+            callback = self._due.pop(key, None)
+            if callback is not None:
+                callback()
+        if heap:
+            self._arm()
+
+
+expiries = Deadlines()  # the token expiries of this process's sockets
+
+
+def _decode(text: str | None, limit: int) -> object:
+    """A received message's JSON (TextFrameAdapter.iter_json's checks, in its order)."""
+    if text is None:  # a binary frame
+        raise NonTextMessageReceived
+    # Characters are 1-4 bytes: count bytes only when it could matter.
+    if len(text) * 4 > limit and len(text.encode()) > limit:
+        raise MessageTooBig
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise NonJsonMessageReceived from exc
 
 
 def _misshapen(payload: dict[str, Any]) -> str | None:

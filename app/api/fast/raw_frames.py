@@ -26,7 +26,7 @@ from websockets.protocol import State
 from app.api.fast.adapter import uvicorn_protocol
 
 _TEXT_FIN = 0x81
-SCOPE_KEY = "feed.raw_frames"  # where app.web's SocketLimits puts a socket's RawFrames
+SCOPE_KEY = "feed.raw_frames"  # where app.web's LiveSockets puts a socket's RawFrames
 
 
 def frame_header(length: int) -> bytes:

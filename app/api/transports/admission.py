@@ -131,6 +131,13 @@ class Slots:
             self._waiters.remove(waiter)
 
 
+def admission_slots(max_in_flight: int, wait_ms: int) -> Slots | None:
+    """The process's slots for MAX_IN_FLIGHT and ADMISSION_WAIT_MS; None when off (0)."""
+    if max_in_flight <= 0:
+        return None
+    return Slots(max_in_flight, wait_ms / 1000, max_waiting=QUEUE_FACTOR * max_in_flight)
+
+
 def _runs_graphql(scope: Scope) -> bool:
     """A GraphQL HTTP request: POST /graphql, or GET /graphql with a query string (a plain
     GET is GraphiQL's page)."""
@@ -216,13 +223,12 @@ class Admission:
         wait_ms: int,
         max_bytes: int,
         body_timeout_seconds: float,
+        slots: Slots | None = None,
     ) -> None:
         self.app = app
-        self.slots = (
-            Slots(max_in_flight, wait_ms / 1000, max_waiting=QUEUE_FACTOR * max_in_flight)
-            if max_in_flight > 0
-            else None
-        )
+        # `slots`: the process's, shared with the sockets served before this middleware
+        # (app.web's live path); else its own.
+        self.slots = slots if slots is not None else admission_slots(max_in_flight, wait_ms)
         self.max_bytes = max_bytes
         self.body_timeout = body_timeout_seconds
         self._refused = {r: REFUSED.labels(r) for r in ("queue_full", "wait_budget")}
