@@ -29,30 +29,6 @@ _ACTIVE_FOLLOWERS = text(
     """
 )
 
-# The same read with an upper bound: one half of a split's range (`enqueue_pages`).
-_ACTIVE_FOLLOWERS_UNTIL = text(
-    """
-    SELECT ARRAY(
-        SELECT f.follower_id FROM follows f JOIN users u ON u.id = f.follower_id
-        WHERE f.followee_id = :author AND f.follower_id > :after AND u.id > :after
-          AND f.follower_id <= :until AND u.id <= :until
-          AND u.last_active_at >= :since
-        ORDER BY f.follower_id LIMIT :n
-    )
-    """
-)
-
-# The follower `n` places after `after` (1 = the next one), from the follows index alone
-# (an index-only scan: ~25,000 entries in a few ms, against ~2 us per follower through the
-# users join).
-_FOLLOWER_AT = text(
-    """
-    SELECT follower_id FROM follows
-    WHERE followee_id = :author AND follower_id > :after
-    ORDER BY follower_id OFFSET :skip LIMIT 1
-    """
-)
-
 _FOLLOWERS = text(
     """
     SELECT ARRAY(
@@ -73,27 +49,13 @@ def active_since(active_days: int) -> datetime:
 
 
 async def active_followers(
-    session: AsyncSession,
-    author_id: int,
-    since: datetime,
-    after: int,
-    limit: int,
-    until: int | None = None,
+    session: AsyncSession, author_id: int, since: datetime, after: int, limit: int
 ) -> list[int]:
-    """Active follower ids above `after` (and up to `until`, when given), in id order: one
-    indexed range scan (keyset)."""
-    params = {"author": author_id, "after": after, "since": since, "n": limit}
-    if until is None:
-        ids = await session.scalar(_ACTIVE_FOLLOWERS, params)
-    else:
-        ids = await session.scalar(_ACTIVE_FOLLOWERS_UNTIL, {**params, "until": until})
+    """Active follower ids above `after`, in id order: one indexed range scan (keyset)."""
+    ids = await session.scalar(
+        _ACTIVE_FOLLOWERS, {"author": author_id, "after": after, "since": since, "n": limit}
+    )
     return list(ids or ())
-
-
-async def follower_at(session: AsyncSession, author_id: int, after: int, n: int) -> int | None:
-    """The `n`-th follower id above `after` (active or not; None when there are fewer)."""
-    found = await session.scalar(_FOLLOWER_AT, {"author": author_id, "after": after, "skip": n - 1})
-    return None if found is None else int(found)
 
 
 async def followers(session: AsyncSession, author_id: int, after: int, limit: int) -> list[int]:

@@ -30,13 +30,7 @@ from app.fanout.control import (
 from app.fanout.lag import lane_lag_seconds
 from app.fanout.lanes import Enqueue
 from app.fanout.modes import MODE_NAMES, ModeDecision, resolve_mode
-from app.fanout.queries import (
-    active_followers,
-    active_since,
-    follower_at,
-    followers,
-    reaching_posts,
-)
+from app.fanout.queries import active_followers, active_since, followers, reaching_posts
 from app.observability.metrics import (
     FANOUT_LANE_OVER_BUDGET,
     POST_TO_TIMELINE,
@@ -63,9 +57,6 @@ SPLIT_PAGES = 50
 # pages are 8 jobs (1 + 7 x 7), each running its pages as script calls, DELIVER_IN_FLIGHT at
 # a time (decision 0054).
 JOB_PAGES = 7
-# A split reads the pages after its first in two halves at once (two connections), when the
-# lower half would be at least this many pages (decision 0057).
-SPLIT_MIN_HALF = JOB_PAGES
 DELIVER_IN_FLIGHT = 2
 # Jobs a split queues at once (each is a few round trips to ARQ's Redis).
 ENQUEUE_CONCURRENCY = 16
@@ -330,58 +321,29 @@ class FanoutService:
 
         async with asyncio.TaskGroup() as jobs:
 
-            async def read_range(
-                session: AsyncSession, cursor: int, until: int | None, budget: int, pages: int
-            ) -> tuple[list[list[int]], bool]:
-                """Up to `budget` pages above `cursor` (up to `until`), `pages` then JOB_PAGES
-                pages per group, each group queued as read: (groups, more followers past
-                the budget)."""
-                groups: list[list[int]] = []
-                paged = 0
-                while paged < budget:
-                    pages = min(pages, budget - paged)
-                    want = pages * size
-                    last_group = paged + pages == budget
-                    # The last group reads one id more: is a continuation needed?
-                    ids = await active_followers(
-                        session, author_id, since, cursor, want + last_group, until
-                    )
-                    group = ids[:want]
-                    if group:
-                        groups.append(group)
-                        jobs.create_task(batch(group))
-                    if len(group) < want:
-                        break
-                    cursor, paged, pages = group[-1], paged + pages, JOB_PAGES
-                    if last_group:
-                        return groups, len(ids) > want
-                return groups, False
-
             async def read(sessions: async_sessionmaker[AsyncSession]) -> _Groups:
+                groups: list[list[int]] = []
+                cursor, paged, pages = after, 0, 1
                 async with sessions() as session:
-                    head, more = await read_range(session, after, None, 1, 1)
-                    if not more:
-                        return _Groups(head, False)
-                    cursor, left = head[-1][-1], SPLIT_PAGES - 1
-                    # The rest in two halves read at once on two connections: the lower
-                    # one ends at the follower `lower * size` places on (the follows index
-                    # alone), so it never holds more than its pages (decision 0057).
-                    lower = left // 2
-                    mid = None
-                    if lower >= SPLIT_MIN_HALF:
-                        mid = await follower_at(session, author_id, cursor, lower * size)
-                    if mid is None:
-                        rest, more = await read_range(session, cursor, None, left, JOB_PAGES)
-                        return _Groups(head + rest, more)
-
-                    async def upper() -> tuple[list[list[int]], bool]:
-                        async with sessions() as other:
-                            return await read_range(other, mid, None, left - lower, JOB_PAGES)
-
-                    (low, _), (high, more) = await asyncio.gather(
-                        read_range(session, cursor, mid, lower, JOB_PAGES), upper()
-                    )
-                    return _Groups(head + low + high, more)
+                    while paged < SPLIT_PAGES:
+                        pages = min(pages, SPLIT_PAGES - paged)
+                        want = pages * size
+                        last_group = paged + pages == SPLIT_PAGES
+                        # The last group reads one id more: is a continuation needed?
+                        ids = await active_followers(
+                            session, author_id, since, cursor, want + last_group
+                        )
+                        more = len(ids) > want
+                        group = ids[:want]
+                        if group:
+                            groups.append(group)
+                            jobs.create_task(batch(group))
+                        if len(group) < want:
+                            break
+                        cursor, paged, pages = group[-1], paged + pages, JOB_PAGES
+                        if last_group:
+                            return _Groups(groups, more)
+                return _Groups(groups, False)
 
             found = await self._follower_pages(entries, read)
             if found.more:

@@ -35,11 +35,6 @@ async def _author_with_followers(n: int, inactive: set[int]) -> tuple[int, list[
     return author, followers
 
 
-def _groups(pages: int, size: int) -> list[int]:
-    full, rest = divmod(pages, JOB_PAGES)
-    return [JOB_PAGES * size] * full + ([rest * size] if rest else [])
-
-
 async def test_pages_partition_the_active_followers(state) -> None:
     size = state.settings.fanout_batch_size
     total = SPLIT_PAGES * size + 3  # one continuation
@@ -58,10 +53,10 @@ async def test_pages_partition_the_active_followers(state) -> None:
         author, entries, lanes.DEFAULT, "fb:123", 0, enqueue
     )
     groups = sorted(args[2] for fn, args, _, _ in jobs if fn == lanes.FANOUT_BATCH)
-    # The first page alone, then two halves read at once, JOB_PAGES pages per job (each
-    # half's last group what is left of it).
-    lower = (SPLIT_PAGES - 1) // 2
-    sizes = [size, *_groups(lower, size), *_groups(SPLIT_PAGES - 1 - lower, size)]
+    # The first page alone, then JOB_PAGES pages per job (the last group what is left).
+    sizes = [size] + [JOB_PAGES * size] * ((SPLIT_PAGES - 1) // JOB_PAGES)
+    if (SPLIT_PAGES - 1) % JOB_PAGES:
+        sizes.append((SPLIT_PAGES - 1) % JOB_PAGES * size)
     assert (batches, count) == (len(sizes), SPLIT_PAGES * size)
     assert [len(g) for g in groups] == sizes
     assert [u for g in groups for u in g] == active[: SPLIT_PAGES * size]
@@ -78,32 +73,3 @@ async def test_pages_partition_the_active_followers(state) -> None:
         author, entries, lanes.DEFAULT, "fb:123", last, enqueue
     ) == (1, 3)
     assert [args[2] for _, args, _, _ in jobs] == [active[-3:]]
-
-
-async def test_halves_with_inactive_followers_miss_and_repeat_nobody(state) -> None:
-    """The lower half ends at a follower counted in the follows index (active or not): the
-    inactive ones in it leave it short, the upper half and the continuation still cover every
-    active follower once, in id order."""
-    size = state.settings.fanout_batch_size
-    inactive = {1, 2, 5 * size, 20 * size, 30 * size}
-    author, followers = await _author_with_followers(
-        SPLIT_PAGES * size + 3 + len(inactive), inactive=inactive
-    )
-    active = [f for i, f in enumerate(followers, 1) if i not in inactive]
-    jobs: list[tuple[str, list[Any]]] = []
-
-    async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
-        jobs.append((function, list(args)))
-
-    after, seen = 0, []
-    for _ in range(3):
-        jobs.clear()
-        await state.fanout.enqueue_pages(author, [[1, 2]], lanes.DEFAULT, "fb:1", after, enqueue)
-        groups = sorted(args[2] for fn, args in jobs if fn == lanes.FANOUT_BATCH)
-        assert all(0 < len(g) <= JOB_PAGES * size for g in groups)
-        seen += [u for g in groups for u in g]
-        more = [args[-1] for fn, args in jobs if fn == lanes.FANOUT_PAGES]
-        if not more:
-            break
-        after = more[0]
-    assert seen == active
