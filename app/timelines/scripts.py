@@ -115,8 +115,9 @@ end
 # - the post is the newest (the usual case): APPEND, O(1); the trim rewrites the string once
 #   per `slack` appends;
 # - it belongs among those newest entries (a batch of an older post arriving after a newer
-#   one: common when workers run batches concurrently): APPEND a copy of the newest entry,
-#   then SETRANGE the post and the entries after it one slot to the right;
+#   one: common when workers run batches concurrently): its slot found by a step back from
+#   the newest entry, then STRLEN and one SETRANGE writing the post and the entries after it
+#   one slot to the right (growing the string by one entry);
 # - older than all of them: read the string, SETRANGE the post and everything after it.
 # PUSH_MANY as a fragment: the helpers, and `push_keys(last)` inserting the post into
 # KEYS[1..last] (the post and its parameters in ARGV[1..5], as PUSH_MANY takes them).
@@ -142,52 +143,63 @@ local function settle(key, len)
   if len > cap or len == full then trim(key) end
 end
 
--- The post is older than the newest entry of a packed timeline; `tail` is the GETRANGE
--- probe (the newest entries, or the whole string, format byte included, when shorter).
-local function insert(key, tail)
-  local first = (#tail % 8 == 1) and 2 or 1
-  local w = (#tail - first + 1) / 8
-  local p = below(tail, first, w, hi, lo)
-  if p == 0 and first == 1 then
-    -- Older than every probed entry: place it in the whole string.
-    local s = redis.call('GET', key)
-    local n = (#s - 1) / 8
-    local pos = below(s, 2, n, hi, lo)
-    local at = 2 + 8 * pos
-    if string.sub(s, at, at + 7) == id then
-      if n - pos <= max then return 0 end
-      return 1
-    end
-    if n - pos >= max then return 1 end
-    settle(key, redis.call('SETRANGE', key, at - 1, id .. string.sub(s, at)))
+local call, pcall, unpack4, kind, sub = redis.call, redis.pcall, struct.unpack, type, string.sub
+
+-- The post is older than every probed entry of a packed timeline (the probe did not reach
+-- the string's start): read the whole string, SETRANGE the post and everything after it.
+local function older(key)
+  local s = call('GET', key)
+  local n = (#s - 1) / 8
+  local pos = below(s, 2, n, hi, lo)
+  local at = 2 + 8 * pos
+  if sub(s, at, at + 7) == id then
+    if n - pos <= max then return 0 end
     return 1
   end
-  -- Among the probed entries (all visible: the probe reads at most `max`).
-  local at = first + 8 * p
-  if string.sub(tail, at, at + 7) == id then return 0 end
-  local len = redis.call('APPEND', key, string.sub(tail, -8))
-  local k = w - p
-  redis.call('SETRANGE', key, len - 8 * (k + 1), id .. string.sub(tail, at, -9))
-  settle(key, len)
+  if n - pos >= max then return 1 end
+  settle(key, call('SETRANGE', key, at - 1, id .. sub(s, at)))
+  return 1
+end
+
+-- The post is not newer than the newest entry of a packed timeline; `tail` (`size` bytes,
+-- at least one entry) is the GETRANGE probe: the newest entries, or the whole string, format
+-- byte included, when shorter. A late post is usually one or two slots back (a newer post's
+-- page got there first): a step back from the newest entry finds its slot. Then one write:
+-- STRLEN, and a SETRANGE of the post and the entries after it, one slot to the right (it
+-- grows the string by one entry, as APPEND would, within the same allocation).
+local function late(key, tail, size)
+  local first = (size % 8 == 1) and 2 or 1
+  local at = size - 7
+  local h, l = unpack4('>I4I4', tail, at)
+  if h == hi and l == lo then return 0 end
+  while at > first do
+    h, l = unpack4('>I4I4', tail, at - 8)
+    if h < hi or (h == hi and l < lo) then break end
+    if h == hi and l == lo then return 0 end
+    at = at - 8
+  end
+  if at == 1 then return older(key) end
+  -- Among the probed entries: all visible (the probe reads at most `max`).
+  local len = call('STRLEN', key)
+  settle(key, call('SETRANGE', key, len - (size - at + 1), id .. sub(tail, at)))
   return 1
 end
 
 local function packed_push(key, tail)
   local size = #tail
   if size >= 8 then
-    local h, l = struct.unpack('>I4I4', tail, size - 7)
+    local h, l = unpack4('>I4I4', tail, size - 7)
     if h < hi or (h == hi and l < lo) then
-      settle(key, redis.call('APPEND', key, id))
+      settle(key, call('APPEND', key, id))
       return 1
     end
-    if h == hi and l == lo then return 0 end
-    return insert(key, tail)
+    return late(key, tail, size)
   elseif size == 1 then
-    settle(key, redis.call('APPEND', key, id))
+    settle(key, call('APPEND', key, id))
     return 1
   elseif size == 0 then
     if only_existing then return 0 end
-    redis.call('SET', key, HEADER .. id)
+    call('SET', key, HEADER .. id)
     return 1
   end
   error('not a packed timeline: ' .. key)
@@ -197,7 +209,6 @@ end
 -- inlined, with the globals it uses in locals. Offsets go as strings: a Lua number argument
 -- is formatted on every call. A key that is not a string answers GETRANGE with an error: no
 -- timeline (see above), deleted, then handled as missing.
-local call, pcall, unpack4, kind = redis.call, redis.pcall, struct.unpack, type
 local function push_keys(last)
 for i = 1, last do
   local key = KEYS[i]
@@ -207,15 +218,15 @@ for i = 1, last do
     added = added + packed_push(key, '')
   else
     local size = #tail
-    local newest = false
     if size >= 8 then
       local h, l = unpack4('>I4I4', tail, size - 7)
-      newest = h < hi or (h == hi and l < lo)
-    end
-    if newest then
-      local len = call('APPEND', key, id)
-      if len > cap or len == full then trim(key) end
-      added = added + 1
+      if h < hi or (h == hi and l < lo) then
+        local len = call('APPEND', key, id)
+        if len > cap or len == full then trim(key) end
+        added = added + 1
+      else
+        added = added + late(key, tail, size)
+      end
     else
       added = added + packed_push(key, tail)
     end

@@ -175,6 +175,30 @@ async def test_a_late_post_lands_in_place_at_every_depth(redis: Redis, size: int
         assert await store.latest(1, 50) == expected, depth
 
 
+async def test_late_inserts_keep_the_packed_bytes_and_the_bound(redis: Redis) -> None:
+    """Interleaved posts (late ones one to a few slots back, among hidden entries, across the
+    amortized trim): the string is always the format byte then ascending unique ids, never
+    longer than `max + slack` entries, and its newest `max` are the newest posts."""
+    store = make(redis, timeline_max=12, trim_slack=3)
+    rng = random.Random(24)
+    await store.rebuild(1, [])
+    seen: set[int] = set()
+    for step in range(200):
+        post = pid(BASE_MS + step - rng.choice([0, 0, 1, 2, 3, 5, 9, 30]), step)
+        await store.push_to_timelines(post, created_at_ms(post), [1])
+        seen.add(post)
+        raw = await redis.get(timeline_keys([1])[0])
+        assert raw is not None and raw[:1] == FORMAT_BYTE
+        assert len(raw) <= 1 + 8 * (12 + 3), step
+        body = entries_of(raw)
+        assert body == pack_ids(ids_of(body)), step  # ascending, unique
+        assert body[-8 * 12 :] == pack_ids(sorted(seen)[-12:]), step
+
+
+def ids_of(body: bytes) -> list[int]:
+    return [int.from_bytes(body[i : i + 8], "big") for i in range(0, len(body), 8)]
+
+
 async def test_only_existing_skips_missing_timelines(store: TimelineStore) -> None:
     await store.rebuild(1, [])
     await store.rebuild(3, [(pid(BASE_MS - 5), BASE_MS - 5)])
