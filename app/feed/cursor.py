@@ -52,12 +52,23 @@ def _key(secret: str) -> bytes:
     return hashlib.blake2b(secret.encode(), key=_SALT, digest_size=32).digest()
 
 
+@lru_cache(maxsize=4)
+def _keyed(secret: str) -> hashlib.blake2b:
+    """The tag's BLAKE2b with the key block already absorbed: each tag copies it and feeds
+    the payload (the same digest as `blake2b(payload, key=...)`, without compressing the key
+    block again: ~0.3 us a tag, not ~1.5; a page signs one cursor per edge)."""
+    return hashlib.blake2b(key=_key(secret), digest_size=_TAG)
+
+
 class CursorCodec:
     def __init__(self, secret: str) -> None:
         self._key = _key(secret)
+        self._keyed = _keyed(secret)
 
     def _tag(self, payload: bytes) -> bytes:
-        return hashlib.blake2b(payload, key=self._key, digest_size=_TAG).digest()
+        tag = self._keyed.copy()
+        tag.update(payload)
+        return tag.digest()
 
     def encode(self, cursor: Cursor, fp: str) -> str:
         if isinstance(cursor, SessionPosition):

@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from itertools import chain
+from itertools import chain, islice
 from typing import Any, Protocol, TypeVar, cast
 
 from prometheus_client import Counter, Histogram
@@ -280,11 +280,18 @@ def _count_page(mode: FeedMode, cursor: Cursor | None, shown: list[int], repeats
         FEED_EMPTY_PAGES.labels(mode.value, "first" if cursor is None else "next").inc()
 
 
-def _already_served(rows: Sequence[tuple[FeedRow, Cursor]], earlier: Sequence[int]) -> int:
-    """How many of `rows` are among `earlier` (ids an earlier page of the scroll covered)."""
-    if not rows or not earlier:
+def _already_served(
+    rows: Sequence[tuple[FeedRow, Cursor]], earlier: Sequence[int], end: int | None = None
+) -> int:
+    """How many of `rows` are among `earlier[:end]` (ids an earlier page of the scroll
+    covered). The page's ids are the small set: `earlier` is only walked (in C), neither
+    copied nor hashed (a heavy viewer's session holds hundreds of ids)."""
+    if not rows or not earlier or end == 0:
         return 0
-    covered = set(earlier)
+    shown = {row.post_id for row, _ in rows}
+    covered = shown.intersection(earlier if end is None else islice(earlier, end))
+    if not covered:
+        return 0
     return sum(1 for row, _ in rows if row.post_id in covered)
 
 
@@ -766,7 +773,7 @@ class FeedService:
         extras.authors.update(window.authors)
         extras.liked.update(window.liked)
         extras.covered.update(row.post_id for row, _ in taken)
-        repeats = _already_served(taken, frozen.ids[:position])
+        repeats = _already_served(taken, frozen.ids, position)
         return FeedPage(taken, has_next, frozen.session_id, True, repeats=repeats)
 
     async def _from_session(
@@ -807,7 +814,7 @@ class FeedService:
         if len(taken) == first:
             position = cast(SessionPosition, taken[-1][1]).position
         stages.done("filter")
-        repeats = _already_served(taken, ids[:start]) if start else 0
+        repeats = _already_served(taken, ids, start)
         if position < len(ids):
             return FeedPage(taken, True, frozen.session_id, False, repeats=repeats)
         if frozen.tail is None or len(taken) == first or not continue_below:

@@ -42,6 +42,11 @@ class Visibility(Enum):
     PRIVATE = models.Visibility.PRIVATE.value
 
 
+# A row's visibility string -> its member, without the Enum call's lookup machinery (a page
+# builds one Post per row); any other value goes through `Visibility(...)`, which refuses it.
+_VISIBILITIES = {member.value: member for member in Visibility}
+
+
 @strawberry.enum
 class FeedMode(Enum):
     RANKED = modes.FeedMode.RANKED.value
@@ -214,7 +219,8 @@ class Post:
         self.row = row
         self.id = strawberry.ID(str(row.id))
         self.body = row.body
-        self.visibility = Visibility(row.visibility)
+        visibility = _VISIBILITIES.get(row.visibility)
+        self.visibility = Visibility(row.visibility) if visibility is None else visibility
         self.created_at = row.created_at
         self.edited_at = row.edited_at
         self.like_count = row.like_count
