@@ -80,9 +80,14 @@ async def test_sigkill_mid_fan_out_converges(client, state, pipeline) -> None:
     async def converged() -> bool:
         return await held() == FOLLOWERS
 
+    async def begun() -> bool:
+        # The first page's followers only: reading all 20,000 timelines takes long enough
+        # (on a loaded machine) for the whole fan-out to finish before the kill.
+        return await _holding(state, followers[:20], post_id) > 0
+
     worker = _start_worker()
     try:
-        await eventually(held, within=60, what="the worker reached a timeline")
+        await eventually(begun, within=60, what="the worker reached a timeline")
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
         at_kill = await held()
