@@ -29,9 +29,9 @@ Invariants kept by every method here:
 from __future__ import annotations
 
 import struct
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
@@ -41,6 +41,8 @@ from app.posts.ids import created_ms as created_at_ms
 from app.redis_scripts import AnyRedis, LuaScript, run_script, run_script_many
 from app.timelines import packed
 from app.timelines.scripts import PROBE_ENTRIES, PUSH_ENTRIES, PUSH_MANY, REBUILD, REMOVE
+
+T = TypeVar("T")
 
 # The id layout lives in app.posts.ids; its epoch stays importable from here under this name
 # (tests and benchmarks build ids with it), as does `created_at_ms`.
@@ -378,19 +380,21 @@ class TimelineStore:
         self, author_ids: Sequence[int], limit: int
     ) -> dict[int, list[Entry] | None]:
         """Like `author_latest_many`, but None for a missing index (read Postgres instead)."""
-        ids = list(dict.fromkeys(author_ids))
-        if not ids:
-            return {}
-        if limit <= 0:
-            return {a: [] for a in ids}
-        keys = [author_posts_key(a) for a in ids]
-        found = await self._latest_many(keys, self.author_posts_max, limit)
-        return dict(zip(ids, found, strict=True))
+        return await self._authors_latest(author_ids, limit, _rows)
 
     async def author_latest_ids_many_or_none(
         self, author_ids: Sequence[int], limit: int
     ) -> dict[int, list[int] | None]:
         """`author_latest_many_or_none`'s post ids only (newest first), one pipeline."""
+        return await self._authors_latest(author_ids, limit, _ids)
+
+    async def _authors_latest(
+        self,
+        author_ids: Sequence[int],
+        limit: int,
+        decode: Callable[[Any, int], list[T] | None],
+    ) -> dict[int, list[T] | None]:
+        """Each author's index read in one pipeline, its reply decoded by `decode`."""
         ids = list(dict.fromkeys(author_ids))
         if not ids:
             return {}
@@ -398,7 +402,7 @@ class TimelineStore:
             return {a: [] for a in ids}
         keys = [author_posts_key(a) for a in ids]
         replies = await self._latest_replies(keys, self.author_posts_max, limit)
-        return {a: _ids(reply, limit) for a, reply in zip(ids, replies, strict=True)}
+        return {a: decode(reply, limit) for a, reply in zip(ids, replies, strict=True)}
 
     async def remove_author_post(self, author_id: int, post_id: int) -> int:
         """Drop a post from its author's index (delete); an emptied index stays known-empty."""
