@@ -115,7 +115,15 @@ def commandstats_table(
     }
     delta = {k: v for k, v in delta.items() if v[0] > 0 and not k.startswith("info")}
     total = sum(u for _, u in delta.values()) or 1
-    rows = ["| command | calls | usec/call | share | us/insert |", "|---|---:|---:|---:|---:|"]
+    # A late insert (the post older than a timeline's newest entry) is the only STRLEN in the
+    # insert scripts, one older than every probed entry the only GET (app.timelines.scripts).
+    late = delta.get("strlen", (0, 0))[0] + delta.get("get", (0, 0))[0]
+    rows = [
+        f"late inserts: {late:,} of {inserts:,} ({late / max(inserts, 1):.0%})",
+        "",
+        "| command | calls | usec/call | share | us/insert |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for k, (calls, usec) in sorted(delta.items(), key=lambda kv: -kv[1][1])[:12]:
         rows.append(
             f"| {k} | {calls:,} | {usec / calls:.1f} | {usec / total:.0%} | {usec / inserts:.3f} |"
@@ -209,11 +217,12 @@ def start_workers(env: dict[str, str], n: int) -> list[subprocess.Popen[bytes]]:
 def start_spies(
     out_dir: str | None, workers: list[subprocess.Popen[bytes]], label: str
 ) -> list[subprocess.Popen[bytes]]:
-    """`--py-spy DIR`: sample every worker (collapsed stacks, one file per worker)."""
+    """`--py-spy DIR`: sample every worker (collapsed stacks, one file per worker); the
+    profiler is `$PY_SPY` when set (it is no project dependency), else the venv's."""
     if not out_dir:
         return []
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    spy = str(Path(sys.executable).parent / "py-spy")
+    spy = os.environ.get("PY_SPY") or str(Path(sys.executable).parent / "py-spy")
     return [
         subprocess.Popen(
             [spy, "record", "--pid", str(w.pid), "--format", "raw", "--rate", "250",

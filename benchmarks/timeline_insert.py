@@ -8,7 +8,10 @@ Cases (each round, over every key):
 - `append`: the post is newer than the timeline's newest entry (the usual insert);
 - `late1`: a newer post reached the timeline first (pushed untimed), then this one: it goes
   one slot before the newest entry;
-- `late3`: three newer posts first: three slots back.
+- `late3`: three newer posts first: three slots back;
+- `burst<K>` (`--burst K`, a checkout with PUSH_POSTS): K posts newer than every entry, in one
+  PUSH_POSTS call per batch (a job carrying several posts, decision 0059), per insert;
+  `burst<K>late`: the same K posts behind one newer post (each inserted one by one).
 
     REDIS_URL=redis://127.0.0.1:6416/0 python -m benchmarks.timeline_insert --keys 10000 --rounds 5
 
@@ -29,6 +32,11 @@ import redis
 from app.redis_scripts import LuaScript
 from app.timelines.packed import default_trim_slack
 from app.timelines.scripts import FORMAT_BYTE, PUSH_MANY
+
+try:
+    from app.timelines.scripts import PUSH_POSTS
+except ImportError:  # an older checkout (before decision 0059): no burst case
+    PUSH_POSTS = None
 
 MAX_ENTRIES = 800
 
@@ -67,6 +75,27 @@ class Bench:
             pipe.evalsha(self.sha, len(part), *part, _pack(post), *self.args)
         return sum(int(x) for x in pipe.execute())
 
+    def burst(self, k: int, late: bool = False) -> float:
+        """Redis CPU µs per insert of k posts in one call per batch: newer than every entry,
+        or (`late`) all one slot behind a newer post pushed first (untimed), so each post
+        takes the one-by-one path."""
+        assert PUSH_POSTS is not None
+        sha = self.r.script_load(PUSH_POSTS.source)
+        base = self.next_id
+        self.next_id += k + 2
+        if late:
+            self.push(base + k + 1)
+        ids = b"".join(_pack(base + 1 + j) for j in range(k))
+        pipe = self.r.pipeline(transaction=False)
+        for i in range(0, len(self.keys), self.batch):
+            part = self.keys[i : i + self.batch]
+            pipe.evalsha(sha, len(part), *part, ids, *self.args)
+        before = _cpu(self.r)
+        added = sum(int(x) for x in pipe.execute())
+        spent = _cpu(self.r) - before
+        assert added == k * len(self.keys), added
+        return spent / (k * len(self.keys)) * 1e6
+
     def case(self, newer_first: int) -> float:
         """Redis CPU µs per insert of one post after `newer_first` newer posts."""
         base = self.next_id
@@ -86,6 +115,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--label", default="")
+    parser.add_argument("--burst", type=int, default=0, help="also K posts per call")
     ns = parser.parse_args()
     r = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6416/0"))
     bench = Bench(r, ns.keys, ns.batch)
@@ -93,9 +123,16 @@ def main() -> None:
     cases = {"append": 0, "late1": 1, "late3": 3}
     figures: dict[str, list[float]] = {name: [] for name in cases}
     t0 = time.perf_counter()
+    bursts = ns.burst > 0 and PUSH_POSTS is not None
+    if bursts:
+        figures[f"burst{ns.burst}"] = []
+        figures[f"burst{ns.burst}late"] = []
     for _ in range(ns.rounds):
         for name, newer in cases.items():
             figures[name].append(bench.case(newer))
+        if bursts:
+            figures[f"burst{ns.burst}"].append(bench.burst(ns.burst))
+            figures[f"burst{ns.burst}late"].append(bench.burst(ns.burst, late=True))
     line = "  ".join(
         f"{name} {min(v):.2f}/{statistics.median(v):.2f}" for name, v in figures.items()
     )

@@ -461,9 +461,11 @@ class FanoutService:
             and notifier.fuses_with(self.store)
         ):
             return await self._deliver_fused(notifier, author_id, entries, user_ids, tail)
-        written = 0
-        for post_id, score in entries:
-            written += await self.store.push_to_timelines(post_id, score, user_ids)
+        # Every post of the job in one pass per page (a catch-up carries many; decision 0059).
+        written = await self.store.push_posts_to_timelines(
+            [(int(post_id), int(score)) for post_id, score in entries], user_ids
+        )
+        for _, score in entries:
             POST_TO_TIMELINE.observe(max(0.0, time.time() - score / 1000))
         TIMELINE_INSERTS.inc(written)
         if self.notifier is not None:

@@ -239,6 +239,67 @@ end
 
 PUSH_MANY = LuaScript("push_many", PUSH_FRAGMENT + "return push_keys(#KEYS)\n")
 
+# Fan several posts into many timelines in one pass (a job carrying several posts of one
+# author for the same followers: a catch-up after a switch back to PUSH, decision 0059).
+# KEYS: timelines. ARGV: as PUSH_MANY's, but ARGV[1] the ids, packed, ascending, unique.
+# Returns the sum over the posts of the timelines that gained each (what PUSH_MANY once per
+# post would return in total). Per key: one GETRANGE; when every post is newer than the
+# newest entry (or the timeline is known-empty), one APPEND of them all (a post's insert was
+# ~2 Redis calls; here 2 for the whole run of posts); otherwise each post in turn, in
+# ascending order, exactly as PUSH_MANY inserts it (late, older, replayed, missing).
+PUSH_POSTS = LuaScript(
+    "push_posts",
+    PUSH_FRAGMENT
+    + """
+local ids, fh, fl = ARGV[1], hi, lo
+local k = #ids / 8
+
+-- One post (id, hi, lo) into one key: push_keys' body.
+local function push_one(key)
+  local tail = pcall('GETRANGE', key, probe, '-1')
+  if kind(tail) ~= 'string' then
+    call('DEL', key)
+    return packed_push(key, '')
+  end
+  local size = #tail
+  if size >= 8 then
+    local h, l = unpack4('>I4I4', tail, size - 7)
+    if h < hi or (h == hi and l < lo) then
+      settle(key, call('APPEND', key, id))
+      return 1
+    end
+    return late(key, tail, size)
+  end
+  return packed_push(key, tail)
+end
+
+local total, keys = 0, KEYS
+for i = 1, #keys do
+  local key = keys[i]
+  local tail = pcall('GETRANGE', key, probe, '-1')
+  local size = kind(tail) == 'string' and #tail or -1
+  local appendable = size == 1
+  if size >= 8 then
+    local h, l = unpack4('>I4I4', tail, size - 7)
+    appendable = h < fh or (h == fh and l < fl)
+  end
+  if appendable then
+    local len = call('APPEND', key, ids)
+    -- settle's rule for a write of k entries: past the slack, or it just became full.
+    if len > cap or (len >= full and len - 8 * k < full) then trim(key) end
+    total = total + k
+  else
+    for j = 1, #ids, 8 do
+      id = sub(ids, j, j + 7)
+      hi, lo = unpack4('>I4I4', id)
+      total = total + push_one(key)
+    end
+  end
+end
+return total
+""",
+)
+
 # Merge many entries into one key (follow backfill, author index).
 # KEYS[1]. ARGV: max entries, create (1/0), entries (packed, ascending, unique).
 # Returns entries added (one older than the `max` newest counts, then is trimmed at once), or
@@ -339,4 +400,4 @@ return 1
 """,
 )
 
-ALL_SCRIPTS = (PUSH_MANY, PUSH_ENTRIES, REBUILD, REMOVE, CONVERT)
+ALL_SCRIPTS = (PUSH_MANY, PUSH_POSTS, PUSH_ENTRIES, REBUILD, REMOVE, CONVERT)
