@@ -385,7 +385,10 @@ def _generate(
                 body.append(f"        {local} = None")
             if step.kind == LEAF:
                 leaf = f"_leaf_value({const(step)}, {const(step.complete)}, v)"
-                if step.same is not None:
+                if isinstance(step.convert, _Int32):  # the range check inline, no call
+                    body.append(f"    elif _type(v) is int and {_INT_MIN} <= v <= {_INT_MAX}:")
+                    body.append(f"        {local} = v")
+                elif step.same is not None:
                     body.append(f"    elif _type(v) is {const(step.same)}:")
                     if step.convert is None:
                         body.append(f"        {local} = v")
@@ -756,13 +759,7 @@ def _quick(
         return same, None
     inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
     if inner is GraphQLInt:
-
-        def int_out(value: int) -> int:
-            if _INT_MIN <= value <= _INT_MAX:
-                return value
-            raise NotCompilable(f"{where} = {value!r}")  # serialize_int refuses it
-
-        return int, int_out
+        return int, _Int32(where)
     if isinstance(inner, GraphQLScalarType) and inner.serialize is STRAWBERRY_ISOFORMAT:
         return datetime, datetime.isoformat
     wrapped = enum_class(inner)
@@ -784,6 +781,21 @@ def _object_type(type_: Any) -> GraphQLObjectType:
 # -- variables and arguments ---------------------------------------------------------------
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+class _Int32:
+    """An Int leaf's serialization of an `int` (`_quick`): the value within 32 bits, else
+    NotCompilable (serialize_int refuses it). `_generate` writes the range check inline."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __call__(self, value: int) -> int:
+        if _INT_MIN <= value <= _INT_MAX:
+            return value
+        raise NotCompilable(f"{self.where} = {value!r}")
 
 
 def _int(value: Any) -> int:
