@@ -9,7 +9,9 @@ Parts: `cursors` (20 session-position cursors signed, as feed_connection does), 
 at session position --earlier), `page` (decision 0058: a FeedService page of 20 rows, its
 authors and likes, to the registered Feed document's rendered dict by the compiled plan,
 cursors included: the row plan where the tree has one, else FeedPost copies, PostEdge and
-Post objects and the object render, as feed_connection and the plan did). The I/O of a page (the session GET, the filter query) and
+Post objects and the object render, as feed_connection and the plan did), `rows`
+(app.feed.rows.page_rows turning 36 result rows, a next page and its read-ahead, into
+FeedRows and authors; the query's reply stands in as tuples). The I/O of a page (the session GET, the filter query) and
 its kernel time are not here: benchmarks/next_page_cpu.py and feed_wrk measure the whole.
 """
 
@@ -74,7 +76,36 @@ def parts(earlier: int) -> dict[str, Callable[[], object]]:
         "posts": lambda: [Post(row=p) for p in posts],
         "served": served_page,
         "page": render_page,
+        "rows": _page_rows(when),
     }
+
+
+def _page_rows(when: datetime) -> Callable[[], object]:
+    """page_rows over a reply that needs no I/O: its coroutine runs to the end in one send."""
+    from app.feed import rows as feed_rows
+
+    reply = [
+        (1_577_000_000_000_000_000 + n, 1000 + n % 9, 3 * n, n, 1, "public", when, None, "b",
+         f"user{n % 9}", "User", 10, 5, 0, n % 3 == 0)
+        for n in range(36)
+    ]  # fmt: skip
+    ids = [r[0] for r in reply]
+
+    class Reads:
+        async def all(self, statement: str, *args: object) -> list[tuple[object, ...]]:
+            return reply
+
+    reads = Reads()
+
+    def run() -> object:
+        coroutine = feed_rows.page_rows(reads, 7, ids, PageExtras())  # type: ignore[arg-type]
+        try:
+            coroutine.send(None)
+        except StopIteration as done:
+            return done.value
+        raise RuntimeError("page_rows waited")
+
+    return run
 
 
 def _page_render(

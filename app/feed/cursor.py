@@ -26,7 +26,6 @@ from app.feed.modes import FeedMode
 
 _SALT = b"feed-cursor-v2"
 _TAG = 16  # bytes of BLAKE2b tag
-_URLSAFE = bytes.maketrans(b"+/", b"-_")  # as base64's urlsafe alphabet
 
 
 @dataclass(frozen=True)
@@ -77,9 +76,7 @@ class CursorCodec:
         else:
             text = f"k|{cursor.created_ms}|{cursor.post_id}|{fp}"
         payload = text.encode()
-        # base64.urlsafe_b64encode's two steps, without its two Python frames (a cursor per edge).
-        blob = binascii.b2a_base64(payload + self._tag(payload), newline=False)
-        return blob.translate(_URLSAFE).rstrip(b"=").decode()
+        return base64.urlsafe_b64encode(payload + self._tag(payload)).rstrip(b"=").decode()
 
     def decode(self, raw: str, fp: str) -> Cursor:
         invalid = BadInput("The 'after' cursor is not valid for this feed; start from the top.")
