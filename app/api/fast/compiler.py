@@ -26,6 +26,13 @@ non-null field, a leaf its scalar rejects, an author the page lacks): `execute` 
 refused here that graphql-core would accept. Values are read from this request's objects
 only: nothing is cached across requests but the plans.
 
+A `feed` plan whose every selected field has a row read (app.api.schema.feed's ROW_READS)
+also gets a row plan (`RowPlan`, decision 0058), which `execute` prefers: the root's value
+as FeedRows (each edge a (cursor, FeedRow) pair) and a render generated to read each field
+from the rows, so no PostEdge, Post, User or FeedPost is built per post; the same leaf
+completions and NotCompilable cases (tests/api/test_compiled_rows.py holds both renders
+byte-equal).
+
 The schema's extensions are mirrored by name (MIRRORED_EXTENSIONS): a schema with one this
 module does not know compiles nothing.
 
