@@ -142,13 +142,35 @@ class FeedPage:
     has_next: bool
     session_id: str | None
     degraded: bool
-    posts: list[FeedPost] = field(default_factory=list)
     first_page: bool = False
     reused: bool = False  # a first page answered from the viewer's open session
     # Posts on this page that an earlier page of the same scroll covered (see `_count_page`).
     repeats: int = 0
     # Read with the rows, so the Post/User fields need no DataLoader queries of their own.
     extras: PageExtras = field(default_factory=PageExtras)
+    _posts: list[FeedPost] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def posts(self) -> list[FeedPost]:
+        """The page's posts as the GraphQL Post type reads them, made when first asked for: a
+        compiled plan that renders from the rows (app.api.fast.compiler) never asks."""
+        posts = self._posts
+        if posts is None:
+            posts = self._posts = [
+                FeedPost(
+                    r.post_id,
+                    r.author_id,
+                    r.created_at,
+                    r.body,
+                    r.visibility,
+                    r.version,
+                    r.edited_at,
+                    r.likes,
+                    r.comments,
+                )
+                for r, _ in self.rows
+            ]
+        return posts
 
 
 _Timeline = tuple[list[int], bool, bool]  # (ids newest first, maybe more, degraded)
@@ -1201,22 +1223,9 @@ class FeedService:
         return sql.assemble(allowed, hydrated, extras)
 
     def _hydrate(self, page: FeedPage) -> None:
-        """The page's posts: bodies, authors and likes all came with the rows (one query)."""
+        """The page's posts: bodies, authors and likes all came with the rows (one query);
+        FeedPage.posts makes the Post type's view of them only for a reader that wants it."""
         FEED_HYDRATION_BATCH.observe(len(page.rows))
-        page.posts = [
-            FeedPost(
-                r.post_id,
-                r.author_id,
-                r.created_at,
-                r.body,
-                r.visibility,
-                r.version,
-                r.edited_at,
-                r.likes,
-                r.comments,
-            )
-            for r, _ in page.rows
-        ]
 
     def _schedule_rebuild(self, viewer_id: int) -> None:
         """Rebuild a missing timeline in the background; the current read uses Postgres."""

@@ -427,8 +427,8 @@ async def test_a_value_the_plan_cannot_render_is_answered_by_the_regular_path(
 
         async def page(*args: Any, **kwargs: Any) -> Any:
             read = await replay(*args, **kwargs)
-            for post in read.posts:
-                post.like_count = 2**31
+            # In the rows, which both renders read (a row plan builds no FeedPost).
+            read.rows = [(row._replace(likes=2**31), at) for row, at in read.rows]
             return read
 
         state.feed.page = page

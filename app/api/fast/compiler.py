@@ -26,6 +26,13 @@ non-null field, a leaf its scalar rejects, an author the page lacks): `execute` 
 refused here that graphql-core would accept. Values are read from this request's objects
 only: nothing is cached across requests but the plans.
 
+A `feed` plan whose every selected field has a row read (app.api.schema.feed's ROW_READS)
+also gets a row plan (`RowPlan`, decision 0058), which `execute` prefers: the root's value
+as FeedRows (each edge a (cursor, FeedRow) pair) and a render generated to read each field
+from the rows, so no PostEdge, Post, User or FeedPost is built per post; the same leaf
+completions and NotCompilable cases (tests/api/test_compiled_rows.py holds both renders
+byte-equal).
+
 The schema's extensions are mirrored by name (MIRRORED_EXTENSIONS): a schema with one this
 module does not know compiles nothing.
 
@@ -93,7 +100,14 @@ from app.api.fast.executor import (
     completion,
 )
 from app.api.schema.context import Context
-from app.api.schema.feed import complete_page_extras, feed_connection
+from app.api.schema.feed import (
+    ROW_READS,
+    RowRead,
+    complete_page_extras,
+    complete_row_extras,
+    feed_connection,
+    feed_rows,
+)
 from app.api.schema.types import PAGE_EXTRAS
 from app.api.transports.document_limits import measure, operation_name_error, shape_error
 from app.api.transports.trusted import Registered
@@ -162,6 +176,26 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class RowPlan:
+    root: RootResolver  # the root field's value as rows (app.api.schema.feed.feed_rows)
+    extras: Callable[[Context, Any], Awaitable[None]] | None  # fills the page's extras
+    render: Callable[[Any, Any], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class RowRoot:
+    """A root whose value also comes as rows, with how each type's fields read them."""
+
+    root: RootResolver
+    extras: Callable[[Context, Any], Awaitable[None]]
+    reads: Mapping[str, Mapping[str, RowRead]]
+
+
+# Roots whose value also comes as rows (decision 0058): `feed`, as FeedRows.
+ROW_ROOTS: dict[str, RowRoot] = {"feed": RowRoot(feed_rows, complete_row_extras, ROW_READS)}
+
+
+@dataclass(frozen=True, slots=True)
 class Variable:
     coerce: Callable[[Any], Any]  # the JSON value -> the resolver's argument; raises
     default: Any  # the operation's default (already converted), or _ABSENT
@@ -186,6 +220,10 @@ class CompiledQuery:
     # `steps` as straight-line code (_generate): what _render does, without the loop over
     # steps and the per-step branching. None: _render walks the steps.
     render: Callable[[Any, Any], dict[str, Any]] | None = None
+    # The row plan (ROW_ROOTS): the root's value as rows (no objects per post), its extras'
+    # completion and its generated render (`_generate` with `reads`); None when the root
+    # has none or the selection reads a field its table lacks. Preferred by `execute`.
+    rows: RowPlan | None = None
 
     def arguments_for(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The root resolver's keyword arguments for already coerced variable `values`."""
@@ -206,14 +244,16 @@ class CompiledQuery:
         field fails, {"data": null, "errors": [...]} through the schema's error policy.
         Raises NotCompilable when the root field's value is one the plan cannot render
         (the caller answers with the regular path)."""
+        rows = self.rows
+        root, extras = (self.root, self.extras) if rows is None else (rows.root, rows.extras)
         try:
-            value = await self.root(context, **self.arguments_for(values))
+            value = await root(context, **self.arguments_for(values))
         except Exception as exc:  # as graphql-core locates a resolver's error
             return {"data": None, "errors": [self.field_error(exc)]}
         try:
-            if self.extras is not None:
-                await self.extras(context, value)
-            render = self.render
+            if extras is not None:
+                await extras(context, value)
+            render = self.render if rows is None else rows.render
             body = (
                 render(value, value.extras)
                 if render is not None
@@ -281,13 +321,20 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
     return out
 
 
-def _generate(steps: tuple[Step, ...]) -> Callable[[Any, Any], dict[str, Any]]:
+def _generate(
+    steps: tuple[Step, ...], reads: Mapping[str, Mapping[str, RowRead]] | None = None
+) -> Callable[[Any, Any], dict[str, Any]]:
     """`_render(steps, source, extras)` as generated Python: one function per object level,
     each step's value read into a local in step order, then one dict display. Same values,
     same order, the same NotCompilable cases (a null where the type forbids one, an extras
     read that finds nothing, a leaf its completion refuses). Only names made here go into the
     source: response keys, messages, steps and functions are passed as constants (`names`),
-    and an attribute is read by name only when it is a plain identifier (else `getattr`)."""
+    and an attribute is read by name only when it is a plain identifier (else `getattr`).
+
+    With `reads` (app.api.schema.feed's ROW_READS), a row plan: each field's value is read
+    as `reads[type][attribute]` says, from the rows that stand in for the objects (FeedRows,
+    (cursor, row) edges, FeedRow, the author's row), then completed as above; a field the
+    table lacks raises NotCompilable here (the plan then renders from objects)."""
     names: dict[str, Any] = {
         "NotCompilable": NotCompilable,
         "_leaf_value": _leaf_value,
@@ -315,8 +362,13 @@ def _generate(steps: tuple[Step, ...]) -> Callable[[Any, Any], dict[str, Any]]:
             items.append(f"{key}: {local}")
             missing = const(f"{step.type_name}.{step.key}: not in the page's extras")
             null = const(f"null {step.type_name}.{step.key}")
+            row = _row_read(reads, step) if reads is not None else None
             if step.kind == EXTRAS:
                 read, complete = step.complete
+                if row is not None:
+                    if not callable(row.source):
+                        raise NotCompilable(f"{step.type_name}.{step.key}: not an extras read")
+                    read = row.source
                 body.append(f"    v = {const(read)}(src, extras)")
                 body.append(f"    if v is None: raise NotCompilable({missing})")
                 if type(complete) is tuple:
@@ -329,11 +381,10 @@ def _generate(steps: tuple[Step, ...]) -> Callable[[Any, Any], dict[str, Any]]:
                 else:
                     body.append(f"    {local} = {other}")
                 continue
-            attribute = step.attribute
-            if attribute.isidentifier() and not keyword.iskeyword(attribute):
-                body.append(f"    v = src.{attribute}")
+            if row is not None:
+                body.append(f"    v = {_row_expression(row, step, const)}")
             else:
-                body.append(f"    v = _getattr(src, {const(attribute)})")
+                body.append(f"    v = {_attribute_expression(step.attribute, const)}")
             body.append("    if v is None:")
             if step.non_null:
                 body.append(f"        raise NotCompilable({null})")
@@ -341,7 +392,10 @@ def _generate(steps: tuple[Step, ...]) -> Callable[[Any, Any], dict[str, Any]]:
                 body.append(f"        {local} = None")
             if step.kind == LEAF:
                 leaf = f"_leaf_value({const(step)}, {const(step.complete)}, v)"
-                if step.same is not None:
+                if isinstance(step.convert, _Int32):  # the range check inline, no call
+                    body.append(f"    elif _type(v) is int and {_INT_MIN} <= v <= {_INT_MAX}:")
+                    body.append(f"        {local} = v")
+                elif step.same is not None:
                     body.append(f"    elif _type(v) is {const(step.same)}:")
                     if step.convert is None:
                         body.append(f"        {local} = v")
@@ -365,6 +419,31 @@ def _generate(steps: tuple[Step, ...]) -> Callable[[Any, Any], dict[str, Any]]:
     exec(compile("\n".join(lines), "<compiled render>", "exec"), names)
     render: Callable[[Any, Any], dict[str, Any]] = names[root]
     return render
+
+
+def _attribute_expression(attribute: str, const: Callable[[Any], str]) -> str:
+    if attribute.isidentifier() and not keyword.iskeyword(attribute):
+        return f"src.{attribute}"
+    return f"_getattr(src, {const(attribute)})"
+
+
+def _row_read(reads: Mapping[str, Mapping[str, RowRead]], step: Step) -> RowRead:
+    found = reads.get(step.type_name, {}).get(step.attribute)
+    if found is None:
+        raise NotCompilable(f"{step.type_name}.{step.key}: no row read")
+    return found
+
+
+def _row_expression(row: RowRead, step: Step, const: Callable[[Any], str]) -> str:
+    """A basic field's value read from its row, as `row` says (see RowRead)."""
+    source = row.source
+    if type(source) is int:
+        value = f"src[{source}]"
+    elif type(source) is str:
+        value = _attribute_expression(source, const)
+    else:
+        raise NotCompilable(f"{step.type_name}.{step.key}: an extras read for a plain field")
+    return value if row.convert is None else f"{const(row.convert)}({value})"
 
 
 # -- compiling -----------------------------------------------------------------------------
@@ -526,6 +605,7 @@ def _compile(
             arguments[python_name] = (None, default)
     object_type = _object_type(field_def.type)
     steps = _steps(schema, object_type, root_node.selection_set, fragments)
+    uses_extras = _uses_extras(steps)
     return CompiledQuery(
         entry=entry,
         operation_name=operation.name.value if operation.name else None,
@@ -536,9 +616,23 @@ def _compile(
         arguments=arguments,
         steps=steps,
         process_errors=process_errors,
-        extras=complete_page_extras if _uses_extras(steps) else None,
+        extras=complete_page_extras if uses_extras else None,
         render=_generate(steps),
+        rows=_row_plan(root_node.name.value, steps, uses_extras),
     )
+
+
+def _row_plan(root: str, steps: tuple[Step, ...], uses_extras: bool) -> RowPlan | None:
+    """The row plan of a root field's steps, when its root has rows and every field selected
+    has a row read (ROW_ROOTS); else None."""
+    row_root = ROW_ROOTS.get(root)
+    if row_root is None:
+        return None
+    try:
+        render = _generate(steps, row_root.reads)
+    except NotCompilable:
+        return None
+    return RowPlan(row_root.root, row_root.extras if uses_extras else None, render)
 
 
 def _uses_extras(steps: tuple[Step, ...]) -> bool:
@@ -620,7 +714,11 @@ def _steps(
             else:
                 raise NotCompilable(f"{parent.name}.{name} from the page's extras")
             same = _same(field_def.type) if how == LEAF else None
-            steps.append(Step(key, EXTRAS, "", non_null, (read, complete), parent.name, same))
+            # The attribute names the field for a row plan's reads (ROW_ROOTS).
+            attribute = str(definition.python_name) if definition is not None else ""
+            steps.append(
+                Step(key, EXTRAS, attribute, non_null, (read, complete), parent.name, same)
+            )
             continue
         kind, _, _, attribute, target = classify_field(owner, field_def, name)
         if kind == LEAF:
@@ -668,13 +766,7 @@ def _quick(
         return same, None
     inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
     if inner is GraphQLInt:
-
-        def int_out(value: int) -> int:
-            if _INT_MIN <= value <= _INT_MAX:
-                return value
-            raise NotCompilable(f"{where} = {value!r}")  # serialize_int refuses it
-
-        return int, int_out
+        return int, _Int32(where)
     if isinstance(inner, GraphQLScalarType) and inner.serialize is STRAWBERRY_ISOFORMAT:
         return datetime, datetime.isoformat
     wrapped = enum_class(inner)
@@ -696,6 +788,21 @@ def _object_type(type_: Any) -> GraphQLObjectType:
 # -- variables and arguments ---------------------------------------------------------------
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+class _Int32:
+    """An Int leaf's serialization of an `int` (`_quick`): the value within 32 bits, else
+    NotCompilable (serialize_int refuses it). `_generate` writes the range check inline."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __call__(self, value: int) -> int:
+        if _INT_MIN <= value <= _INT_MAX:
+            return value
+        raise NotCompilable(f"{self.where} = {value!r}")
 
 
 def _int(value: Any) -> int:

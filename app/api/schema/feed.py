@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import strawberry
 from prometheus_client import Histogram
@@ -11,11 +13,25 @@ from strawberry.types import Info
 
 from app.api.schema.context import Context
 from app.api.schema.resolvers import check_first
-from app.api.schema.types import FeedConnection, FeedMode, Post, PostEdge, page_info
+from app.api.schema.types import (
+    _VISIBILITIES,
+    FanoutMode,
+    FeedConnection,
+    FeedMode,
+    PageInfo,
+    Post,
+    PostEdge,
+    Visibility,
+    page_info,
+)
+from app.db.models import FANOUT_PULL
 from app.feed import modes
 from app.feed.cursor import CursorCodec, fingerprint
+from app.feed.rows import FeedRow, PageExtras
+from app.feed.service import FeedPage
 from app.observability.metrics import FEED_LATENCY
 
+T = TypeVar("T")
 _LATENCY: dict[tuple[str, str], Histogram] = {}
 
 
@@ -40,6 +56,25 @@ async def feed_connection(
 ) -> FeedConnection:
     """The `feed` field's value, for the resolver above and for compiled documents
     (app.api.fast.compiler), which read the page's authors and likes from `extras`."""
+    return await _read_page(ctx, first, after, mode, _connection)
+
+
+async def feed_rows(
+    ctx: Context, first: int | None, after: str | None, mode: FeedMode | None
+) -> FeedRows:
+    """The `feed` field's value for plans that render straight from the page's rows
+    (app.api.fast.compiler, ROW_READS below): the same page, reads, checks, errors and
+    timing as `feed_connection`, without a PostEdge, Post or FeedPost per post."""
+    return await _read_page(ctx, first, after, mode, _rows)
+
+
+async def _read_page(
+    ctx: Context,
+    first: int | None,
+    after: str | None,
+    mode: FeedMode | None,
+    build: Callable[[FeedPage, CursorCodec, str, bool], T],
+) -> T:
     start = time.perf_counter()
     viewer_id = ctx.require_viewer()
     size = check_first(first)
@@ -50,35 +85,143 @@ async def feed_connection(
         cursor = codec.decode(after, fp) if after else None
         # Without a cursor this is a fresh first page, with what that implies (FeedService).
         page = await ctx.state.feed.page(viewer_id, feed_mode, size, cursor)
-        edges = [
-            PostEdge(cursor=codec.encode(position, fp), node=Post(row=post))
-            for (_, position), post in zip(page.rows, page.posts, strict=True)
-        ]
-        return FeedConnection(
-            edges=edges,
-            page_info=page_info(edges, page.has_next, after is not None),
-            session_id=strawberry.ID(page.session_id) if page.session_id else None,
-            degraded=page.degraded,
-            extras=page.extras,
-        )
+        return build(page, codec, fp, after is not None)
     finally:
         # Failed reads count too (a timed-out read is latency the operator must see); a
         # request refused above (not logged in, bad `first`) reached no read and is not timed.
         _latency(feed_mode, "next" if after else "first").observe(time.perf_counter() - start)
 
 
+def _connection(page: FeedPage, codec: CursorCodec, fp: str, has_previous: bool) -> FeedConnection:
+    edges = [
+        PostEdge(cursor=codec.encode(position, fp), node=Post(row=post))
+        for (_, position), post in zip(page.rows, page.posts, strict=True)
+    ]
+    return FeedConnection(
+        edges=edges,
+        page_info=page_info(edges, page.has_next, has_previous),
+        session_id=strawberry.ID(page.session_id) if page.session_id else None,
+        degraded=page.degraded,
+        extras=page.extras,
+    )
+
+
+def _rows(page: FeedPage, codec: CursorCodec, fp: str, has_previous: bool) -> FeedRows:
+    encode = codec.encode
+    edges = [(encode(position, fp), row) for row, position in page.rows]
+    return FeedRows(
+        edges=edges,
+        page_info=PageInfo(
+            has_next_page=page.has_next,
+            has_previous_page=has_previous,
+            start_cursor=edges[0][0] if edges else None,
+            end_cursor=edges[-1][0] if edges else None,
+        ),
+        session_id=strawberry.ID(page.session_id) if page.session_id else None,
+        degraded=page.degraded,
+        extras=page.extras,
+    )
+
+
+@dataclass(slots=True)
+class FeedRows:
+    """A FeedConnection's fields with each edge as (cursor, FeedRow): what a row plan renders."""
+
+    edges: list[tuple[str, FeedRow]]
+    page_info: PageInfo
+    session_id: str | None
+    degraded: bool
+    extras: PageExtras
+
+
+@dataclass(frozen=True, slots=True)
+class RowRead:
+    """How a row plan reads one field (by the type's Python attribute name) from what stands
+    in for the object the regular path builds: `source` an attribute name (`convert` applied
+    to it, if given), an item index (an edge pair), or `read(source, extras)` for a field
+    answered from the page's extras (None: the page did not hold it, as PAGE_EXTRAS reads)."""
+
+    source: str | int | Callable[[Any, PageExtras], Any]
+    convert: Callable[[Any], Any] | None = None
+
+
+def _visibility(value: str) -> Visibility:
+    found = _VISIBILITIES.get(value)
+    return Visibility(value) if found is None else found  # as Post.__init__
+
+
+def _fanout(value: int) -> FanoutMode:
+    return FanoutMode.PULL if value == FANOUT_PULL else FanoutMode.PUSH  # as User.__init__
+
+
+def _author_row(row: FeedRow, extras: PageExtras) -> Any:
+    return extras.authors.get(row.author_id)  # a FeedAuthor, or a users row the loader read
+
+
+def _liked_row(row: FeedRow, extras: PageExtras) -> bool | None:
+    post_id = row.post_id
+    return post_id in extras.liked if post_id in extras.covered else None
+
+
+# GraphQL type name -> Python attribute -> how a row plan reads it, each the value the object
+# the regular path builds holds (FeedConnection, PageInfo: FeedRows and the PageInfo itself;
+# PostEdge: the (cursor, row) pair; Post: Post.__init__ over a FeedRow; User: User.__init__
+# over a FeedAuthor or users row, never graph-hidden on a feed page; Post.author and
+# Post.viewerHasLiked: types.py's PAGE_EXTRAS reads). A plan selecting anything not listed
+# renders from objects instead. tests/api/test_compiled_render.py holds the two renders
+# equal for every registered feed plan; tests/api/test_compiled_documents.py compares
+# random documents with the regular path.
+ROW_READS: dict[str, dict[str, RowRead]] = {
+    "FeedConnection": {
+        name: RowRead(name) for name in ("edges", "page_info", "session_id", "degraded")
+    },
+    "PageInfo": {
+        name: RowRead(name)
+        for name in ("has_next_page", "has_previous_page", "start_cursor", "end_cursor")
+    },
+    "PostEdge": {"cursor": RowRead(0), "node": RowRead(1)},
+    "Post": {
+        "id": RowRead("post_id", str),
+        "body": RowRead("body"),
+        "visibility": RowRead("visibility", _visibility),
+        "created_at": RowRead("created_at"),
+        "edited_at": RowRead("edited_at"),
+        "like_count": RowRead("likes"),
+        "comment_count": RowRead("comments"),
+        "author": RowRead(_author_row),
+        "viewer_has_liked": RowRead(_liked_row),
+    },
+    "User": {
+        "id": RowRead("id", str),
+        "handle": RowRead("handle"),
+        "display_name": RowRead("display_name"),
+        "follower_count": RowRead("follower_count"),
+        "following_count": RowRead("following_count"),
+        "fanout_mode": RowRead("fanout_mode", _fanout),
+    },
+}
+
+
 async def complete_page_extras(ctx: Context, connection: FeedConnection) -> None:
     """Authors and likes a page did not read with its rows come from the loaders, for the
     fields a compiled document answers from `extras` (app.api.schema.types, PAGE_EXTRAS)."""
-    extras = connection.extras
     posts = [edge.node.row for edge in connection.edges]
-    authors = [p.author_id for p in posts if p.author_id not in extras.authors]
+    await _complete(ctx, connection.extras, [(p.id, p.author_id) for p in posts])
+
+
+async def complete_row_extras(ctx: Context, page: FeedRows) -> None:
+    """`complete_page_extras` for a row plan's FeedRows."""
+    await _complete(ctx, page.extras, [(row.post_id, row.author_id) for _, row in page.edges])
+
+
+async def _complete(ctx: Context, extras: PageExtras, posts: list[tuple[int, int]]) -> None:
+    authors = [a for _, a in posts if a not in extras.authors]
     if authors:
         rows = await ctx.loaders.user_by_id.load_many(authors)
         # A users row has every attribute the User type reads, as a FeedAuthor does.
         found = {a: cast(Any, r) for a, r in zip(authors, rows, strict=True) if r is not None}
         extras.authors.update(found)
-    unknown = [p.id for p in posts if p.id not in extras.covered]
+    unknown = [p for p, _ in posts if p not in extras.covered]
     if unknown:
         liked = await ctx.loaders.viewer_liked_post.load_many(unknown)
         extras.covered.update(unknown)

@@ -1,0 +1,151 @@
+"""Row plans (app.api.fast.compiler's RowPlan, app.api.schema.feed's ROW_READS, decision 0058)
+render what the object render gives for the same page, byte for byte, and refuse
+(NotCompilable) what it refuses.
+
+The page is one FeedPage, turned into both roots' values by the functions the `feed` field
+uses (`_connection`: PostEdge/Post objects over FeedPage.posts; `_rows`: (cursor, FeedRow)
+pairs); documents are the registered Feed document and random plannable ones
+(tests/api/test_compiled_documents.py's generator). Over HTTP and against graphql-core,
+test_compiled_documents.py compares the whole path (a compiled request takes the row plan).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+
+from app.api.fast.compiler import NotCompilable, _generate
+from app.api.schema import feed
+from app.api.schema.feed import ROW_READS
+from app.db.models import FANOUT_PULL
+from app.feed.cursor import CursorCodec, SessionPosition
+from app.feed.rows import FeedAuthor, FeedRow, PageExtras
+from app.feed.service import FeedPage
+from tests.api.differential import gql_text
+from tests.api.test_compiled_documents import Gen, _compile
+
+CODEC = CursorCodec("row-plan-test-secret")
+
+
+@dataclass
+class UsersRow:
+    """What the user_by_id loader puts in a page's extras (a users row's attributes)."""
+
+    id: int
+    handle: str
+    display_name: str
+    follower_count: int
+    following_count: int
+    fanout_mode: int
+
+
+def _page(rng: random.Random, posts: int) -> FeedPage:
+    extras = PageExtras()
+    rows = []
+    for n in range(posts):
+        author = 1000 + rng.randrange(6)
+        if rng.random() < 0.2:
+            extras.authors[author] = UsersRow(author, f"u{author}", "Ünï", 0, 2, FANOUT_PULL)
+        else:
+            mode = rng.choice((0, FANOUT_PULL))
+            extras.authors[author] = FeedAuthor(author, f"user{author}", f"U {n}", 9, 4, mode)
+        post_id = 1_577_000_000_000_000_000 + rng.randrange(10**12)
+        edited = datetime(2026, 12, 2, 1, n % 60, tzinfo=UTC) if rng.random() < 0.3 else None
+        row = FeedRow(
+            post_id,
+            author,
+            rng.randrange(10**6),
+            rng.randrange(10**4),
+            rng.randrange(1, 5),
+            rng.choice(("public", "followers", "private")),
+            datetime(2026, 12, 1, 12, n % 60, rng.randrange(60), rng.randrange(10**6), UTC),
+            edited,
+            rng.choice(("a post", "", 'émoji 🎉 "quoted" \\ \n line', "x" * 300)),
+        )
+        if rng.random() < 0.4:
+            extras.liked.add(post_id)
+        extras.covered.add(post_id)
+        rows.append((row, SessionPosition("s1", n + 1)))
+    session = rng.choice(("s1", None))
+    return FeedPage(rows, rng.random() < 0.5, session, rng.random() < 0.2, extras=extras)
+
+
+def _both(plan: Any, page: FeedPage, has_previous: bool) -> tuple[Any, Any]:
+    """(object render, row render) of one page, or NotCompilable for either."""
+    assert plan.rows is not None
+    answers = []
+    for build, render in ((feed._connection, plan.render), (feed._rows, plan.rows.render)):
+        value = build(page, CODEC, "fp", has_previous)
+        try:
+            answers.append(orjson.dumps(render(value, value.extras)))
+        except NotCompilable:
+            answers.append(NotCompilable)
+    return answers[0], answers[1]
+
+
+def test_the_registered_feed_document_has_a_row_plan() -> None:
+    # A field added to the Feed document without a row read would quietly leave the
+    # registered document on the (slower) object render: this fails instead.
+    plan = _compile(gql_text("Feed"))
+    assert plan is not None and plan.rows is not None
+
+
+def test_row_plans_render_the_object_renders_bytes() -> None:
+    rng = random.Random(58)
+    plans = [_compile(gql_text("Feed"))]
+    for _ in range(80):
+        text, _ = Gen(rng, []).document()
+        plans.append(_compile(text))
+    compared = 0
+    for plan in plans:
+        assert plan is not None and plan.rows is not None
+        for posts in (0, 1, 20):
+            page = _page(rng, posts)
+            objects, rows = _both(plan, page, rng.random() < 0.5)
+            assert rows == objects
+            compared += objects is not NotCompilable
+    assert compared == 3 * len(plans)
+
+
+def test_what_the_object_render_refuses_the_row_render_refuses() -> None:
+    plan = _compile(gql_text("Feed"))
+    rng = random.Random(7)
+    cases = []
+    page = _page(rng, 3)
+    page.extras.authors.clear()  # an author the page lacks
+    cases.append(page)
+    page = _page(rng, 3)
+    page.extras.covered.clear()  # likes the page did not read
+    cases.append(page)
+    page = _page(rng, 3)
+    row, position = page.rows[1]
+    page.rows[1] = (row._replace(likes=2**31), position)  # past Int's 32 bits
+    cases.append(page)
+    page = _page(rng, 3)
+    row, position = page.rows[0]
+    page.rows[0] = (row._replace(body=None), position)  # null in a non-null field
+    cases.append(page)
+    for page in cases:
+        assert _both(plan, page, True) == (NotCompilable, NotCompilable)
+    page = _page(rng, 3)
+    row, position = page.rows[0]
+    page.rows[0] = (row._replace(visibility="secret"), position)  # not a Visibility
+    for build, render in ((feed._connection, plan.render), (feed._rows, plan.rows.render)):
+        with pytest.raises(ValueError):
+            value = build(page, CODEC, "fp", True)
+            render(value, value.extras)
+
+
+def test_a_field_without_a_row_read_renders_from_objects() -> None:
+    plan = _compile(gql_text("Feed"))
+    reads = {t: dict(fields) for t, fields in ROW_READS.items()}
+    del reads["User"]["handle"]
+    with pytest.raises(NotCompilable):
+        _generate(plan.steps, reads)
+    text = "query { feed { edges { node { id } } } }"
+    assert _compile(text).rows is not None
