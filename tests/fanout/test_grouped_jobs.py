@@ -138,7 +138,7 @@ async def test_a_split_whose_own_page_fails_is_retried_and_counted_once(
 
     await state.timelines.rebuild(fans[0], [])
     assert await tasks.fanout_post(ctx, post_id) == 4  # the retry: 4 groups, 2 of them queued
-    await pipeline.run_lane(lanes.DEFAULT)  # the groups' jobs
+    await pipeline.run_lane(lanes.BIG)  # the groups' jobs (a big author for the tests)
     for fan in fans:
         assert await timeline_ids(state, fan) == [post_id]
     state_ = await state.redis.hgetall(tracking.state_key(post_id))
