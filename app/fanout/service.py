@@ -65,8 +65,9 @@ ENQUEUE_CONCURRENCY = 16
 # Redis is fed from the first page on, before any queue hop (a worker polls every 20 ms, then
 # claims the job in four round trips), and the last group does not wait behind the post's
 # other jobs for a pick-up. Keeping the first group too (2) left the other worker idle until
-# 15 pages were read: 65 ms under load. Called as deliver(author id, entries, follower
-# ids, lane) and awaited; raises as `deliver` does.
+# 15 pages were read: 65 ms under load. A post of 1 + JOB_PAGES pages or fewer (one or two
+# jobs: every ordinary post) keeps none: its jobs, retries and lanes are as before. Called
+# as deliver(author id, entries, follower ids, lane) and awaited; raises as `deliver` does.
 Deliver = Callable[[int, Sequence[Sequence[int]], list[int], str], Awaitable[None]]
 KEPT_FIRST = 1
 # Followers read per query when a deleted or hidden post leaves their live counts.
@@ -185,7 +186,8 @@ class FanoutService:
         """PostCreated: index the post under its author, then page active followers into
         FanoutBatch jobs (push) or stop there (pull: one write whatever the follower count).
         `job_prefix`: the batches' job ids (a re-run by the reconciler gets fresh ones);
-        `deliver`: how the split writes the pages it keeps (`enqueue_pages`)."""
+        `deliver`: how the split writes the pages it keeps (`enqueue_pages`), when the
+        author has more than 1 + JOB_PAGES pages of followers."""
         async with self.sessions.begin() as session:
             post = await session.get(Post, post_id)
             if post is None or post.deleted_at is not None:
@@ -207,6 +209,10 @@ class FanoutService:
                 await self.notifier.author_posted(post.author_id, post.id, score, post.visibility)
             return SplitResult(decision.mode, 0, 0, reconciled, pulled=True)
         lane = self.lane_for(decision.follower_count)
+        # Only a post long enough for queue hops to matter keeps pages (decision 0060): one
+        # of 1 + JOB_PAGES pages or fewer is one or two jobs, run as before.
+        if decision.follower_count <= (1 + JOB_PAGES) * self.settings.fanout_batch_size:
+            deliver = None
         batches, followers = await self.enqueue_pages(
             post.author_id,
             [(post.id, score)],

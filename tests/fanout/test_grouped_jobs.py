@@ -101,20 +101,23 @@ async def test_the_write_path_groups_pages_into_few_jobs(client, state, pipeline
     await eventually(counted)
 
 
-async def test_a_split_writes_a_small_post_itself(client, state, pipeline) -> None:
-    """Followers that fit in one page: no FanoutBatch job at all, the split writes them (no
-    queue hop before the first timeline) and its own tracking step counts them."""
+async def test_a_post_of_two_jobs_or_fewer_keeps_its_jobs(client, state, pipeline) -> None:
+    """Followers in the first page and one group at most (the author's count): the split
+    keeps no page, both jobs run as before (decision 0060 is for long fan-outs)."""
     page = state.settings.fanout_batch_size
-    token, _author, fans = await _fans(client, state, page - 1)
-    post_id = await post(client, token, "small")
+    n = page * (1 + JOB_PAGES)
+    token, author, fans = await _fans(client, state, n)
+    await sql("UPDATE users SET fanout_pin = 'push' WHERE id = $1", author)
+    post_id = await post(client, token, "two jobs")
     await pipeline.settle()
     for fan in fans:
         assert await timeline_ids(state, fan) == [post_id]
-    assert await state.redis.keys("arq:result:fb:*") == []  # no batch job ran
+    batches = sorted(await state.redis.keys(f"arq:result:fb:{post_id}:*"))
+    assert batches == sorted(
+        f"arq:result:fb:{post_id}:{fans[i]}".encode() for i in (0, page)
+    )
     state_ = await state.redis.hgetall(tracking.state_key(post_id))
-    assert b"done" in state_ and b"first" in state_ and b"p95" in state_
-    assert int(state_[b"planned"]) == int(state_[b"written"]) == len(fans)
-    assert await state.redis.smembers(tracking.pending_key(post_id)) == set()
+    assert int(state_[b"planned"]) == int(state_[b"written"]) == n
 
 
 async def test_a_split_whose_own_page_fails_is_retried_and_counted_once(
