@@ -113,9 +113,7 @@ async def test_a_post_of_two_jobs_or_fewer_keeps_its_jobs(client, state, pipelin
     for fan in fans:
         assert await timeline_ids(state, fan) == [post_id]
     batches = sorted(await state.redis.keys(f"arq:result:fb:{post_id}:*"))
-    assert batches == sorted(
-        f"arq:result:fb:{post_id}:{fans[i]}".encode() for i in (0, page)
-    )
+    assert batches == sorted(f"arq:result:fb:{post_id}:{fans[i]}".encode() for i in (0, page))
     state_ = await state.redis.hgetall(tracking.state_key(post_id))
     assert int(state_[b"planned"]) == int(state_[b"written"]) == n
 
