@@ -16,7 +16,7 @@ from arq.jobs import Job
 from app.coalesce import Coalesced
 from app.fanout import lanes
 from app.fanout.lanes import Enqueue
-from app.fanout.service import FanoutService
+from app.fanout.service import Deliver, FanoutService
 from jobs import marks, reconcile, tracking
 
 TRACKED = (lanes.FANOUT_BATCH, lanes.FANOUT_PAGES)
@@ -40,10 +40,14 @@ class _Plan:
     followers: int = 0
     continues_after: int | None = None
     lane: str = lanes.DEFAULT
+    written: int = 0  # followers of its pages the planning job wrote itself (`_deliverer`)
 
     def progress(self, chunk: int) -> tracking.Progress:
         return tracking.Progress(
-            planned=self.followers, chunk=chunk, continues_after=self.continues_after
+            planned=self.followers,
+            written=self.written,
+            chunk=chunk,
+            continues_after=self.continues_after,
         )
 
 
@@ -90,12 +94,32 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
     return enqueue
 
 
+def _deliverer(ctx: dict[str, Any], plan: _Plan) -> Deliver:
+    """How a planning job writes the pages of its own post it keeps (decision 0060): the
+    batch's own write (`FanoutService.deliver`), counted in the planning job's tracking step,
+    sent when the job succeeds, so those pages are planned and written once whatever is
+    retried."""
+
+    async def deliver(
+        author_id: int, entries: Sequence[Sequence[int]], user_ids: list[int], lane: str
+    ) -> None:
+        await _service(ctx).deliver(author_id, entries, user_ids)
+        plan.followers += len(user_ids)
+        plan.written += len(user_ids)
+        plan.lane = lane
+
+    return deliver
+
+
 async def fanout_post(ctx: dict[str, Any], post_id: int, job_prefix: str | None = None) -> int:
-    """The root of a post's fan-out (`job_prefix`: the reconciler's re-run ids)."""
+    """The root of a post's fan-out (`job_prefix`: the reconciler's re-run ids); it writes
+    its first page and last group itself (`_deliverer`)."""
     redis, job_id = ctx["redis"], ctx["job_id"]
     await tracking.owe(redis, post_id, [job_id], ttl=_ttl(ctx))
     plan = _Plan()
-    result = await _service(ctx).split_post(post_id, _enqueuer(ctx, post_id, plan), job_prefix)
+    result = await _service(ctx).split_post(
+        post_id, _enqueuer(ctx, post_id, plan), job_prefix, _deliverer(ctx, plan)
+    )
     if result is not None and result.pulled:
         await tracking.visible_at_once(redis, post_id, ttl=_ttl(ctx))
     await tracking.settle(redis, post_id, job_id, plan.progress(chunk=0), plan.lane, ttl=_ttl(ctx))
@@ -112,11 +136,18 @@ async def fanout_pages(
     track: int | None = None,
 ) -> int:
     plan = _Plan(lane=lane)
+    mine = _carries(entries, track)  # the post's own pages: the first and last kept here
     batches, _ = await _service(ctx).enqueue_pages(
-        author_id, entries, lane, job_prefix, after, _enqueuer(ctx, track, plan)
+        author_id,
+        entries,
+        lane,
+        job_prefix,
+        after,
+        _enqueuer(ctx, track, plan),
+        _deliverer(ctx, plan) if mine else None,
     )
     if track is not None:
-        progress = plan.progress(chunk=after) if _carries(entries, track) else tracking.Progress()
+        progress = plan.progress(chunk=after) if mine else tracking.Progress()
         await tracking.settle(ctx["redis"], track, ctx["job_id"], progress, lane, ttl=_ttl(ctx))
     return batches
 

@@ -60,6 +60,16 @@ JOB_PAGES = 7
 DELIVER_IN_FLIGHT = 2
 # Jobs a split queues at once (each is a few round trips to ARQ's Redis).
 ENQUEUE_CONCURRENCY = 16
+# A planning job given a way to deliver (`Deliver`) writes its first KEPT_FIRST groups (the
+# first is one page) and its last group itself instead of queueing them (decision 0060):
+# Redis is fed from the first page on, before any queue hop (a worker polls every 20 ms, then
+# claims the job in four round trips), and the last group does not wait behind the post's
+# other jobs for a pick-up. Keeping the first group too (2) left the other worker idle until
+# 15 pages were read: 65 ms under load. A post of 1 + JOB_PAGES pages or fewer (one or two
+# jobs: every ordinary post) keeps none: its jobs, retries and lanes are as before. Called
+# as deliver(author id, entries, follower ids, lane) and awaited; raises as `deliver` does.
+Deliver = Callable[[int, Sequence[Sequence[int]], list[int], str], Awaitable[None]]
+KEPT_FIRST = 1
 # Followers read per query when a deleted or hidden post leaves their live counts.
 WITHDRAW_PAGE = 5000
 # How far before a push->pull switch posts may still have been split in pull mode (lag).
@@ -167,11 +177,17 @@ class FanoutService:
         return self.roles
 
     async def split_post(
-        self, post_id: int, enqueue: Enqueue, job_prefix: str | None = None
+        self,
+        post_id: int,
+        enqueue: Enqueue,
+        job_prefix: str | None = None,
+        deliver: Deliver | None = None,
     ) -> SplitResult | None:
         """PostCreated: index the post under its author, then page active followers into
         FanoutBatch jobs (push) or stop there (pull: one write whatever the follower count).
-        `job_prefix`: the batches' job ids (a re-run by the reconciler gets fresh ones)."""
+        `job_prefix`: the batches' job ids (a re-run by the reconciler gets fresh ones);
+        `deliver`: how the split writes the pages it keeps (`enqueue_pages`), when the
+        author has more than 1 + JOB_PAGES pages of followers."""
         async with self.sessions.begin() as session:
             post = await session.get(Post, post_id)
             if post is None or post.deleted_at is not None:
@@ -193,6 +209,10 @@ class FanoutService:
                 await self.notifier.author_posted(post.author_id, post.id, score, post.visibility)
             return SplitResult(decision.mode, 0, 0, reconciled, pulled=True)
         lane = self.lane_for(decision.follower_count)
+        # Only a post long enough for queue hops to matter keeps pages (decision 0060): one
+        # of 1 + JOB_PAGES pages or fewer is one or two jobs, run as before.
+        if decision.follower_count <= (1 + JOB_PAGES) * self.settings.fanout_batch_size:
+            deliver = None
         batches, followers = await self.enqueue_pages(
             post.author_id,
             [(post.id, score)],
@@ -200,6 +220,7 @@ class FanoutService:
             job_prefix or post_job_prefix(post.id),
             0,
             enqueue,
+            deliver,
         )
         return SplitResult(decision.mode, batches, followers, reconciled)
 
@@ -280,6 +301,7 @@ class FanoutService:
         job_prefix: str,
         after: int,
         enqueue: Enqueue,
+        deliver: Deliver | None = None,
     ) -> tuple[int, int]:
         """Turn up to SPLIT_PAGES pages of active followers above `after` into FanoutBatch
         jobs, then hand the rest to a continuation job: each job stays short, so a worker
@@ -290,7 +312,15 @@ class FanoutService:
         page inside it, `deliver`) while the next group is read: a post to 50,000 followers
         is 8 jobs, not 50, so ARQ's per-job pick-up (a poll, a WATCH/MULTI claim, a result)
         no longer sets when its last timelines are written (docs/benchmarks.md, "Fan-out,
-        round 4"). Returns (jobs queued, followers in them)."""
+        round 4").
+
+        With `deliver`, the first page and the last group read are written by this job
+        (`deliver`, beside the reads) instead of queued (decision 0060): the first timelines
+        are written without a queue hop while the next group is read and queued for the
+        other worker, and the last group, read when the other jobs keep both workers and
+        Redis busy, does not wait up to ~100 ms for a pick-up.
+        The job succeeds only once they are written (a failure fails it: its retry writes
+        them again, idempotently). Returns (groups queued or delivered, followers in them)."""
         size = self.settings.fanout_batch_size
         since = active_since(self.settings.active_days)
         gate = asyncio.Semaphore(ENQUEUE_CONCURRENCY)
@@ -306,6 +336,13 @@ class FanoutService:
                 await enqueue(
                     lanes.FANOUT_BATCH, author_id, entries, group, job_id=job_id, lane=lane
                 )
+
+        async def here(group: list[int]) -> None:
+            assert deliver is not None
+            key = batch_job_id(job_prefix, group[0])
+            if key not in queued:  # (a group read again on the primary: written once)
+                queued.add(key)
+                await deliver(author_id, entries, group, lane)
 
         async def continuation(last: int) -> None:
             await enqueue(
@@ -336,8 +373,11 @@ class FanoutService:
                         more = len(ids) > want
                         group = ids[:want]
                         if group:
+                            # Kept here: the first page, the last group (no continuation).
+                            last = len(group) < want or (last_group and not more)
+                            keep = deliver is not None and (len(groups) < KEPT_FIRST or last)
+                            jobs.create_task(here(group) if keep else batch(group))
                             groups.append(group)
-                            jobs.create_task(batch(group))
                         if len(group) < want:
                             break
                         cursor, paged, pages = group[-1], paged + pages, JOB_PAGES

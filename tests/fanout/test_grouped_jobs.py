@@ -1,20 +1,22 @@
-"""FanoutBatch jobs of several pages (decision 0054): a split queues its first page alone,
+"""FanoutBatch jobs of several pages (decision 0054): a split reads its first page alone,
 then groups of JOB_PAGES pages; a job writes each page with its own script call (insert and
 live counts), and its tracking step rides the last call, sent only once the others
-succeeded. Against the real Redis, PostgreSQL and ARQ workers (FANOUT_BATCH_SIZE is 4 in
-the tests: a page is 4 followers)."""
+succeeded. The split writes its first page and its last group itself (decision 0060).
+Against the real Redis, PostgreSQL and ARQ workers (FANOUT_BATCH_SIZE is 4 in the tests: a
+page is 4 followers)."""
 
 from __future__ import annotations
 
 import pytest
 from redis.exceptions import ResponseError
 
+from app.fanout import lanes
 from app.fanout.service import JOB_PAGES
 from app.posts.ids import created_ms
 from app.realtime import counts
 from app.realtime.keys import count_key
 from app.timelines.store import timeline_key
-from jobs import tracking
+from jobs import tasks, tracking
 from tests.helpers import author_with_fans, eventually, post, sql, timeline_ids
 
 
@@ -71,7 +73,8 @@ async def test_a_job_of_several_pages_settles_only_after_every_page(client, stat
 
 async def test_the_write_path_groups_pages_into_few_jobs(client, state, pipeline) -> None:
     page = state.settings.fanout_batch_size
-    n = page * (1 + JOB_PAGES) + 1  # the first page, a full group, one follower more
+    # The first page (written by the split), a full group, one follower more (the split's).
+    n = page * (1 + JOB_PAGES) + 1
     token, author, fans = await _fans(client, state, n)
     # Pinned to PUSH: the tests' thresholds would pull an author with this many followers.
     await sql("UPDATE users SET fanout_pin = 'push' WHERE id = $1", author)
@@ -87,11 +90,58 @@ async def test_the_write_path_groups_pages_into_few_jobs(client, state, pipeline
         assert await timeline_ids(state, fan) == [post_id]
     state_ = await state.redis.hgetall(tracking.state_key(post_id))
     assert int(state_[b"planned"]) == int(state_[b"written"]) == n
-    # 3 jobs (1 page, JOB_PAGES pages, 1 follower), not one per page.
+    # One job (JOB_PAGES pages), not one per page: the first page and the last group (one
+    # follower) were written by the split itself (decision 0060).
     batches = [k for k in await state.redis.keys("arq:result:fb:*") if b":from:" not in k]
-    assert len(batches) == 3
+    assert batches == [f"arq:result:fb:{post_id}:{fans[page]}".encode()]
 
     async def counted() -> bool:
         return await _counted(state, fans[-1]) == [post_id]
 
     await eventually(counted)
+
+
+async def test_a_post_of_two_jobs_or_fewer_keeps_its_jobs(client, state, pipeline) -> None:
+    """Followers in the first page and one group at most (the author's count): the split
+    keeps no page, both jobs run as before (decision 0060 is for long fan-outs)."""
+    page = state.settings.fanout_batch_size
+    n = page * (1 + JOB_PAGES)
+    token, author, fans = await _fans(client, state, n)
+    await sql("UPDATE users SET fanout_pin = 'push' WHERE id = $1", author)
+    post_id = await post(client, token, "two jobs")
+    await pipeline.settle()
+    for fan in fans:
+        assert await timeline_ids(state, fan) == [post_id]
+    batches = sorted(await state.redis.keys(f"arq:result:fb:{post_id}:*"))
+    assert batches == sorted(f"arq:result:fb:{post_id}:{fans[i]}".encode() for i in (0, page))
+    state_ = await state.redis.hgetall(tracking.state_key(post_id))
+    assert int(state_[b"planned"]) == int(state_[b"written"]) == n
+
+
+async def test_a_split_whose_own_page_fails_is_retried_and_counted_once(
+    client, state, pipeline
+) -> None:
+    """The split's own write fails (a timeline the insert cannot handle): the split job
+    fails and stays owed; its retry writes the page again, and the post's progress counts
+    every follower once (the split's pages only in its own, final tracking step)."""
+    page = state.settings.fanout_batch_size
+    n = page * (1 + 2 * JOB_PAGES) + 1  # kept: the first page and the last follower
+    token, author, fans = await _fans(client, state, n)
+    await sql("UPDATE users SET fanout_pin = 'push' WHERE id = $1", author)
+    await state.redis.set(timeline_key(fans[0]), b"\x01abc")  # in the split's first page
+    post_id = await post(client, token, "retried")
+    ctx = {"redis": pipeline.arq, "job_id": "evt:split", "fanout": state.fanout, "state": state}
+    with pytest.raises(Exception) as failed:
+        await tasks.fanout_post(ctx, post_id)
+    assert failed.group_contains(ResponseError)
+    assert await state.redis.smembers(tracking.pending_key(post_id)) >= {b"evt:split"}
+    assert await state.redis.hget(tracking.state_key(post_id), "planned") is None
+
+    await state.timelines.rebuild(fans[0], [])
+    assert await tasks.fanout_post(ctx, post_id) == 4  # the retry: 4 groups, 2 of them queued
+    await pipeline.run_lane(lanes.BIG)  # the groups' jobs (a big author for the tests)
+    for fan in fans:
+        assert await timeline_ids(state, fan) == [post_id]
+    state_ = await state.redis.hgetall(tracking.state_key(post_id))
+    assert b"done" in state_
+    assert int(state_[b"planned"]) == int(state_[b"written"]) == n
