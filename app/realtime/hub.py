@@ -45,7 +45,7 @@ CLOSE_TOO_SLOW = 1013
 CLOSE_GOING_AWAY = 1001
 CONFIRM_TIMEOUT = 5.0  # seconds to wait for Redis to confirm a SUBSCRIBE
 MAX_AUTHOR_BACKLOG = 1000  # pull-mode posts waiting for delivery; beyond it they are skipped
-DELIVER_SLICE = 1000  # followers checked and counted together for one pull-mode post
+DELIVER_SLICE = 1000  # followers checked and counted together for one pull-mode post, at least
 SLICES_IN_FLIGHT = 4  # slices of one pull-mode post checked at once (a pooled session each)
 ADMIT_BATCH = 500  # subscribers set up together at most (one SQL query covers them all)
 
@@ -118,6 +118,23 @@ class Subscriber:
             return
         if now is None:
             now = time.monotonic()
+        sink = self.sink
+        if (
+            sink is not None
+            and self._pending is None
+            and self._timer is None
+            and self._inflight is None
+            and self._last_frame + self._interval - now <= 0
+        ):
+            # A broadcast's common case, `_pump`'s without the pending slot: the frame goes
+            # out now, so the subscriber never joins `waiting` (nor the stall sweep's walk).
+            self._last_frame = now
+            frame_delivered(state.published_ms)
+            waiting = sink.send(state)
+            if waiting is not None:
+                self._inflight = waiting
+                waiting.add_done_callback(self._sent)
+            return
         if self._pending is None:
             self.pending_since = now
             if self.waiting is not None:
@@ -203,6 +220,19 @@ class Subscriber:
 
 def _observe(state: FeedCount) -> None:
     frame_delivered(state.published_ms)  # counted at the end of the loop turn
+
+
+def delivery_slices(users: list[int]) -> list[list[int]]:
+    """A pull-mode post's local followers cut into slices checked at once: DELIVER_SLICE
+    each, larger when that would make more than SLICES_IN_FLIGHT of them.
+
+    Why all at once: with 5,000 followers in five slices of 1,000 and four in flight, the
+    fifth slice's SQL and Redis round trips started only when a first slice was back,
+    and ran while the loop wrote the other slices' frames: that slice's frames were the
+    round's last, 40-140 ms after the fourth's (docs/benchmarks.md, "Live sockets, round
+    3"). In four slices of 1,250 every round trip overlaps the writes."""
+    size = max(DELIVER_SLICE, -(-len(users) // SLICES_IN_FLIGHT))
+    return [users[i : i + size] for i in range(0, len(users), size)]
 
 
 class HeapFreezer:
@@ -646,35 +676,32 @@ class Hub:
     ) -> None:
         """A pull-mode post: check follows and blocks now, count it, offer it locally.
 
-        In slices of DELIVER_SLICE followers, SLICES_IN_FLIGHT of them at once: the first
-        frames leave while later slices are still being checked, and the last frame waits
-        for one slice's SQL and Redis round trips, not for every slice's in turn (5,000
-        followers used to queue five of each behind one another)."""
+        In at most SLICES_IN_FLIGHT slices, all checked at once (`delivery_slices`): the
+        first frames leave while later slices are still being checked, and the last frame
+        waits for one slice's SQL and Redis round trips, not for every slice's in turn."""
         try:
             async with self._author_sem:
                 local = sorted(self._followers.get(author_id, ()))
                 if not local or visibility == Visibility.PRIVATE:
                     return
-                gate = asyncio.Semaphore(SLICES_IN_FLIGHT)
 
                 async def deliver(users: list[int]) -> None:
-                    async with gate:
-                        async with self.sessions() as session:
-                            allowed = await queries.allowed_recipients(session, author_id, users)
-                        states = await counts.add_for_users(
-                            self.redis,
-                            sorted(allowed),
-                            [(post_id, created)],
-                            self.settings,
-                            author_id=author_id,
-                            published_ms=published,
-                        )
+                    async with self.sessions() as session:
+                        allowed = await queries.allowed_recipients(session, author_id, users)
+                    states = await counts.add_for_users(
+                        self.redis,
+                        sorted(allowed),
+                        [(post_id, created)],
+                        self.settings,
+                        author_id=author_id,
+                        published_ms=published,
+                    )
                     now = time.monotonic()
                     for user_id, state in states.items():
                         for sub in self._subs.get(user_id, ()):
                             sub.offer(state, now)
 
-                slices = [local[i : i + DELIVER_SLICE] for i in range(0, len(local), DELIVER_SLICE)]
+                slices = delivery_slices(local)
                 outcomes = await asyncio.gather(*map(deliver, slices), return_exceptions=True)
                 failed = [o for o in outcomes if isinstance(o, BaseException)]
                 if failed:
