@@ -230,7 +230,7 @@ def delivery_slices(users: list[int]) -> list[list[int]]:
     Why all at once: with 5,000 followers in five slices of 1,000 and four in flight, the
     fifth slice's SQL and Redis round trips started only when a first slice was back,
     and ran while the loop wrote the other slices' frames: that slice's frames were the
-    round's last, 40-140 ms after the fourth's (docs/benchmarks.md, "Live sockets, round
+    round's last, 39-52 ms after the fourth's (docs/benchmarks.md, "Live sockets, round
     3"). In four slices of 1,250 every round trip overlaps the writes."""
     size = max(DELIVER_SLICE, -(-len(users) // SLICES_IN_FLIGHT))
     return [users[i : i + size] for i in range(0, len(users), size)]
