@@ -318,7 +318,8 @@ class LiveSockets:
         if transport is not None:
             self._limit(transport)
             scope[ABORT_KEY] = transport.abort
-        scope[RAW_FRAMES_KEY] = RawFrames.for_send(send)
+        # The protocol checked above, not looked up (and checked) once more.
+        scope[RAW_FRAMES_KEY] = None if protocol is None else RawFrames(protocol)
 
     def _limit(self, transport: Any) -> None:
         if self.send_buffer <= 0:

@@ -85,8 +85,17 @@ class Clients:
 
 
 class Server:
-    def __init__(self, env: dict[str, str], deflate: bool, profile_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        deflate: bool,
+        profile_dir: str | None = None,
+        spy: str | None = None,
+        spy_dir: str | None = None,
+    ) -> None:
         self.port = free_port()
+        self.spy, self.spy_dir = spy, spy_dir
+        self._spying: subprocess.Popen[bytes] | None = None
         args = ["--ws-per-message-deflate", "false"] if not deflate else []
         self.profiled = profile_dir is not None
         if profile_dir is not None:
@@ -126,6 +135,25 @@ class Server:
         with PYTHONTRACEMALLOC set), when the server runs the profiling hook."""
         if self.profiled:
             os.kill(self.proc.pid, signum)
+
+    def spy_start(self, phase: str) -> None:
+        """py-spy (--spy, outside the project) samples the server during one phase: its
+        raw output goes to SPY_DIR/<phase>.txt (benchmarks/profile_hook/spy_shares.py)."""
+        if self.spy is None or self.spy_dir is None:
+            return
+        os.makedirs(self.spy_dir, exist_ok=True)
+        out = os.path.join(self.spy_dir, f"{phase}.txt")
+        self._spying = subprocess.Popen(
+            [self.spy, "record", "--pid", str(self.proc.pid), "--format", "raw", "--rate",
+             "200", "--nonblocking", "-o", out],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def spy_stop(self) -> None:
+        if self._spying is not None:
+            self._spying.send_signal(signal.SIGINT)
+            self._spying.wait(30)
+            self._spying = None
 
     def cpu(self) -> float:
         t = self.ps.cpu_times()
@@ -199,10 +227,12 @@ async def measure(
 
     server.mark(signal.SIGWINCH)  # profiles: 1.heap (before the sockets)
     server.mark(signal.SIGUSR1)
+    server.spy_start("connect")
     started, cpu0 = time.perf_counter(), server.cpu()
     await asyncio.gather(*(one(u) for u in range(1, n + 1)))
     connect_s = time.perf_counter() - started
     connect_cpu = server.cpu() - cpu0
+    server.spy_stop()
     server.mark(signal.SIGUSR2)  # 2.prof: connect
     # The client shares the machine: keep its own full collections (thousands of sockets'
     # objects) out of the latencies it measures.
@@ -217,8 +247,10 @@ async def measure(
     await notifier.author_posted(author, BASE_POST_ID, int(time.time() * 1000), "public")
     await asyncio.sleep(1.0)
 
+    server.spy_start("idle")
     cpu0, t0 = server.cpu(), time.perf_counter()
     await asyncio.sleep(args.idle_seconds)
+    server.spy_stop()
     idle_pct = 100 * (server.cpu() - cpu0) / (time.perf_counter() - t0)
 
     # Spread: round-robin batches every 10 ms, each batch one worker-style script call.
@@ -250,6 +282,7 @@ async def measure(
     celebrity_cpu: list[float] = []
     lost_celebrity = 0
     server.mark(signal.SIGUSR1)
+    server.spy_start("rounds")
     for _ in range(args.rounds):
         await asyncio.sleep(1.0)
         clients.latencies.clear()
@@ -266,6 +299,7 @@ async def measure(
         last.append(max(clients.latencies, default=float("nan")))
         lost_celebrity += len(clients.sent_at)
         clients.sent_at.clear()
+    server.spy_stop()
     server.mark(signal.SIGUSR2)  # 4.prof: celebrity rounds (with their 1 s pauses)
 
     dropped = await server.metric("feed_realtime_subscribers_dropped_total")
@@ -292,6 +326,9 @@ async def measure(
         "celebrity_last_max_ms": round(1000 * max(last), 1),
         "celebrity_cpu_ms": round(1000 * statistics.median(celebrity_cpu), 1),
         "cpu_us_per_frame": round(1e6 * statistics.median(celebrity_cpu) / n, 1),
+        # Over every round's CPU at once: psutil's 10 ms ticks weigh less than per round.
+        "cpu_us_per_frame_all": round(1e6 * sum(celebrity_cpu) / (n * len(celebrity_cpu)), 1),
+        "celebrity_last_each_ms": "/".join(f"{1000 * x:.0f}" for x in last),
         "lost_spread": lost,
         "lost_celebrity": lost_celebrity,
         "dropped": dropped,
@@ -347,7 +384,14 @@ async def main(args: argparse.Namespace) -> int:
                 profile_dir = (
                     os.path.join(args.profile_dir, f"{variant}-{n}") if args.profile_dir else None
                 )
-                server = Server(env, deflate=not args.no_deflate, profile_dir=profile_dir)
+                spy_dir = os.path.join(args.spy_dir, f"{variant}-{n}") if args.spy_dir else None
+                server = Server(
+                    env,
+                    deflate=not args.no_deflate,
+                    profile_dir=profile_dir,
+                    spy=args.spy,
+                    spy_dir=spy_dir,
+                )
                 try:
                     await server.ready()
                     result = await measure(n, server, redis, settings, author, args, prepared)
@@ -393,6 +437,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "(2.prof) and of the celebrity rounds (4.prof); heap snapshots before and after the "
         "connects (1.heap, 3.heap) when PYTHONTRACEMALLOC is set",
     )
+    parser.add_argument(
+        "--spy",
+        help="a py-spy binary: sample the server during the connects, the idle phase and the "
+        "celebrity rounds (raw profiles in --spy-dir; shares: benchmarks.profile_hook.spy_shares)",
+    )
+    parser.add_argument("--spy-dir", default="/tmp/subscribers-spy")
     return parser.parse_args(argv)
 
 

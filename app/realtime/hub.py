@@ -19,7 +19,7 @@ import gc
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 from redis.asyncio import Redis
@@ -45,9 +45,10 @@ CLOSE_TOO_SLOW = 1013
 CLOSE_GOING_AWAY = 1001
 CONFIRM_TIMEOUT = 5.0  # seconds to wait for Redis to confirm a SUBSCRIBE
 MAX_AUTHOR_BACKLOG = 1000  # pull-mode posts waiting for delivery; beyond it they are skipped
-DELIVER_SLICE = 1000  # followers checked and counted together for one pull-mode post
+DELIVER_SLICE = 1000  # followers checked and counted together for one pull-mode post, at least
 SLICES_IN_FLIGHT = 4  # slices of one pull-mode post checked at once (a pooled session each)
 ADMIT_BATCH = 500  # subscribers set up together at most (one SQL query covers them all)
+_NO_TRANSACTION = {"isolation_level": "AUTOCOMMIT"}  # the hub's reads (Hub._reads)
 
 OnDrop = Callable[[int, str], Awaitable[None]]
 
@@ -118,6 +119,23 @@ class Subscriber:
             return
         if now is None:
             now = time.monotonic()
+        sink = self.sink
+        if (
+            sink is not None
+            and self._pending is None
+            and self._timer is None
+            and self._inflight is None
+            and self._last_frame + self._interval - now <= 0
+        ):
+            # A broadcast's common case, `_pump`'s without the pending slot: the frame goes
+            # out now, so the subscriber never joins `waiting` (nor the stall sweep's walk).
+            self._last_frame = now
+            frame_delivered(state.published_ms)
+            waiting = sink.send(state)
+            if waiting is not None:
+                self._inflight = waiting
+                waiting.add_done_callback(self._sent)
+            return
         if self._pending is None:
             self.pending_since = now
             if self.waiting is not None:
@@ -203,6 +221,19 @@ class Subscriber:
 
 def _observe(state: FeedCount) -> None:
     frame_delivered(state.published_ms)  # counted at the end of the loop turn
+
+
+def delivery_slices(users: list[int]) -> list[list[int]]:
+    """A pull-mode post's local followers cut into slices checked at once: DELIVER_SLICE
+    each, larger when that would make more than SLICES_IN_FLIGHT of them.
+
+    Why all at once: with 5,000 followers in five slices of 1,000 and four in flight, the
+    fifth slice's SQL and Redis round trips started only when a first slice was back,
+    and ran while the loop wrote the other slices' frames: that slice's frames were the
+    round's last, 39-52 ms after the fourth's (docs/benchmarks.md, "Live sockets, round
+    3"). In four slices of 1,250 every round trip overlaps the writes."""
+    size = max(DELIVER_SLICE, -(-len(users) // SLICES_IN_FLIGHT))
+    return [users[i : i + size] for i in range(0, len(users), size)]
 
 
 class HeapFreezer:
@@ -368,6 +399,16 @@ class Hub:
     def subscriber_count(self) -> int:
         return self._count
 
+    @contextlib.asynccontextmanager
+    async def _reads(self) -> AsyncIterator[AsyncSession]:
+        """A session for the hub's reads, outside a transaction (autocommit): each is one
+        SELECT, or two independent ones, which READ COMMITTED gives a snapshot of its own
+        anyway. BEGIN and ROLLBACK were two of such a read's three round trips: 3-8% of the
+        connects' CPU, and two waits before a pull-mode post's first frame (issue 24)."""
+        async with self.sessions() as session:
+            await session.connection(execution_options=_NO_TRANSACTION)
+            yield session
+
     # -- subscribers ----------------------------------------------------------------------
 
     async def subscribe(
@@ -438,7 +479,7 @@ class Hub:
         latest = await self.timelines.latest_many(users, limit)
         found = {u: [(p, ms) for p, ms in latest[u] if ms > since[u]] for u in users}
         pulling = [u for u in users if authors.get(u)]
-        async with self.sessions() as session:
+        async with self._reads() as session:
             if pulling:
                 pulled = await queries.posts_since_each(
                     session,
@@ -646,35 +687,32 @@ class Hub:
     ) -> None:
         """A pull-mode post: check follows and blocks now, count it, offer it locally.
 
-        In slices of DELIVER_SLICE followers, SLICES_IN_FLIGHT of them at once: the first
-        frames leave while later slices are still being checked, and the last frame waits
-        for one slice's SQL and Redis round trips, not for every slice's in turn (5,000
-        followers used to queue five of each behind one another)."""
+        In at most SLICES_IN_FLIGHT slices, all checked at once (`delivery_slices`): the
+        first frames leave while later slices are still being checked, and the last frame
+        waits for one slice's SQL and Redis round trips, not for every slice's in turn."""
         try:
             async with self._author_sem:
                 local = sorted(self._followers.get(author_id, ()))
                 if not local or visibility == Visibility.PRIVATE:
                     return
-                gate = asyncio.Semaphore(SLICES_IN_FLIGHT)
 
                 async def deliver(users: list[int]) -> None:
-                    async with gate:
-                        async with self.sessions() as session:
-                            allowed = await queries.allowed_recipients(session, author_id, users)
-                        states = await counts.add_for_users(
-                            self.redis,
-                            sorted(allowed),
-                            [(post_id, created)],
-                            self.settings,
-                            author_id=author_id,
-                            published_ms=published,
-                        )
+                    async with self._reads() as session:
+                        allowed = await queries.allowed_recipients(session, author_id, users)
+                    states = await counts.add_for_users(
+                        self.redis,
+                        sorted(allowed),
+                        [(post_id, created)],
+                        self.settings,
+                        author_id=author_id,
+                        published_ms=published,
+                    )
                     now = time.monotonic()
                     for user_id, state in states.items():
                         for sub in self._subs.get(user_id, ()):
                             sub.offer(state, now)
 
-                slices = [local[i : i + DELIVER_SLICE] for i in range(0, len(local), DELIVER_SLICE)]
+                slices = delivery_slices(local)
                 outcomes = await asyncio.gather(*map(deliver, slices), return_exceptions=True)
                 failed = [o for o in outcomes if isinstance(o, BaseException)]
                 if failed:
@@ -688,7 +726,7 @@ class Hub:
 
     async def _learn_follows(self, user_ids: list[int]) -> dict[int, set[int]]:
         """Re-read which pull-mode authors these local users follow; (un)subscribe authors."""
-        async with self.sessions() as session:
+        async with self._reads() as session:
             found = await queries.pull_followees(session, user_ids)
         joined: list[str] = []
         left: list[str] = []

@@ -238,19 +238,29 @@ class Leases:
             pass  # the leases run out by themselves
 
     async def renew(self) -> None:
-        """Push the lease of everything this process holds `lease_seconds` ahead."""
+        """Push the lease of everything this process holds `lease_seconds` ahead.
+
+        RENEW_BATCH keys at a time, each batch built and sent after the last one's answer:
+        built all at once, 5,000 sockets' 10,000 keys held the event loop for 70-95 ms of
+        argument packing every `lease_seconds / 3`, and a broadcast caught behind it had
+        its last frame that much later (docs/benchmarks.md, "Live sockets, round 3"). A
+        key released meanwhile is not renewed (its member would linger until the lease)."""
         until = int(time.time() * 1000) + self.lease_ms
-        items = [(key, sorted(_members(members))) for key, members in self._held.items()]
         # A script's keys must share a slot on a cluster: one key per call there.
-        size = 1 if isinstance(self.redis, RedisCluster) else RENEW_BATCH
-        calls: list[tuple[list[str], list[object]]] = []
-        for i in range(0, len(items), size):
-            batch = items[i : i + size]
-            args: list[object] = [until, self.lease_ms + 1000]
-            for _, members in batch:
-                args += [len(members), *members]
-            calls.append(([key for key, _ in batch], args))
-        await run_script_many(self.redis, _RENEW, calls)
+        per_call = 1 if isinstance(self.redis, RedisCluster) else RENEW_BATCH
+        keys = list(self._held)
+        for start in range(0, len(keys), RENEW_BATCH):
+            held = [(k, self._held.get(k)) for k in keys[start : start + RENEW_BATCH]]
+            items = [(k, sorted(_members(m))) for k, m in held if m is not None]
+            calls: list[tuple[list[str], list[object]]] = []
+            for i in range(0, len(items), per_call):
+                batch = items[i : i + per_call]
+                args: list[object] = [until, self.lease_ms + 1000]
+                for _, members in batch:
+                    args += [len(members), *members]
+                calls.append(([key for key, _ in batch], args))
+            if calls:
+                await run_script_many(self.redis, _RENEW, calls)
 
 
 def _members(members: str | set[str]) -> set[str]:

@@ -3,11 +3,12 @@ processes, freed when a process dies without releasing, per process while Redis 
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 from redis.asyncio import Redis
 
-from app.realtime.leases import SOCKETS, Cap, CapReached, Leases, user_key
+from app.realtime.leases import RENEW_BATCH, SOCKETS, Cap, CapReached, Leases, user_key
 from app.state import AppState
 from tests.helpers import eventually
 
@@ -47,6 +48,38 @@ async def test_released_holds_free_their_place_at_once(state: AppState) -> None:
     await hold.release()
     await hold.release()  # idempotent
     assert not await refused(Leases(state.redis, 60), 1)
+
+
+async def test_a_renewal_in_batches_reaches_every_key_held(
+    state: AppState,
+) -> None:
+    """Renewed RENEW_BATCH keys at a time (each batch after the last one's answer, so the
+    event loop is never held for the whole of it): every key held gets the new deadline,
+    the last, partial batch too; a released key is not brought back."""
+    leases = Leases(state.redis, 60)
+    users = range(1, 2 * RENEW_BATCH + 3)  # one released: two batches and one key left
+    holds = await asyncio.gather(
+        *(leases.acquire([Cap(user_key(u, SOCKETS), 5, "account")]) for u in users)
+    )
+
+    async def deadlines() -> list[float | None]:
+        pipe = state.redis.pipeline(transaction=False)
+        for hold in holds:
+            pipe.zscore(hold.keys[0], hold.member)
+        return list(await pipe.execute())
+
+    before = await deadlines()
+    assert None not in before
+    await asyncio.sleep(0.01)  # the new deadline is later by the clock's advance at least
+    await holds[-1].release()
+    await leases.renew()
+    after = await deadlines()
+    assert after[-1] is None  # released: not renewed back into the set
+    assert all(
+        a is not None and b is not None and a > b
+        for a, b in zip(after[:-1], before[:-1], strict=True)
+    )
+    await asyncio.gather(*(hold.release() for hold in holds))
 
 
 async def test_without_redis_the_cap_holds_per_process() -> None:

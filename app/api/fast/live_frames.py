@@ -34,10 +34,8 @@ from app.api.fast.adapter import execute_subscription_event, raw_info, variable_
 from app.api.fast.raw_frames import RawFrames
 from app.api.schema.types import FeedUpdate
 from app.realtime.counts import FeedCount
-from app.realtime.metrics import PREPARED_FRAMES
+from app.realtime.metrics import prepared_written
 
-_RAW_WRITES = PREPARED_FRAMES.labels("raw")
-_ASGI_WRITES = PREPARED_FRAMES.labels("asgi")
 MAX_PLANS = 256  # distinct (document, variables) pairs kept per process
 MAX_PAYLOADS = 512  # distinct updates kept per plan (an update is (count, latest post time))
 
@@ -153,9 +151,9 @@ class SocketFrames:
         data = self.prefix + self.plan.payload(state) + b"}"
         try:
             if self.raw is not None and self.raw.write(data):
-                _RAW_WRITES.inc()
+                prepared_written("raw")  # counted once per loop turn
                 return None
-            _ASGI_WRITES.inc()
+            prepared_written("asgi")
             return run_inline(self.write(data.decode()))
         except Exception:
             self.broken = True
