@@ -254,21 +254,12 @@ PUSH_POSTS = LuaScript(
 local ids, fh, fl = ARGV[1], hi, lo
 local k = #ids / 8
 
--- One post (id, hi, lo) into one key: push_keys' body.
+-- One post (id, hi, lo) into one key: what push_keys' inlined body does, not inlined.
 local function push_one(key)
   local tail = pcall('GETRANGE', key, probe, '-1')
   if kind(tail) ~= 'string' then
     call('DEL', key)
-    return packed_push(key, '')
-  end
-  local size = #tail
-  if size >= 8 then
-    local h, l = unpack4('>I4I4', tail, size - 7)
-    if h < hi or (h == hi and l < lo) then
-      settle(key, call('APPEND', key, id))
-      return 1
-    end
-    return late(key, tail, size)
+    tail = ''
   end
   return packed_push(key, tail)
 end
