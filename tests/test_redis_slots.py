@@ -228,6 +228,7 @@ async def drive(st: Any, pipeline: Any) -> None:
     import httpx
 
     from app.fanout import control
+    from app.posts.ids import created_ms
     from app.realtime import counts
     from app.realtime.leases import SOCKETS, Cap, Leases, user_key
     from app.timelines.convert import convert_zsets
@@ -279,6 +280,9 @@ async def drive(st: Any, pipeline: Any) -> None:
             await st.roles.timelines.delete(f"tl:{{{u}}}")  # a zset left by an old release
             await st.roles.timelines.zadd(f"tl:{{{u}}}", {str(posts[1]): 1})
         assert await convert_zsets(st.roles.timelines, [f"tl:{{{u}}}" for u in users], 800)
+        # Several posts in one pass (a catch-up job's write, decision 0059), many slots.
+        run = [(p, created_ms(p)) for p in posts[2:5]]
+        assert await st.timelines.push_posts_to_timelines(run, users) > 0
         # Single-key deletes and reads the scenario above does not reach.
         await control.catchup_done(st.roles.timelines, author_id)
         await st.timelines.delete(users[3])
