@@ -8,7 +8,6 @@ retired zset), and its one-append path taken when every post is newer.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
@@ -16,22 +15,12 @@ from redis.asyncio import Redis
 from app.timelines import TimelineStore, created_at_ms, timeline_key
 from app.timelines.packed import entries_of, pack_ids
 from app.timelines.scripts import FORMAT_BYTE
-from tests.conftest import TEST_REDIS_URL
 from tests.helpers import post_id_at as pid
 
 BASE_MS = 1_790_000_000_000
 MAX, SLACK = 6, 3
 # Twin users: user u gets the batch, u + TWIN the same posts one by one.
 TWIN = 10_000
-
-
-@pytest.fixture
-async def redis() -> AsyncIterator[Redis]:
-    client = Redis.from_url(TEST_REDIS_URL)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 def entry(post: int) -> tuple[int, int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
@@ -26,20 +25,10 @@ from app.timelines.convert import convert_zsets
 from app.timelines.packed import default_trim_slack, entries_of, pack_ids
 from app.timelines.scripts import FORMAT_BYTE
 from app.timelines.store import timeline_keys
-from tests.conftest import TEST_REDIS_URL
 from tests.helpers import post_id_at as pid
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
 BASE_MS = 1_790_000_000_000
-
-
-@pytest.fixture
-async def redis() -> AsyncIterator[Redis]:
-    client = Redis.from_url(TEST_REDIS_URL)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 @pytest.fixture
