@@ -7,22 +7,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from types import SimpleNamespace
 
 import pytest
-from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
 
 from app.api.documents import operations
-from app.api.endpoint.subscriptions import OperationContext, Subscription
-from app.config import Settings
 from app.realtime.counts import reset_new_post_count
-from app.realtime.hub import Hub, Subscriber
 from app.realtime.keys import Channels, count_key
-from app.state import AppState
 from tests import helpers
-from tests.conftest import TEST_DB
 from tests.helpers import (
     author_with_fans,
     block,
@@ -237,39 +230,3 @@ async def test_a_long_absence_is_caught_up_from_the_timeline(
         live = await LiveClient.open(server, fan.token)
         assert (await live.next_update())["newPostCount"] == 4
         await live.close()
-
-
-async def test_the_admission_slot_is_given_back_when_the_subscription_joins_the_hub_queue(
-    state: AppState,
-) -> None:
-    """The operation's slot (transports.admission) is released before the hub's batched
-    admission, not after it: a burst of sockets is then admitted in batches larger than
-    MAX_IN_FLIGHT (decision 0062)."""
-    settings = Settings(realtime_namespace=TEST_DB)
-    hub = Hub(state.redis, state.sessions, settings, state.timelines)
-    events: list[str] = []
-
-    async def subscribe(user_id: int, on_drop: object, sink: object = None) -> Subscriber:
-        events.append("hub queue")
-        raise RuntimeError("stop here")
-
-    hub.subscribe = subscribe  # type: ignore[method-assign]
-    socket = WebSocket(
-        {"type": "websocket", "path": "/graphql", "headers": [], "client": ("127.0.0.1", 5)},
-        receive=None,  # type: ignore[arg-type]
-        send=None,  # type: ignore[arg-type]
-    )
-    context = OperationContext(
-        state=state,
-        request=socket,
-        viewer_id=7,
-        hub=hub,
-        started=lambda: events.append("slot released"),
-    )
-    resolver = Subscription.__strawberry_definition__.fields[0].base_resolver
-    assert resolver is not None
-    stream = resolver.wrapped_func(None, SimpleNamespace(context=context))
-    with pytest.raises(RuntimeError, match="stop here"):
-        await anext(stream)
-    assert events == ["slot released", "hub queue"]
-    await hub.leases.release_all()

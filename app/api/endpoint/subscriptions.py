@@ -119,9 +119,8 @@ class OperationContext(Context):
     hub: Hub | None = None
     operation_id: str = ""
     send_text: SendText | None = None
-    # Called once a subscription passed its budgets and joins the hub's admission queue (its
-    # first frame may go out from the hub, not through the operation's stream): the
-    # operation's admission slot is given back then.
+    # Called once a subscription is set up (its first frame may go out from the hub, not
+    # through the operation's stream): the operation's admission slot is given back then.
     started: Callable[[], None] | None = None
     # Called once the hub writes a subscription's frames: the protocol handler ends the
     # operation's task (cancelling it) and keeps the operation; `detach` stops it later.
@@ -173,20 +172,14 @@ class Subscription:
         except CapReached as full:
             raise subscription_refusal(full.cap) from None
         context.on_detach(lambda: hub.release_soon(hold))
-        # The admission slot is given back here, as the subscription joins the hub's own
-        # queue: the hub admits its arrivals one batch at a time (Hub._admit_arrivals), a
-        # bound of its own. Held until the batch was set up, a burst of 5,000 sockets went
-        # in batches of at most MAX_IN_FLIGHT (16) subscribers, each paying the batch's
-        # round trips, and hundreds of subscribes were refused OVERLOADED and sent again
-        # (decision 0062).
-        if context.started is not None:
-            context.started()
         try:
             subscriber = await hub.subscribe(viewer_id, close, frames)
         except BaseException:
             hub.release_soon(hold)
             raise
         context.on_detach(lambda: hub.unsubscribe(subscriber))
+        if context.started is not None:
+            context.started()
         handed_off = False
         try:
             if frames is not None:
