@@ -88,9 +88,10 @@ async def test_upkeep_waits_while_a_pull_mode_post_is_delivered(state: AppState)
     hub._followers[99] = {1}  # a local follower of pull-mode author 99
     await hub.leases.acquire([Cap(user_key(1, SOCKETS), 5, "account")])
     paused: list[bool] = []
+    waits = hub._upkeep_pause()
 
     async def pause() -> None:
-        await hub._after_broadcasts()
+        await waits()
         paused.append(True)
 
     async with hub._author_sem:  # the post's delivery is under way (held here)
@@ -106,6 +107,22 @@ async def test_upkeep_waits_while_a_pull_mode_post_is_delivered(state: AppState)
         await asyncio.wait(hub._tasks, timeout=5)
     assert hub._no_broadcast.is_set()
     await hub.leases.release_all()
+
+
+async def test_an_upkeep_pass_waits_for_broadcasts_two_seconds_in_all(
+    state: AppState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A steady stream of posts delays a pass by UPKEEP_MAX_WAIT in all, not per batch:
+    20,000 sockets' renewal (40 batches) must not wait past its 60 s lease."""
+    monkeypatch.setattr(hub_module, "UPKEEP_MAX_WAIT", 0.05)
+    hub = Hub(state.redis, state.sessions, Settings(realtime_namespace=TEST_DB), state.timelines)
+    hub._no_broadcast.clear()  # a broadcast that never ends
+    pause = hub._upkeep_pause()
+    await pause()  # the pass's whole budget, spent waiting
+    for _ in range(10):  # every later batch of the pass goes on without suspending
+        step = pause()
+        with pytest.raises(StopIteration):
+            step.send(None)
 
 
 async def test_a_renewal_pauses_before_each_batch(
