@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import logging
 import random
 import time
@@ -45,9 +46,11 @@ CLOSE_TOO_SLOW = 1013
 CLOSE_GOING_AWAY = 1001
 CONFIRM_TIMEOUT = 5.0  # seconds to wait for Redis to confirm a SUBSCRIBE
 MAX_AUTHOR_BACKLOG = 1000  # pull-mode posts waiting for delivery; beyond it they are skipped
-DELIVER_SLICE = 1000  # followers checked and counted together for one pull-mode post, at least
-SLICES_IN_FLIGHT = 4  # slices of one pull-mode post checked at once (a pooled session each)
+DELIVER_SLICE = 1000  # followers of one pull-mode post checked and counted in one slice, at most
+SLICE_WEIGHTS = (1, 2, 4, 5)  # above it, the slices' relative sizes (delivery_slices)
+SLICES_IN_FLIGHT = len(SLICE_WEIGHTS)  # slices checked at once (a pooled session each)
 ADMIT_BATCH = 500  # subscribers set up together at most (one SQL query covers them all)
+UPKEEP_MAX_WAIT = 2.0  # seconds one upkeep pass waits for broadcasts to end, in all
 _NO_TRANSACTION = {"isolation_level": "AUTOCOMMIT"}  # the hub's reads (Hub._reads)
 
 OnDrop = Callable[[int, str], Awaitable[None]]
@@ -224,16 +227,27 @@ def _observe(state: FeedCount) -> None:
 
 
 def delivery_slices(users: list[int]) -> list[list[int]]:
-    """A pull-mode post's local followers cut into slices checked at once: DELIVER_SLICE
-    each, larger when that would make more than SLICES_IN_FLIGHT of them.
+    """A pull-mode post's local followers cut into slices checked at once: one slice up to
+    DELIVER_SLICE, else SLICES_IN_FLIGHT slices growing as SLICE_WEIGHTS (1:2:4:5).
 
     Why all at once: with 5,000 followers in five slices of 1,000 and four in flight, the
     fifth slice's SQL and Redis round trips started only when a first slice was back,
     and ran while the loop wrote the other slices' frames: that slice's frames were the
     round's last, 39-52 ms after the fourth's (docs/benchmarks.md, "Live sockets, round
-    3"). In four slices of 1,250 every round trip overlaps the writes."""
-    size = max(DELIVER_SLICE, -(-len(users) // SLICES_IN_FLIGHT))
-    return [users[i : i + size] for i in range(0, len(users), size)]
+    3"). Why growing: the count script runs one slice after another in Redis, and the
+    first frame waited for the first slice's SQL and script (25 ms of a 125 ms round for
+    1,250 users). A small first slice starts the writes early; each next slice's script
+    (~8 us a user) ends while the slices before it are written (~16-20 us a frame) as
+    long as each slice is at most ~2.5x the users before it (decision 0062)."""
+    n = len(users)
+    if n <= DELIVER_SLICE:
+        return [users] if users else []
+    total = sum(SLICE_WEIGHTS)
+    bounds, acc = [0], 0
+    for weight in SLICE_WEIGHTS:
+        acc += weight
+        bounds.append(n * acc // total)
+    return [users[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 class HeapFreezer:
@@ -277,6 +291,34 @@ class HeapFreezer:
             gc.unfreeze()
             self.frozen_for = 0
             self.dropped = 0
+
+
+class CollectorPause:
+    """The garbage collector held off while broadcasts are being written (nested: the
+    last one to end turns it back on), when HeapFreezer is on.
+
+    Why: a broadcast to 5,000 sockets allocates ~10,000 tracked objects (states, replies,
+    coroutines), which set off 6-20 young collections inside the round; timed in the
+    server they added 2-18 ms to a round (one 17.7 ms, descheduled mid-walk on a loaded
+    machine). Held off, the same garbage is collected by the first allocation after the
+    round, once, after the last frame (decision 0062). Only reference cycles wait: the
+    rest is freed by reference counting as always."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self._disabled = False
+
+    def __enter__(self) -> None:
+        if self.depth == 0 and gc.isenabled():
+            gc.disable()
+            self._disabled = True
+        self.depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self._disabled:
+            self._disabled = False
+            gc.enable()
 
 
 def _pubsub_client(redis: AnyRedis, avoid: Redis | None = None) -> Redis:
@@ -347,6 +389,9 @@ class Hub:
         self._waiting: set[Subscriber] = set()  # subscribers holding an undelivered update
         self._admitting: asyncio.Task[None] | None = None
         self._author_backlog = 0
+        # Set while no pull-mode post is being delivered: upkeep waits for it (_upkeep_pause).
+        self._no_broadcast = asyncio.Event()
+        self._no_broadcast.set()
         self._pubsub: PubSub | None = None
         self._pubsub_redis: Redis | None = None
         # PubSub.connect() is not safe to race: two first callers would each take a
@@ -355,6 +400,7 @@ class Hub:
         self._running = False
         self._count = 0  # subscribers held
         self.heap = HeapFreezer(self.settings.realtime_gc_freeze_subscribers)
+        self._gc_pause = CollectorPause()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -672,6 +718,7 @@ class Hub:
                 return
             post_id, created, visibility, published = message["data"].split(b":")
             self._author_backlog += 1
+            self._no_broadcast.clear()
             self._spawn(
                 self._deliver_author(
                     int(channel[len(self._author_prefix) :]),
@@ -713,7 +760,11 @@ class Hub:
                             sub.offer(state, now)
 
                 slices = delivery_slices(local)
-                outcomes = await asyncio.gather(*map(deliver, slices), return_exceptions=True)
+                # Only with the heap freezer on: REALTIME_GC_FREEZE_SUBSCRIBERS=0 leaves the
+                # collector as Python runs it, everywhere.
+                paused = self.heap.min_subscribers > 0
+                with self._gc_pause if paused else contextlib.nullcontext():
+                    outcomes = await asyncio.gather(*map(deliver, slices), return_exceptions=True)
                 failed = [o for o in outcomes if isinstance(o, BaseException)]
                 if failed:
                     raise failed[0]
@@ -721,6 +772,8 @@ class Hub:
             log.warning("pull-mode notification for author %d failed", author_id, exc_info=True)
         finally:
             self._author_backlog -= 1
+            if not self._author_backlog:
+                self._no_broadcast.set()
 
     # -- background upkeep ----------------------------------------------------------------
 
@@ -756,12 +809,33 @@ class Hub:
             await self._leave(left)
         return found
 
+    def _upkeep_pause(self) -> Callable[[], Awaitable[None]]:
+        """For one upkeep pass: awaited before each of its batches, it waits until no
+        pull-mode post is being delivered, UPKEEP_MAX_WAIT in all over the pass.
+
+        Why: the upkeep loops (lease renewal, follow refresh, resync) run every 20-30 s over
+        every socket, and a batch that runs inside a broadcast shares the event loop, Redis
+        and the database with its frames (decision 0062). Nothing in them is urgent to the
+        second; the budget is per pass, not per batch, so a steady stream of posts delays a
+        renewal of 20,000 sockets' 40 batches by 2 s, not 80 (the lease is 60 s)."""
+        deadline = time.monotonic() + UPKEEP_MAX_WAIT
+
+        async def pause() -> None:
+            left = deadline - time.monotonic()
+            if left > 0 and not self._no_broadcast.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._no_broadcast.wait(), left)
+
+        return pause
+
     async def _refresh_loop(self) -> None:
         """New follows of pull-mode authors and mode switches reach live sockets this late."""
         while True:
             await asyncio.sleep(self.settings.realtime_refresh_seconds)
             users = list(self._subs)
+            pause = self._upkeep_pause()
             for i in range(0, len(users), 1000):
+                await pause()
                 try:
                     await counts.mark_online(self.redis, users[i : i + 1000], self.settings)
                     await self._learn_follows(users[i : i + 1000])
@@ -773,7 +847,7 @@ class Hub:
         while True:
             await asyncio.sleep(self.settings.realtime_lease_seconds / 3)
             try:
-                await self.leases.renew()
+                await self.leases.renew(self._upkeep_pause())
             except Exception:
                 log.warning("realtime lease renewal failed", exc_info=True)
 
@@ -784,7 +858,8 @@ class Hub:
         stall = self.settings.realtime_stall_seconds
         while True:
             await asyncio.sleep(min(1.0, stall / 4))
-            self.heap.tick(self.subscriber_count)
+            if self._no_broadcast.is_set():  # a freeze or thaw is a pause: not in a broadcast
+                self.heap.tick(self.subscriber_count)
             now = time.monotonic()
             for sub in list(self._waiting):
                 if sub.pending is None or sub.dropped:
@@ -795,7 +870,9 @@ class Hub:
 
     async def _resync(self) -> None:
         users = list(self._subs)
+        pause = self._upkeep_pause()
         for i in range(0, len(users), 1000):
+            await pause()
             try:
                 states = await counts.add_for_users(
                     self.redis, users[i : i + 1000], [], self.settings

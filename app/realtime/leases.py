@@ -22,7 +22,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from redis.asyncio.cluster import RedisCluster
@@ -237,19 +237,24 @@ class Leases:
         except (RedisError, OSError):
             pass  # the leases run out by themselves
 
-    async def renew(self) -> None:
+    async def renew(self, pause: Callable[[], Awaitable[None]] | None = None) -> None:
         """Push the lease of everything this process holds `lease_seconds` ahead.
 
         RENEW_BATCH keys at a time, each batch built and sent after the last one's answer:
         built all at once, 5,000 sockets' 10,000 keys held the event loop for 70-95 ms of
         argument packing every `lease_seconds / 3`, and a broadcast caught behind it had
         its last frame that much later (docs/benchmarks.md, "Live sockets, round 3"). A
-        key released meanwhile is not renewed (its member would linger until the lease)."""
-        until = int(time.time() * 1000) + self.lease_ms
+        key released meanwhile is not renewed (its member would linger until the lease).
+        `pause`, awaited before each batch, lets the hub hold the renewal back while a
+        broadcast is being written (decision 0062); the deadline is taken per batch so a
+        pause does not shorten the lease it grants."""
         # A script's keys must share a slot on a cluster: one key per call there.
         per_call = 1 if isinstance(self.redis, RedisCluster) else RENEW_BATCH
         keys = list(self._held)
         for start in range(0, len(keys), RENEW_BATCH):
+            if pause is not None:
+                await pause()
+            until = int(time.time() * 1000) + self.lease_ms
             held = [(k, self._held.get(k)) for k in keys[start : start + RENEW_BATCH]]
             items = [(k, sorted(_members(m))) for k, m in held if m is not None]
             calls: list[tuple[list[str], list[object]]] = []

@@ -1,15 +1,23 @@
 """A broadcast's per-subscriber path (issue 24, round 3): a frame the interval allows goes
 out at once without passing through the pending slot, later ones within the interval are
-still merged into one, and a pull-mode post's followers are checked in slices all in flight."""
+still merged into one, and a pull-mode post's followers are checked in growing slices all in
+flight."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from app.config import Settings
 from app.realtime import hub as hub_module
+from app.realtime import leases as leases_module
 from app.realtime.counts import FeedCount
-from app.realtime.hub import Subscriber, delivery_slices
+from app.realtime.hub import Hub, Subscriber, delivery_slices
+from app.realtime.leases import RENEW_BATCH, SOCKETS, Cap, Leases, user_key
 from app.realtime.metrics import DELIVERED
+from app.state import AppState
+from tests.conftest import TEST_DB
 
 
 class Sink:
@@ -52,14 +60,86 @@ async def test_a_frame_the_interval_allows_goes_out_at_once_and_a_burst_after_it
     assert sink.sent == [1, 5]  # dropped: nothing more, not even at once
 
 
-def test_a_large_audience_is_cut_into_at_most_slices_in_flight_slices() -> None:
+def test_a_large_audience_is_cut_into_growing_slices_all_in_flight() -> None:
+    """The first slice is small (its frames are the round's first, after one short SQL
+    query and script) and each later one at most ~2.5x the users before it (its script
+    ends while those are written)."""
     size, in_flight = hub_module.DELIVER_SLICE, hub_module.SLICES_IN_FLIGHT
-    for followers in (1, size, 3 * size + 1, in_flight * size, 5 * size, 20_000):
+    for followers in (1, size, size + 1, 3 * size + 1, 5 * size, 20_000):
         users = list(range(followers))
         slices = delivery_slices(users)
         assert [u for s in slices for u in s] == users  # every follower once, in order
         assert len(slices) <= in_flight  # all of them checked at once
-        assert all(len(s) >= min(size, followers) for s in slices[:-1])
-    assert [len(s) for s in delivery_slices(list(range(5_000)))] == [1_250] * 4
-    assert [len(s) for s in delivery_slices(list(range(2_500)))] == [1_000, 1_000, 500]
+        if followers <= size:
+            assert len(slices) == 1
+            continue
+        lengths = [len(s) for s in slices]
+        assert lengths == sorted(lengths) and lengths[0] <= followers // 10
+        assert all(lengths[k] <= 2.5 * sum(lengths[:k]) for k in range(1, len(lengths)))
+    assert [len(s) for s in delivery_slices(list(range(5_000)))] == [416, 834, 1_666, 2_084]
     assert delivery_slices([]) == []
+
+
+async def test_upkeep_waits_while_a_pull_mode_post_is_delivered(state: AppState) -> None:
+    """Lease renewal batches (and the follow refresh, the resync, the heap freezer) hold
+    back while a broadcast is in flight, and go on when it ends (decision 0062)."""
+    settings = Settings(realtime_namespace=TEST_DB, realtime_author_concurrency=1)
+    hub = Hub(state.redis, state.sessions, settings, state.timelines)
+    hub._followers[99] = {1}  # a local follower of pull-mode author 99
+    await hub.leases.acquire([Cap(user_key(1, SOCKETS), 5, "account")])
+    paused: list[bool] = []
+    waits = hub._upkeep_pause()
+
+    async def pause() -> None:
+        await waits()
+        paused.append(True)
+
+    async with hub._author_sem:  # the post's delivery is under way (held here)
+        hub._handle(
+            {"type": "message", "channel": hub._author_prefix + b"99", "data": b"1:2:public:3"}
+        )
+        renewal = asyncio.create_task(hub.leases.renew(pause))
+        await asyncio.sleep(0.1)
+        assert not renewal.done() and not paused  # waiting for the broadcast to end
+    await asyncio.wait_for(renewal, 5)
+    assert paused == [True]
+    if hub._tasks:
+        await asyncio.wait(hub._tasks, timeout=5)
+    assert hub._no_broadcast.is_set()
+    await hub.leases.release_all()
+
+
+async def test_an_upkeep_pass_waits_for_broadcasts_two_seconds_in_all(
+    state: AppState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A steady stream of posts delays a pass by UPKEEP_MAX_WAIT in all, not per batch:
+    20,000 sockets' renewal (40 batches) must not wait past its 60 s lease."""
+    monkeypatch.setattr(hub_module, "UPKEEP_MAX_WAIT", 0.05)
+    hub = Hub(state.redis, state.sessions, Settings(realtime_namespace=TEST_DB), state.timelines)
+    hub._no_broadcast.clear()  # a broadcast that never ends
+    pause = hub._upkeep_pause()
+    await pause()  # the pass's whole budget, spent waiting
+    for _ in range(10):  # every later batch of the pass goes on without suspending
+        step = pause()
+        with pytest.raises(StopIteration):
+            step.send(None)
+
+
+async def test_a_renewal_pauses_before_each_batch(
+    state: AppState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leases = Leases(state.redis, 60)
+    holds = await asyncio.gather(
+        *(leases.acquire([Cap(user_key(u, SOCKETS), 5, "account")]) for u in range(1, 12))
+    )
+    calls: list[int] = []
+
+    async def pause() -> None:
+        calls.append(1)
+
+    for batch in (4, 10, 11, RENEW_BATCH):
+        calls.clear()
+        monkeypatch.setattr(leases_module, "RENEW_BATCH", batch)
+        await leases.renew(pause)
+        assert len(calls) == -(-11 // batch)  # 11 keys held: one pause per batch
+    await asyncio.gather(*(hold.release() for hold in holds))

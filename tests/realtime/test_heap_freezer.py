@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from app.realtime.hub import HeapFreezer
+from app.realtime.hub import CollectorPause, HeapFreezer
 
 
 class Node:
@@ -41,3 +41,21 @@ def test_zero_turns_it_off() -> None:
     heap = HeapFreezer(min_subscribers=0)
     heap.tick(100_000)
     assert gc.get_freeze_count() == 0
+
+
+def test_the_collector_is_held_off_while_broadcasts_run_and_back_after_the_last() -> None:
+    pause = CollectorPause()
+    assert gc.isenabled()
+    try:
+        with pause:
+            assert not gc.isenabled()
+            with pause:  # a second post's broadcast overlapping the first
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the first one is still writing
+        assert gc.isenabled() and pause.depth == 0
+        gc.disable()  # someone else turned it off: not turned back on by the pause
+        with pause:
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
