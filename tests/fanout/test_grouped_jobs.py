@@ -144,3 +144,17 @@ async def test_a_split_whose_own_page_fails_is_retried_and_counted_once(
     state_ = await state.redis.hgetall(tracking.state_key(post_id))
     assert b"done" in state_
     assert int(state_[b"planned"]) == int(state_[b"written"]) == n
+
+
+async def test_a_kept_first_page_marks_the_post_first_visible_once(state) -> None:
+    """A split writing its own pages marks the post first visible after its first page
+    (decision 0064), not at its settle; the mark is set once and the settle keeps it."""
+    post_id, ttl = 987_654_321, 60
+    assert await tracking.first_visible(state.redis, post_id, "default", ttl=ttl) is True
+    first = await state.redis.hget(tracking.state_key(post_id), "first")
+    assert first is not None
+    assert await tracking.first_visible(state.redis, post_id, "default", ttl=ttl) is False
+    await tracking.owe(state.redis, post_id, ["evt:split"], ttl=ttl)
+    progress = tracking.Progress(planned=5, written=5, chunk=0)
+    assert await tracking.settle(state.redis, post_id, "evt:split", progress, ttl=ttl) is True
+    assert await state.redis.hget(tracking.state_key(post_id), "first") == first
