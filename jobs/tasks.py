@@ -117,7 +117,8 @@ def _deliverer(ctx: dict[str, Any], plan: _Plan, track: int) -> Deliver:
 
 async def fanout_post(ctx: dict[str, Any], post_id: int, job_prefix: str | None = None) -> int:
     """The root of a post's fan-out (`job_prefix`: the reconciler's re-run ids); it writes
-    every page of a long fan-out itself (`_deliverer`, decision 0064)."""
+    its first page and last group itself, every page when the author has at most SPLIT_PAGES
+    pages of followers (`_deliverer`, decisions 0060, 0064)."""
     redis, job_id = ctx["redis"], ctx["job_id"]
     await tracking.owe(redis, post_id, [job_id], ttl=_ttl(ctx))
     plan = _Plan()
@@ -140,7 +141,7 @@ async def fanout_pages(
     track: int | None = None,
 ) -> int:
     plan = _Plan(lane=lane)
-    mine = _carries(entries, track)  # the post's own pages: written here (decision 0064)
+    mine = _carries(entries, track)  # the post's own pages: the first and last kept here
     batches, _ = await _service(ctx).enqueue_pages(
         author_id,
         entries,

@@ -60,16 +60,17 @@ JOB_PAGES = 7
 DELIVER_IN_FLIGHT = 2
 # Jobs a split queues at once (each is a few round trips to ARQ's Redis).
 ENQUEUE_CONCURRENCY = 16
-# A planning job given a way to deliver (`Deliver`) writes every page it reads itself
-# (decision 0064; 0060 kept only its first page and last group): one worker builds a page's
-# script call in ~1 ms of CPU while Redis takes ~2.5 ms to run it, so one process keeps Redis
-# busy from the first page on, and no page waits for a queue hop (a worker polls, then claims
-# a job in four round trips, each behind the EVALSHAs in flight: 60-180 ms for the last
-# groups under load). Past SPLIT_PAGES pages the continuation, queued once the reads are
-# done, runs on another worker beside the writes. A post of 1 + JOB_PAGES pages or fewer
-# (one or two jobs: every ordinary post) keeps none: its jobs, retries and lanes are as
-# before. Called as deliver(author id, entries, follower ids, lane) and awaited; raises as
-# `deliver` does.
+# A planning job given a way to deliver (`Deliver`) writes its first page and its last group
+# itself instead of queueing them (decision 0060), and a split whose author has at most
+# SPLIT_PAGES pages of followers (one planning job) writes every page itself (decision 0064):
+# one worker builds a page's script call in ~1 ms of CPU while Redis takes ~1.5-2.5 ms to
+# run it, so one process keeps Redis busy from the first page on, and no page waits for a
+# queue hop (a worker polls, then claims a job in four round trips, each behind the EVALSHAs
+# in flight: 60-180 ms for the last groups under load). A larger author's pages still go
+# mostly to its lane's workers (a celebrity's million inserts do not run on the default
+# lane). A post of 1 + JOB_PAGES pages or fewer (one or two jobs: every ordinary post) keeps
+# none: its jobs, retries and lanes are as before. Called as deliver(author id, entries,
+# follower ids, lane) and awaited; raises as `deliver` does.
 Deliver = Callable[[int, Sequence[Sequence[int]], list[int], str], Awaitable[None]]
 # The first read of a planning job that delivers: this many followers (a fifth of a page),
 # so that Redis has its first call a few ms after the split starts (decision 0064).
@@ -225,6 +226,7 @@ class FanoutService:
             0,
             enqueue,
             deliver,
+            keep_all=decision.follower_count <= SPLIT_PAGES * self.settings.fanout_batch_size,
         )
         return SplitResult(decision.mode, batches, followers, reconciled)
 
@@ -306,6 +308,8 @@ class FanoutService:
         after: int,
         enqueue: Enqueue,
         deliver: Deliver | None = None,
+        *,
+        keep_all: bool = False,
     ) -> tuple[int, int]:
         """Turn up to SPLIT_PAGES pages of active followers above `after` into FanoutBatch
         jobs, then hand the rest to a continuation job: each job stays short, so a worker
@@ -318,9 +322,10 @@ class FanoutService:
         no longer sets when its last timelines are written (docs/benchmarks.md, "Fan-out,
         round 4").
 
-        With `deliver`, every group read is written by this job (`deliver`, beside the
-        reads) instead of queued (decision 0064): the first read is KEPT_FIRST_READ followers,
-        so Redis has work a few ms after the split starts, and no page waits for a pick-up.
+        With `deliver`, the first read (KEPT_FIRST_READ followers, so Redis has work a few ms
+        after the split starts) and the last group are written by this job (`deliver`, beside
+        the reads) instead of queued (decision 0060), and with `keep_all` every group
+        (decision 0064): no page waits for a pick-up.
         The job succeeds only once they are written (a failure fails it: its retry writes
         them again, idempotently). Returns (groups queued or delivered, followers in them)."""
         size = self.settings.fanout_batch_size
@@ -378,7 +383,9 @@ class FanoutService:
                         more = len(ids) > want
                         group = ids[:want]
                         if group:
-                            jobs.create_task(here(group) if deliver is not None else batch(group))
+                            last = len(group) < want or (last_group and not more)
+                            keep = deliver is not None and (keep_all or not groups or last)
+                            jobs.create_task(here(group) if keep else batch(group))
                             groups.append(group)
                         if len(group) < want:
                             break
