@@ -75,6 +75,11 @@ Deliver = Callable[[int, Sequence[Sequence[int]], list[int], str], Awaitable[Non
 # The first read of a planning job that delivers: this many followers (a fifth of a page),
 # so that Redis has its first call a few ms after the split starts (decision 0064).
 KEPT_FIRST_READ = 200
+# Groups a planning job writes at once (each DELIVER_IN_FLIGHT calls): 3 x 2 calls of 1,000
+# keys are ~10 ms of Redis work queued, enough to cover a busy worker's pauses, while a post
+# of many groups neither opens a connection per call nor queues all its calls in front of
+# other posts' batches (decision 0064).
+KEPT_GROUPS_IN_FLIGHT = 3
 # Followers read per query when a deleted or hidden post leaves their live counts.
 WITHDRAW_PAGE = 5000
 # How far before a push->pull switch posts may still have been split in pull mode (lag).
@@ -344,12 +349,15 @@ class FanoutService:
                     lanes.FANOUT_BATCH, author_id, entries, group, job_id=job_id, lane=lane
                 )
 
+        kept = asyncio.Semaphore(KEPT_GROUPS_IN_FLIGHT)
+
         async def here(group: list[int]) -> None:
             assert deliver is not None
             key = batch_job_id(job_prefix, group[0])
             if key not in queued:  # (a group read again on the primary: written once)
                 queued.add(key)
-                await deliver(author_id, entries, group, lane)
+                async with kept:
+                    await deliver(author_id, entries, group, lane)
 
         async def continuation(last: int) -> None:
             await enqueue(
