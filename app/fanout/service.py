@@ -63,7 +63,7 @@ ENQUEUE_CONCURRENCY = 16
 # A planning job given a way to deliver (`Deliver`) writes its first page and its last group
 # itself instead of queueing them (decision 0060), and a split whose author has at most
 # SPLIT_PAGES pages of followers (one planning job) writes every page itself (decision 0064):
-# one worker builds a page's script call in ~1 ms of CPU while Redis takes ~1.5-2.5 ms to
+# one worker builds a page's script call in ~1 ms of CPU while Redis takes ~1.3-2.8 ms to
 # run it, so one process keeps Redis busy from the first page on, and no page waits for a
 # queue hop (a worker polls, then claims a job in four round trips, each behind the EVALSHAs
 # in flight: 60-180 ms for the last groups under load). A larger author's pages still go
