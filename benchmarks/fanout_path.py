@@ -252,12 +252,18 @@ async def trace(redis: Redis, post_id: int) -> str:
         r for r in results.values() if r.function == lanes.FANOUT_POST and r.args == (post_id,)
     ]
     batches = batches_of(results, post_id)
-    if not split or not batches:
+    if not split:
         return "no results"
     t0 = split[0].start_time
 
     def ms(t: Any) -> float:
         return (t - t0).total_seconds() * 1000
+
+    if not batches:  # the split wrote every page itself (decision 0064)
+        return (
+            f"split queued {ms(split[0].enqueue_time):.0f}, ran 0-{ms(split[0].finish_time):.0f}"
+            "; no batch jobs"
+        )
 
     busy = sum((b.finish_time - b.start_time).total_seconds() for b in batches) * 1000
     return (

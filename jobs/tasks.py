@@ -94,31 +94,36 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
     return enqueue
 
 
-def _deliverer(ctx: dict[str, Any], plan: _Plan) -> Deliver:
-    """How a planning job writes the pages of its own post it keeps (decision 0060): the
-    batch's own write (`FanoutService.deliver`), counted in the planning job's tracking step,
-    sent when the job succeeds, so those pages are planned and written once whatever is
-    retried."""
+def _deliverer(ctx: dict[str, Any], plan: _Plan, track: int) -> Deliver:
+    """How a planning job writes the pages of its own post it keeps (decisions 0060, 0064):
+    the batch's own write (`FanoutService.deliver`), counted in the planning job's tracking
+    step, sent when the job succeeds, so those pages are planned and written once whatever
+    is retried. The first page written marks the post first visible at once
+    (`tracking.first_visible`)."""
 
     async def deliver(
         author_id: int, entries: Sequence[Sequence[int]], user_ids: list[int], lane: str
     ) -> None:
         await _service(ctx).deliver(author_id, entries, user_ids)
+        first = plan.written == 0
         plan.followers += len(user_ids)
         plan.written += len(user_ids)
         plan.lane = lane
+        if first and user_ids:
+            await tracking.first_visible(ctx["redis"], track, lane, ttl=_ttl(ctx))
 
     return deliver
 
 
 async def fanout_post(ctx: dict[str, Any], post_id: int, job_prefix: str | None = None) -> int:
     """The root of a post's fan-out (`job_prefix`: the reconciler's re-run ids); it writes
-    its first page and last group itself (`_deliverer`)."""
+    its first page and last group itself, every page when the author has at most SPLIT_PAGES
+    pages of followers (`_deliverer`, decisions 0060, 0064)."""
     redis, job_id = ctx["redis"], ctx["job_id"]
     await tracking.owe(redis, post_id, [job_id], ttl=_ttl(ctx))
     plan = _Plan()
     result = await _service(ctx).split_post(
-        post_id, _enqueuer(ctx, post_id, plan), job_prefix, _deliverer(ctx, plan)
+        post_id, _enqueuer(ctx, post_id, plan), job_prefix, _deliverer(ctx, plan, post_id)
     )
     if result is not None and result.pulled:
         await tracking.visible_at_once(redis, post_id, ttl=_ttl(ctx))
@@ -144,7 +149,7 @@ async def fanout_pages(
         job_prefix,
         after,
         _enqueuer(ctx, track, plan),
-        _deliverer(ctx, plan) if mine else None,
+        _deliverer(ctx, plan, track) if mine and track is not None else None,
     )
     if track is not None:
         progress = plan.progress(chunk=after) if mine else tracking.Progress()

@@ -186,6 +186,21 @@ async def settle(
     return bool(done)
 
 
+async def first_visible(redis: Redis, post_id: int, lane: str, *, ttl: int) -> bool:
+    """A planning job wrote its post's first page itself (decision 0064): the post is first
+    visible now, not when the job settles (its last page, ~100 ms later for 50,000
+    followers). Observed once per post (the mark); counts no progress, so retries and the
+    job's own settle add nothing. True when this call set the mark."""
+    now_ms = int(time.time() * 1000)
+    key = state_key(post_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hsetnx(key, FIRST, str(now_ms))
+        pipe.expire(key, ttl)
+        first, _ = await pipe.execute()
+    _observe(post_id, now_ms, lanes.label(lane), bool(first), False)
+    return bool(first)
+
+
 async def visible_at_once(redis: Redis, post_id: int, *, ttl: int) -> None:
     """A PULL author's post: every follower reads it from posts:{author} from now on, so it
     is first and 95% visible at once (lane label "pull"), observed once per post."""

@@ -60,16 +60,26 @@ JOB_PAGES = 7
 DELIVER_IN_FLIGHT = 2
 # Jobs a split queues at once (each is a few round trips to ARQ's Redis).
 ENQUEUE_CONCURRENCY = 16
-# A planning job given a way to deliver (`Deliver`) writes its first KEPT_FIRST groups (the
-# first is one page) and its last group itself instead of queueing them (decision 0060):
-# Redis is fed from the first page on, before any queue hop (a worker polls every 20 ms, then
-# claims the job in four round trips), and the last group does not wait behind the post's
-# other jobs for a pick-up. Keeping the first group too (2) left the other worker idle until
-# 15 pages were read: 65 ms under load. A post of 1 + JOB_PAGES pages or fewer (one or two
-# jobs: every ordinary post) keeps none: its jobs, retries and lanes are as before. Called
-# as deliver(author id, entries, follower ids, lane) and awaited; raises as `deliver` does.
+# A planning job given a way to deliver (`Deliver`) writes its first page and its last group
+# itself instead of queueing them (decision 0060), and a split whose author has at most
+# SPLIT_PAGES pages of followers (one planning job) writes every page itself (decision 0064):
+# one worker builds a page's script call in ~1 ms of CPU while Redis takes ~1.3-2.8 ms to
+# run it, so one process keeps Redis busy from the first page on, and no page waits for a
+# queue hop (a worker polls, then claims a job in four round trips, each behind the EVALSHAs
+# in flight: 60-180 ms for the last groups under load). A larger author's pages still go
+# mostly to its lane's workers (a celebrity's million inserts do not run on the default
+# lane). A post of 1 + JOB_PAGES pages or fewer (one or two jobs: every ordinary post) keeps
+# none: its jobs, retries and lanes are as before. Called as deliver(author id, entries,
+# follower ids, lane) and awaited; raises as `deliver` does.
 Deliver = Callable[[int, Sequence[Sequence[int]], list[int], str], Awaitable[None]]
-KEPT_FIRST = 1
+# The first read of a planning job that delivers: this many followers (a fifth of a page),
+# so that Redis has its first call a few ms after the split starts (decision 0064).
+KEPT_FIRST_READ = 200
+# Groups a planning job writes at once (each DELIVER_IN_FLIGHT calls): 3 x 2 calls of 1,000
+# keys are ~10 ms of Redis work queued, enough to cover a busy worker's pauses, while a post
+# of many groups neither opens a connection per call nor queues all its calls in front of
+# other posts' batches (decision 0064).
+KEPT_GROUPS_IN_FLIGHT = 3
 # Followers read per query when a deleted or hidden post leaves their live counts.
 WITHDRAW_PAGE = 5000
 # How far before a push->pull switch posts may still have been split in pull mode (lag).
@@ -221,6 +231,7 @@ class FanoutService:
             0,
             enqueue,
             deliver,
+            keep_all=decision.follower_count <= SPLIT_PAGES * self.settings.fanout_batch_size,
         )
         return SplitResult(decision.mode, batches, followers, reconciled)
 
@@ -302,6 +313,8 @@ class FanoutService:
         after: int,
         enqueue: Enqueue,
         deliver: Deliver | None = None,
+        *,
+        keep_all: bool = False,
     ) -> tuple[int, int]:
         """Turn up to SPLIT_PAGES pages of active followers above `after` into FanoutBatch
         jobs, then hand the rest to a continuation job: each job stays short, so a worker
@@ -314,11 +327,10 @@ class FanoutService:
         no longer sets when its last timelines are written (docs/benchmarks.md, "Fan-out,
         round 4").
 
-        With `deliver`, the first page and the last group read are written by this job
-        (`deliver`, beside the reads) instead of queued (decision 0060): the first timelines
-        are written without a queue hop while the next group is read and queued for the
-        other worker, and the last group, read when the other jobs keep both workers and
-        Redis busy, does not wait up to ~100 ms for a pick-up.
+        With `deliver`, the first read (KEPT_FIRST_READ followers, so Redis has work a few ms
+        after the split starts) and the last group are written by this job (`deliver`, beside
+        the reads) instead of queued (decision 0060), and with `keep_all` every group
+        (decision 0064): no page waits for a pick-up.
         The job succeeds only once they are written (a failure fails it: its retry writes
         them again, idempotently). Returns (groups queued or delivered, followers in them)."""
         size = self.settings.fanout_batch_size
@@ -337,12 +349,15 @@ class FanoutService:
                     lanes.FANOUT_BATCH, author_id, entries, group, job_id=job_id, lane=lane
                 )
 
+        kept = asyncio.Semaphore(KEPT_GROUPS_IN_FLIGHT)
+
         async def here(group: list[int]) -> None:
             assert deliver is not None
             key = batch_job_id(job_prefix, group[0])
             if key not in queued:  # (a group read again on the primary: written once)
                 queued.add(key)
-                await deliver(author_id, entries, group, lane)
+                async with kept:
+                    await deliver(author_id, entries, group, lane)
 
         async def continuation(last: int) -> None:
             await enqueue(
@@ -360,12 +375,15 @@ class FanoutService:
 
             async def read(sessions: async_sessionmaker[AsyncSession]) -> _Groups:
                 groups: list[list[int]] = []
-                cursor, paged, pages = after, 0, 1
+                limit = SPLIT_PAGES * size  # followers this job reads at most
+                # The first read alone (a page to queue, or less to write at once), then
+                # groups of JOB_PAGES pages.
+                first = size if deliver is None else min(size, KEPT_FIRST_READ)
+                cursor, paged, want = after, 0, first
                 async with sessions() as session:
-                    while paged < SPLIT_PAGES:
-                        pages = min(pages, SPLIT_PAGES - paged)
-                        want = pages * size
-                        last_group = paged + pages == SPLIT_PAGES
+                    while paged < limit:
+                        want = min(want, limit - paged)
+                        last_group = paged + want == limit
                         # The last group reads one id more: is a continuation needed?
                         ids = await active_followers(
                             session, author_id, since, cursor, want + last_group
@@ -373,14 +391,13 @@ class FanoutService:
                         more = len(ids) > want
                         group = ids[:want]
                         if group:
-                            # Kept here: the first page, the last group (no continuation).
                             last = len(group) < want or (last_group and not more)
-                            keep = deliver is not None and (len(groups) < KEPT_FIRST or last)
+                            keep = deliver is not None and (keep_all or not groups or last)
                             jobs.create_task(here(group) if keep else batch(group))
                             groups.append(group)
                         if len(group) < want:
                             break
-                        cursor, paged, pages = group[-1], paged + pages, JOB_PAGES
+                        cursor, paged, want = group[-1], paged + want, JOB_PAGES * size
                         if last_group:
                             return _Groups(groups, more)
                 return _Groups(groups, False)

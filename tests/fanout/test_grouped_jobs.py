@@ -1,7 +1,7 @@
 """FanoutBatch jobs of several pages (decision 0054): a split reads its first page alone,
 then groups of JOB_PAGES pages; a job writes each page with its own script call (insert and
 live counts), and its tracking step rides the last call, sent only once the others
-succeeded. The split writes its first page and its last group itself (decision 0060).
+succeeded. A long fan-out's split writes every page itself (decisions 0060, 0064).
 Against the real Redis, PostgreSQL and ARQ workers (FANOUT_BATCH_SIZE is 4 in the tests: a
 page is 4 followers)."""
 
@@ -73,7 +73,7 @@ async def test_a_job_of_several_pages_settles_only_after_every_page(client, stat
 
 async def test_the_write_path_groups_pages_into_few_jobs(client, state, pipeline) -> None:
     page = state.settings.fanout_batch_size
-    # The first page (written by the split), a full group, one follower more (the split's).
+    # More than two jobs' worth (1 + JOB_PAGES pages): the split writes them all.
     n = page * (1 + JOB_PAGES) + 1
     token, author, fans = await _fans(client, state, n)
     # Pinned to PUSH: the tests' thresholds would pull an author with this many followers.
@@ -90,10 +90,9 @@ async def test_the_write_path_groups_pages_into_few_jobs(client, state, pipeline
         assert await timeline_ids(state, fan) == [post_id]
     state_ = await state.redis.hgetall(tracking.state_key(post_id))
     assert int(state_[b"planned"]) == int(state_[b"written"]) == n
-    # One job (JOB_PAGES pages), not one per page: the first page and the last group (one
-    # follower) were written by the split itself (decision 0060).
+    # No batch job: every page was written by the split itself (decision 0064).
     batches = [k for k in await state.redis.keys("arq:result:fb:*") if b":from:" not in k]
-    assert batches == [f"arq:result:fb:{post_id}:{fans[page]}".encode()]
+    assert batches == []
 
     async def counted() -> bool:
         return await _counted(state, fans[-1]) == [post_id]
@@ -103,7 +102,7 @@ async def test_the_write_path_groups_pages_into_few_jobs(client, state, pipeline
 
 async def test_a_post_of_two_jobs_or_fewer_keeps_its_jobs(client, state, pipeline) -> None:
     """Followers in the first page and one group at most (the author's count): the split
-    keeps no page, both jobs run as before (decision 0060 is for long fan-outs)."""
+    keeps no page, both jobs run as before (decisions 0060, 0064 are for long fan-outs)."""
     page = state.settings.fanout_batch_size
     n = page * (1 + JOB_PAGES)
     token, author, fans = await _fans(client, state, n)
@@ -125,7 +124,7 @@ async def test_a_split_whose_own_page_fails_is_retried_and_counted_once(
     fails and stays owed; its retry writes the page again, and the post's progress counts
     every follower once (the split's pages only in its own, final tracking step)."""
     page = state.settings.fanout_batch_size
-    n = page * (1 + 2 * JOB_PAGES) + 1  # kept: the first page and the last follower
+    n = page * (1 + 2 * JOB_PAGES) + 1  # all kept by the split
     token, author, fans = await _fans(client, state, n)
     await sql("UPDATE users SET fanout_pin = 'push' WHERE id = $1", author)
     await state.redis.set(timeline_key(fans[0]), b"\x01abc")  # in the split's first page
@@ -138,10 +137,24 @@ async def test_a_split_whose_own_page_fails_is_retried_and_counted_once(
     assert await state.redis.hget(tracking.state_key(post_id), "planned") is None
 
     await state.timelines.rebuild(fans[0], [])
-    assert await tasks.fanout_post(ctx, post_id) == 4  # the retry: 4 groups, 2 of them queued
-    await pipeline.run_lane(lanes.BIG)  # the groups' jobs (a big author for the tests)
+    assert await tasks.fanout_post(ctx, post_id) == 4  # the retry: 4 groups, written by it
+    assert await pipeline.run_lane(lanes.BIG) == 0  # no group job was queued
     for fan in fans:
         assert await timeline_ids(state, fan) == [post_id]
     state_ = await state.redis.hgetall(tracking.state_key(post_id))
     assert b"done" in state_
     assert int(state_[b"planned"]) == int(state_[b"written"]) == n
+
+
+async def test_a_kept_first_page_marks_the_post_first_visible_once(state) -> None:
+    """A split writing its own pages marks the post first visible after its first page
+    (decision 0064), not at its settle; the mark is set once and the settle keeps it."""
+    post_id, ttl = 987_654_321, 60
+    assert await tracking.first_visible(state.redis, post_id, "default", ttl=ttl) is True
+    first = await state.redis.hget(tracking.state_key(post_id), "first")
+    assert first is not None
+    assert await tracking.first_visible(state.redis, post_id, "default", ttl=ttl) is False
+    await tracking.owe(state.redis, post_id, ["evt:split"], ttl=ttl)
+    progress = tracking.Progress(planned=5, written=5, chunk=0)
+    assert await tracking.settle(state.redis, post_id, "evt:split", progress, ttl=ttl) is True
+    assert await state.redis.hget(tracking.state_key(post_id), "first") == first

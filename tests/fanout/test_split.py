@@ -1,13 +1,17 @@
 """The splitter: active followers into FanoutBatch jobs and a continuation job, with the
 first page queued alone before the rest is read, the others in groups of JOB_PAGES pages,
-each queued while the next is read."""
+each queued while the next is read; a long fan-out's split (given a way to deliver) writes
+every group itself (decision 0064)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import pytest
+
 from app.fanout import lanes
+from app.fanout import service as fanout_service
 from app.fanout.service import JOB_PAGES, SPLIT_PAGES
 from tests.helpers import db
 
@@ -73,3 +77,47 @@ async def test_pages_partition_the_active_followers(state) -> None:
         author, entries, lanes.DEFAULT, "fb:123", last, enqueue
     ) == (1, 3)
     assert [args[2] for _, args, _, _ in jobs] == [active[-3:]]
+
+
+@pytest.mark.parametrize("keep_all", [True, False])
+async def test_a_delivering_split_starts_small_and_keeps_its_groups(
+    state, monkeypatch, keep_all: bool
+) -> None:
+    """With a way to deliver: the first read is KEPT_FIRST_READ followers, then groups of
+    JOB_PAGES pages; with `keep_all` (an author of one planning job, decision 0064) every
+    group is written by the planning job itself and only the continuation is queued, else
+    the first read and the last group when no continuation follows (decision 0060)."""
+    size = state.settings.fanout_batch_size
+    monkeypatch.setattr(fanout_service, "KEPT_FIRST_READ", size - 1)
+    total = SPLIT_PAGES * size + 3  # one continuation
+    author, followers = await _author_with_followers(total, inactive=set())
+    jobs: list[tuple[str, list[Any], str, str]] = []
+    written: list[list[int]] = []
+
+    async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
+        jobs.append((function, list(args), job_id, lane))
+
+    async def deliver(author_id: int, entries: Any, user_ids: list[int], lane: str) -> None:
+        assert (author_id, lane) == (author, lanes.BIG)
+        await asyncio.sleep(0)
+        written.append(list(user_ids))
+
+    batches, count = await state.fanout.enqueue_pages(
+        author, [[123, 456]], lanes.BIG, "fb:123", 0, enqueue, deliver, keep_all=keep_all
+    )
+    rest = SPLIT_PAGES * size - (size - 1)
+    sizes = [size - 1] + [JOB_PAGES * size] * (rest // (JOB_PAGES * size))
+    if rest % (JOB_PAGES * size):
+        sizes.append(rest % (JOB_PAGES * size))
+    assert (batches, count) == (len(sizes), SPLIT_PAGES * size)
+    queued = [args[2] for fn, args, _, _ in jobs if fn == lanes.FANOUT_BATCH]
+    if keep_all:
+        assert (sorted(len(g) for g in written), queued) == (sorted(sizes), [])
+    else:
+        # The first read only: the last group is not the last (a continuation follows).
+        assert [len(g) for g in written] == sizes[:1]
+        assert sorted(len(g) for g in queued) == sorted(sizes[1:])
+    assert sorted(u for g in written + queued for u in g) == followers[: SPLIT_PAGES * size]
+    [(function, args, job_id, _)] = [j for j in jobs if j[0] != lanes.FANOUT_BATCH]
+    last = followers[SPLIT_PAGES * size - 1]
+    assert (function, args[-1], job_id) == (lanes.FANOUT_PAGES, last, f"fb:123:from:{last}")
