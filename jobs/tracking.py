@@ -77,8 +77,9 @@ class Progress:
 # A continuation is reported by the job that queued it and by itself when it succeeds, in
 # either order: `chunk-<cursor>` is toggled by both, `open` counts the ones seen once, so the plan
 # is complete when the split has reported (`split`) and `open` is 0.
-# Returns {counted, done, first, p95}: 1 where this call did it. One server: ARQ's Redis
-# (ARQ needs a standalone server, so the two keys need no common hash tag).
+# Returns {counted, done, first, p95}: 1 where this call did it (p95: the ms it recorded).
+# One server: ARQ's Redis (ARQ needs a standalone server, so the two keys need no common hash
+# tag).
 _PROGRESS_FN = """
 local function progress(pending, state, a)
   if redis.call('SREM', pending, ARGV[a + 1]) == 0 then return {0, 0, 0, 0} end
@@ -106,7 +107,11 @@ local function progress(pending, state, a)
   local plan, total = tonumber(f[3] or 0), tonumber(f[4] or 0)
   local share = tonumber(ARGV[a + 8])
   if f[1] and tonumber(f[2] or 0) == 0 and plan > 0 and total * 100 >= plan * share then
-    p95 = redis.call('HSETNX', state, 'p95', now)
+    -- Never before `first`: batches take `now` before their calls, which may land in
+    -- either order.
+    local stamp, seen = now, redis.call('HGET', state, 'first')
+    if seen and tonumber(seen) > tonumber(now) then stamp = seen end
+    if redis.call('HSETNX', state, 'p95', stamp) == 1 then p95 = tonumber(stamp) end
   end
   local done = 0
   if redis.call('SCARD', pending) == 0 then
@@ -163,7 +168,7 @@ def settle_tail(post_id: int, job_id: str, progress: Progress, *, ttl: int) -> S
 def settled(post_id: int, tail: ScriptTail, lane: str) -> bool:
     """What `settle` returns, from a tail's answer; observes the visibility metrics."""
     _, done, first, p95 = tail.reply
-    _observe(post_id, int(tail.args[1]), lanes.label(lane), bool(first), bool(p95))
+    _observe(post_id, int(tail.args[1]), lanes.label(lane), bool(first), p95)
     return bool(done)
 
 
@@ -182,7 +187,7 @@ async def settle(
     args = _progress_args(job_id, now_ms, ttl, progress)
     keys = [pending_key(post_id), state_key(post_id)]
     _, done, first, p95 = await run_script(redis, _PROGRESS, keys, args)
-    _observe(post_id, now_ms, lanes.label(lane), bool(first), bool(p95))
+    _observe(post_id, now_ms, lanes.label(lane), bool(first), p95)
     return bool(done)
 
 
@@ -197,7 +202,7 @@ async def first_visible(redis: Redis, post_id: int, lane: str, *, ttl: int) -> b
         pipe.hsetnx(key, FIRST, str(now_ms))
         pipe.expire(key, ttl)
         first, _ = await pipe.execute()
-    _observe(post_id, now_ms, lanes.label(lane), bool(first), False)
+    _observe(post_id, now_ms, lanes.label(lane), bool(first), 0)
     return bool(first)
 
 
@@ -211,15 +216,17 @@ async def visible_at_once(redis: Redis, post_id: int, *, ttl: int) -> None:
         pipe.hsetnx(key, P95, str(now_ms))
         pipe.expire(key, ttl)
         first, p95, _ = await pipe.execute()
-    _observe(post_id, now_ms, lanes.PULL_LABEL, bool(first), bool(p95))
+    _observe(post_id, now_ms, lanes.PULL_LABEL, bool(first), now_ms if p95 else 0)
 
 
-def _observe(post_id: int, now_ms: int, label: str, first: bool, p95: bool) -> None:
-    seconds = max(0.0, (now_ms - created_ms(post_id)) / 1000)
+def _observe(post_id: int, now_ms: int, label: str, first: bool, p95_ms: int) -> None:
+    """`first` observed at `now_ms`; 95% at `p95_ms` (0: not this call's), the stamp the
+    progress step recorded (never before the post's first)."""
+    created = created_ms(post_id)
     if first:
-        POST_FIRST_VISIBLE.labels(label).observe(seconds)
-    if p95:
-        POST_VISIBLE_95.labels(label).observe(seconds)
+        POST_FIRST_VISIBLE.labels(label).observe(max(0.0, (now_ms - created) / 1000))
+    if p95_ms:
+        POST_VISIBLE_95.labels(label).observe(max(0.0, (int(p95_ms) - created) / 1000))
 
 
 async def alive(redis: Redis, post_id: int, also: Iterable[str] = ()) -> bool:

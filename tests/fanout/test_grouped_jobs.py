@@ -15,6 +15,7 @@ from app.fanout.service import JOB_PAGES
 from app.posts.ids import created_ms
 from app.realtime import counts
 from app.realtime.keys import count_key
+from app.redis_scripts import run_script
 from app.timelines.store import timeline_key
 from jobs import tasks, tracking
 from tests.helpers import author_with_fans, eventually, post, sql, timeline_ids
@@ -158,3 +159,19 @@ async def test_a_kept_first_page_marks_the_post_first_visible_once(state) -> Non
     progress = tracking.Progress(planned=5, written=5, chunk=0)
     assert await tracking.settle(state.redis, post_id, "evt:split", progress, ttl=ttl) is True
     assert await state.redis.hget(tracking.state_key(post_id), "first") == first
+
+
+async def test_95_percent_is_never_recorded_before_first(state) -> None:
+    """Each job takes its `now` before its progress call; two calls may land in the reverse
+    order (the later stamp first). The 95% mark is then the first's, not earlier."""
+    post_id, ttl = 987_654_322, 60
+    await tracking.owe(state.redis, post_id, ["evt:split", "evt:a", "evt:b"], ttl=ttl)
+    plan = tracking.Progress(planned=5, chunk=0)
+    assert await tracking.settle(state.redis, post_id, "evt:split", plan, ttl=ttl) is False
+    later = tracking._progress_args("evt:b", 2_000, ttl, tracking.Progress(written=1))
+    earlier = tracking._progress_args("evt:a", 1_000, ttl, tracking.Progress(written=4))
+    keys = [tracking.pending_key(post_id), tracking.state_key(post_id)]
+    assert await run_script(state.redis, tracking._PROGRESS, keys, later) == [1, 0, 1, 0]
+    assert await run_script(state.redis, tracking._PROGRESS, keys, earlier) == [1, 1, 0, 2_000]
+    marks = await state.redis.hmget(tracking.state_key(post_id), "first", "p95")
+    assert marks == [b"2000", b"2000"]
