@@ -297,6 +297,12 @@ class FeedApp(Starlette):
             cycle = uvicorn_http_cycle(send)
             if cycle is not None:
                 scope[RAW_RESPONSE_KEY] = cycle
+                try:
+                    await super().__call__(scope, receive, send)
+                finally:
+                    # The cycle holds the scope: no reference cycle left for the collector.
+                    scope.pop(RAW_RESPONSE_KEY, None)
+                return
         await super().__call__(scope, receive, send)
 
 
