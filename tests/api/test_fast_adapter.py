@@ -364,6 +364,7 @@ async def test_uvicorns_http_cycle_takes_a_whole_response_in_one_write() -> None
         if scope["path"] == "/raw":
             cycle = adapter.uvicorn_http_cycle(send)
             assert cycle is not None
+            assert cycle.scope is scope  # why app.web takes it out of the scope when done
             transport = cycle.transport
             write = transport.write
             transport.write = lambda data: (writes.append(data), write(data))
