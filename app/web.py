@@ -46,8 +46,13 @@ from strawberry.types.unset import UNSET, UnsetType
 from app.api.endpoint.schema import FeedSchema, build_schema
 from app.api.endpoint.subscriptions import ABORT_KEY, SocketContext
 from app.api.endpoint.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
-from app.api.fast.adapter import graphql_schema, uvicorn_protocol, uvicorn_transport
-from app.api.fast.compiled_http import CompiledHTTP
+from app.api.fast.adapter import (
+    graphql_schema,
+    uvicorn_http_cycle,
+    uvicorn_protocol,
+    uvicorn_transport,
+)
+from app.api.fast.compiled_http import RAW_RESPONSE_KEY, CompiledHTTP
 from app.api.fast.compiler import TextPlans, compile_documents
 from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.fast.raw_frames import RawFrames
@@ -264,7 +269,9 @@ class FeedApp(Starlette):
     coroutine frames (and the closures and objects they hold) per socket, ~10 KB at 5,000
     sockets. Here a /graphql websocket goes straight to the view (decision 0055), with what
     the middleware did for it done first (`LiveSockets.prepare`); HTTP, the lifespan and
-    every other path take Starlette's way as before."""
+    every other path take Starlette's way as before, an HTTP request with uvicorn's request
+    cycle in its scope (RAW_RESPONSE_KEY: the compiled path writes its response in one go,
+    decision 0063)."""
 
     def __init__(self, live: LiveSockets, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -284,6 +291,17 @@ class FeedApp(Starlette):
                     await refuse_subprotocol(websocket)  # never accepted, then closed 4406
                     return
                 await GraphQL.run(view, websocket)  # origin check, accept, protocol handler
+                return
+        elif scope["type"] == "http":
+            # uvicorn's request cycle, for a response written whole (app.api.fast.compiled_http).
+            cycle = uvicorn_http_cycle(send)
+            if cycle is not None:
+                scope[RAW_RESPONSE_KEY] = cycle
+                try:
+                    await super().__call__(scope, receive, send)
+                finally:
+                    # The cycle holds the scope: no reference cycle left for the collector.
+                    scope.pop(RAW_RESPONSE_KEY, None)
                 return
         await super().__call__(scope, receive, send)
 

@@ -466,7 +466,9 @@ class Bench:
             return []
         spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         procs = []
-        for pid in self.pids[load.server][1:]:  # [0] is uvicorn's supervisor
+        pids = self.pids[load.server]
+        # [0] is uvicorn's supervisor, unless it runs one worker itself (--workers 1).
+        for pid in pids[1:] if len(pids) > 1 else pids:
             if not is_worker(pid):
                 continue
             out = self.workdir / f"profile-{load.key}-{load.cls}-{pid}.txt"

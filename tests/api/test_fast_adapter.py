@@ -324,3 +324,100 @@ async def test_uvicorns_websocket_send_is_its_sansio_protocols() -> None:
     assert all(hasattr(protocol, name) for name in adapter.UVICORN_SANSIO_ATTRIBUTES)
     assert found["transport"] is protocol.transport
     assert found["raw"] is True and orjson.loads(frame) == {"raw": True}
+
+
+async def _exchange(port: int, request: bytes, answers: int) -> list[bytes]:
+    """`request` (one or more pipelined requests) on a fresh connection; the raw answers
+    (each head and body, split by their content-length), then whether the server closed."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    out = []
+    try:
+        writer.write(request)
+        for _ in range(answers):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            out.append(head + await asyncio.wait_for(reader.readexactly(length), 5))
+        out.append(b"closed" if await asyncio.wait_for(reader.read(), 0.5) == b"" else b"open")
+    except TimeoutError:
+        out.append(b"open")
+    finally:
+        writer.close()
+    return out
+
+
+async def test_uvicorns_http_cycle_takes_a_whole_response_in_one_write() -> None:
+    """A real uvicorn server (httptools, as the launcher runs it): the app's `send` leads to
+    its request cycle, and `write_response` answers with the bytes uvicorn's own two sends
+    write for the same response (keep-alive, `Connection: close`, pipelined requests), in
+    one transport write, leaving the connection as they leave it."""
+    import uvicorn
+
+    writes: list[bytes] = []
+    body = orjson.dumps({"data": {"x": 1}})
+    headers = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json")]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        if scope["path"] == "/raw":
+            cycle = adapter.uvicorn_http_cycle(send)
+            assert cycle is not None
+            assert cycle.scope is scope  # why app.web takes it out of the scope when done
+            transport = cycle.transport
+            write = transport.write
+            transport.write = lambda data: (writes.append(data), write(data))
+            try:
+                assert adapter.write_response(cycle, 200, headers, body)
+            finally:
+                del transport.write
+            assert not adapter.write_response(cycle, 200, headers, body)  # already answered
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, http="httptools", log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+
+    def request(path: str, extra: bytes = b"") -> bytes:
+        return b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n%s\r\n{}" % (
+            path.encode(),
+            extra,
+        )
+
+    def dateless(answers: list[bytes]) -> list[bytes]:
+        return [
+            b"\r\n".join(line for line in a.split(b"\r\n") if not line.startswith(b"date: "))
+            for a in answers
+        ]
+
+    try:
+        while not server.started:  # noqa: ASYNC110 - uvicorn sets a flag, no event
+            await asyncio.sleep(0.01)
+        cases = [
+            ([request("{}")], 1),
+            ([request("{}"), request("{}")], 2),  # pipelined, kept alive
+            ([request("{}", b"connection: close\r\n")], 1),
+        ]
+        for paths, answers in cases:
+            raw = await _exchange(
+                port, b"".join(p.replace(b"{}", b"/raw", 1) for p in paths), answers
+            )
+            asgi = await _exchange(
+                port, b"".join(p.replace(b"{}", b"/asgi", 1) for p in paths), answers
+            )
+            assert dateless(raw) == dateless(asgi)
+            assert raw[0].startswith(b"HTTP/1.1 200 OK\r\n") and raw[0].endswith(body)
+        assert dateless(raw)[-1] == b"closed" and b"connection: close" in raw[0]
+        assert len(writes) == 4 and all(w.endswith(body) for w in writes)  # one write each
+    finally:
+        server.should_exit = True
+        await serving
+    assert adapter.uvicorn_http_cycle(lambda message: None) is None  # not uvicorn's

@@ -199,3 +199,35 @@ async def test_a_head_over_the_bound_is_refused(api: ApiServer) -> None:
             await writer.drain()
         answer = await read_response(reader, 5)
     assert parse_status(answer) == 431
+
+
+async def test_compiled_answers_are_whole_http_responses(api: ApiServer) -> None:
+    """The compiled path writes its response itself under uvicorn (app.api.fast.adapter's
+    write_response, decision 0063): pipelined requests on one kept-alive connection each get
+    a whole response (status line, uvicorn's server and date headers, content-length, body),
+    and `Connection: close` gets the header and the connection closed, as uvicorn's sends do."""
+    async with bystander(api) as client:
+        manifest = (await client.get("/graphql/documents.json")).json()
+    body = json.dumps({"documentId": manifest["Feed"], "variables": {"first": 2}}).encode()
+
+    def request(extra: bytes = b"") -> bytes:
+        head = b"POST /graphql HTTP/1.1\r\nhost: api\r\ncontent-type: application/json\r\n"
+        return head + b"content-length: %d\r\n%s\r\n" % (len(body), extra) + body
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", api.port, local_addr=(BYSTANDER, 0))
+    try:
+        writer.write(request() + request() + request(b"connection: close\r\n"))
+        for last in (False, False, True):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            lines = head.lower().split(b"\r\n")
+            assert lines[0] == b"http/1.1 200 ok", head
+            assert any(line.startswith(b"server: ") for line in lines)
+            assert any(line.startswith(b"date: ") for line in lines)
+            assert (b"connection: close" in lines) is last
+            (length,) = [int(line[16:]) for line in lines if line.startswith(b"content-length: ")]
+            answer = json.loads(await asyncio.wait_for(reader.readexactly(length), 10))
+            assert answer["data"] is None
+            assert answer["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+        assert await read_response(reader, 5) == b""  # closed after the third
+    finally:
+        writer.close()

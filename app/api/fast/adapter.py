@@ -3,11 +3,11 @@
 The fast engine (this package) goes below the public API of Strawberry, graphql-core and
 uvicorn: it recognises Strawberry's resolver wrappers by name, reads and builds Strawberry's
 `Info` from its private fields, imports graphql-core modules that are not re-exported at
-`graphql`, subclasses its executor, and writes websocket frames to uvicorn's transport. Each
-such use is a name below, and each has a test that fails when the upstream library changes
-it (tests/api/test_fast_adapter.py, run against the newest releases by `make canary`). When
-one fails, this module is where the upgrade is made; nothing else in the package names an
-upstream private.
+`graphql`, subclasses its executor, and writes websocket frames and whole HTTP responses to
+uvicorn's transport. Each such use is a name below, and each has a test that fails when the
+upstream library changes it (tests/api/test_fast_adapter.py, run against the newest releases
+by `make canary`). When one fails, this module is where the upgrade is made; nothing else in
+the package names an upstream private.
 
 Public APIs (graphql-core's `graphql` package, `strawberry.types.Info`'s public properties,
 `websockets.protocol.State`) are used directly elsewhere.
@@ -15,6 +15,9 @@ Public APIs (graphql-core's `graphql` package, `strawberry.types.Info`'s public 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any
 
 from graphql import GraphQLEnumType, GraphQLField, GraphQLResolveInfo, GraphQLSchema
@@ -142,3 +145,97 @@ def uvicorn_protocol(send: Any) -> Any | None:
 def uvicorn_transport(send: Any) -> Any | None:
     """The asyncio transport behind a uvicorn `send` (any of its protocols), else None."""
     return getattr(getattr(send, "__self__", None), "transport", None)
+
+
+# uvicorn's httptools HTTP/1.1 cycle (one per request; `send` is its bound method) and the
+# attributes `write_response` reads and sets on it, as its own `send` does for a response
+# with a content-length (uvicorn.protocols.http.httptools_impl.RequestResponseCycle.send).
+UVICORN_HTTP_CYCLE = "RequestResponseCycle"
+UVICORN_HTTP_MODULE = "uvicorn.protocols.http.httptools_impl"
+UVICORN_HTTP_ATTRIBUTES = (
+    "transport",
+    "flow",
+    "disconnected",
+    "keep_alive",
+    "response_started",
+    "response_complete",
+    "chunked_encoding",
+    "expected_content_length",
+    "waiting_for_100_continue",
+    "default_headers",
+    "access_log",
+    "access_logger",
+    "message_event",
+    "on_response",
+)
+# The cycle's type, once checked (a class, not an instance: one look-up per request).
+_http_cycles: dict[type, bool] = {}
+
+
+def uvicorn_http_cycle(send: Any) -> Any | None:
+    """The httptools RequestResponseCycle behind uvicorn's HTTP `send`, else None (another
+    server, uvicorn's h11 implementation, or a uvicorn whose cycle lacks an attribute)."""
+    cycle = getattr(send, "__self__", None)
+    if cycle is None:
+        return None
+    kind = type(cycle)
+    known = _http_cycles.get(kind)
+    if known is None:
+        known = _http_cycles[kind] = (
+            kind.__name__ == UVICORN_HTTP_CYCLE
+            and kind.__module__ == UVICORN_HTTP_MODULE
+            and all(hasattr(cycle, name) for name in UVICORN_HTTP_ATTRIBUTES)
+        )
+    return cycle if known else None
+
+
+def _status_line(status: int) -> bytes:
+    try:
+        phrase = HTTPStatus(status).phrase.encode()
+    except ValueError:
+        phrase = b""
+    return b"HTTP/1.1 %d %s\r\n" % (status, phrase)
+
+
+_STATUS_LINES = {status: _status_line(status) for status in range(100, 600)}
+
+
+def write_response(
+    cycle: Any, status: int, headers: Sequence[tuple[bytes, bytes]], body: bytes
+) -> bool:
+    """A whole response (status, `headers` with its content-length, body) in ONE transport
+    write, where uvicorn's `send` makes two (head, then body: each a send(2) on loopback
+    that wakes the peer). The bytes are the ones its two sends write: the status line, its
+    default headers (server, date), `headers`, `connection: close` when the connection is
+    not kept alive, then the body; and the cycle ends as its send leaves it. `headers` are
+    the caller's constants (lower-case names, values without CR/LF): not re-checked.
+
+    False, with nothing written, where its `send` must do the work: writes paused (it
+    waits for the drain), client gone, a response already begun, an access log that writes
+    (it logs each response; under `--log-level warning` the access logger drops them)."""
+    if (
+        cycle.response_started
+        or cycle.disconnected
+        or cycle.flow.write_paused
+        or (cycle.access_log and cycle.access_logger.isEnabledFor(logging.INFO))
+    ):
+        return False
+    cycle.response_started = True
+    cycle.waiting_for_100_continue = False
+    cycle.chunked_encoding = False  # a content-length response, as its send would note
+    content = [_STATUS_LINES[status]]
+    for name, value in cycle.default_headers:
+        content += (name, b": ", value, b"\r\n")
+    for name, value in headers:
+        content += (name, b": ", value, b"\r\n")
+    if not cycle.keep_alive:
+        content.append(b"connection: close\r\n")
+    content += (b"\r\n", body)
+    cycle.transport.write(b"".join(content))
+    cycle.expected_content_length = 0
+    cycle.response_complete = True
+    cycle.message_event.set()
+    if not cycle.keep_alive:
+        cycle.transport.close()
+    cycle.on_response()
+    return True

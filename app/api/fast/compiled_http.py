@@ -29,6 +29,11 @@ exactly that path that it answers costs no routing; everything else (other paths
 methods, what it hands to the regular path) goes on down the stack, where the route's view
 answers it as before. It then times the requests it answers itself into `latency` (the route
 times the rest), so /graphql's latency histogram still counts each request once.
+
+Its response goes out in one transport write under uvicorn (decision 0063): app.web puts
+uvicorn's request cycle in the scope (RAW_RESPONSE_KEY) and app.api.fast.adapter's
+`write_response` writes the bytes uvicorn's two sends (head, then body) would, at once;
+elsewhere, or when uvicorn's send must do more (writes paused, access log on), the two sends.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from prometheus_client import Counter, Histogram
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.fast.adapter import write_response
 from app.api.fast.compiler import TEXT_LABEL, CompiledQuery, NotCompilable, TextPlans
 from app.api.schema.context import Context, http_context
 from app.api.schema.cost import limit_reads
@@ -61,6 +67,9 @@ FALLBACK = Counter(
     "Compiled requests answered by the regular path after all: a value the plan cannot render",
     ["operation"],
 )
+# uvicorn's request cycle (app.api.fast.adapter.uvicorn_http_cycle), put in the scope by
+# app.web.FeedApp: where it is, a response goes out in one transport write (write_response).
+RAW_RESPONSE_KEY = "feed.raw_response"
 _JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8"})
 
 
@@ -88,6 +97,10 @@ class CompiledHTTP:
         self.texts = texts if texts is not None and texts.entries else None
         names = [q.entry.name for q in compiled.values()] + [TEXT_LABEL]
         self.answered = {name: COMPILED.labels(name) for name in names}
+        self.content_types = {
+            media: (b"content-type", value.encode())
+            for media, value in http_media.CONTENT_TYPES.items()
+        }
         self.fell_back = {name: FALLBACK.labels(name) for name in names}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -141,16 +154,11 @@ class CompiledHTTP:
             return False
         self.answered[query.entry.name].inc()
         payload = orjson.dumps(result)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-length", str(len(payload)).encode()),
-                    (b"content-type", http_media.CONTENT_TYPES[media].encode()),
-                ],
-            }
-        )
+        headers = [(b"content-length", b"%d" % len(payload)), self.content_types[media]]
+        cycle = scope.get(RAW_RESPONSE_KEY)
+        if cycle is not None and write_response(cycle, status, headers, payload):
+            return True  # one write: head and body together (decision 0063)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
         return True
 
