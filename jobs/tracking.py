@@ -191,17 +191,25 @@ async def settle(
     return bool(done)
 
 
+async def _mark_now(redis: Redis, post_id: int, fields: tuple[str, ...], ttl: int) -> list[int]:
+    """Stamp `fields` of the post's state with now (HSETNX: the first stamp stays): now in
+    ms, and for each field that stamp if this call set it, else 0."""
+    now_ms = int(time.time() * 1000)
+    key = state_key(post_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        for field in fields:
+            pipe.hsetnx(key, field, str(now_ms))
+        pipe.expire(key, ttl)
+        *set_, _ = await pipe.execute()
+    return [now_ms, *(now_ms if was_set else 0 for was_set in set_)]
+
+
 async def first_visible(redis: Redis, post_id: int, lane: str, *, ttl: int) -> bool:
     """A planning job wrote its post's first page itself (decision 0064): the post is first
     visible now, not when the job settles (its last page, ~100 ms later for 50,000
     followers). Observed once per post (the mark); counts no progress, so retries and the
     job's own settle add nothing. True when this call set the mark."""
-    now_ms = int(time.time() * 1000)
-    key = state_key(post_id)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hsetnx(key, FIRST, str(now_ms))
-        pipe.expire(key, ttl)
-        first, _ = await pipe.execute()
+    now_ms, first = await _mark_now(redis, post_id, (FIRST,), ttl)
     _observe(post_id, now_ms, lanes.label(lane), bool(first), 0)
     return bool(first)
 
@@ -209,14 +217,8 @@ async def first_visible(redis: Redis, post_id: int, lane: str, *, ttl: int) -> b
 async def visible_at_once(redis: Redis, post_id: int, *, ttl: int) -> None:
     """A PULL author's post: every follower reads it from posts:{author} from now on, so it
     is first and 95% visible at once (lane label "pull"), observed once per post."""
-    now_ms = int(time.time() * 1000)
-    key = state_key(post_id)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hsetnx(key, FIRST, str(now_ms))
-        pipe.hsetnx(key, P95, str(now_ms))
-        pipe.expire(key, ttl)
-        first, p95, _ = await pipe.execute()
-    _observe(post_id, now_ms, lanes.PULL_LABEL, bool(first), now_ms if p95 else 0)
+    now_ms, first, p95 = await _mark_now(redis, post_id, (FIRST, P95), ttl)
+    _observe(post_id, now_ms, lanes.PULL_LABEL, bool(first), p95)
 
 
 def _observe(post_id: int, now_ms: int, label: str, first: bool, p95_ms: int) -> None:
