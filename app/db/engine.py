@@ -4,11 +4,15 @@ PostgreSQL out of reach is `Unavailable` (UNAVAILABLE with retryAfter) for every
 driver exception that would answer INTERNAL: a checkout that cannot connect (refused, timed
 out, "shutting down", too many clients) or times out fails in `_Pool.connect`, a statement
 on a connection the server ended fails through the `handle_error` hook, which also throws
-the pool's other (equally dead) connections away. See app.db.errors."""
+the pool's other (equally dead) connections away, and a checkout never hands out a
+connection the driver knows is closed. See app.db.errors."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -16,7 +20,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
-from sqlalchemy.pool import AsyncAdaptedQueuePool, PoolProxiedConnection
+from sqlalchemy.pool import AsyncAdaptedQueuePool, ConnectionPoolEntry, PoolProxiedConnection
 
 from app.config import Settings
 from app.db.errors import unavailable, unreachable
@@ -35,6 +39,17 @@ class _Pool(AsyncAdaptedQueuePool):
             if unreachable(exc):
                 raise unavailable() from exc
             raise
+
+
+def _reject_closed(
+    dbapi_connection: Any, _record: ConnectionPoolEntry, _proxy: PoolProxiedConnection
+) -> None:
+    """A pooled connection the driver already knows is closed (the server ended it while it
+    sat in the pool) is replaced at checkout instead of failing its first statement: the
+    pool invalidates it and connects again. One attribute read, no round trip."""
+    driver = getattr(dbapi_connection, "driver_connection", None)
+    if driver is not None and driver.is_closed():
+        raise sa_exc.DisconnectionError("the server ended this pooled connection")
 
 
 def _statement_failed(context: ExceptionContext) -> Unavailable | None:
@@ -65,6 +80,7 @@ def make_engine(settings: Settings, pool_size: int = 10, url: str = "") -> Async
         },
     )
     event.listen(engine.sync_engine, "handle_error", _statement_failed)
+    event.listen(engine.sync_engine, "checkout", _reject_closed)
     return engine
 
 

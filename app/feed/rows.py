@@ -15,10 +15,11 @@ on autocommit ~250 us; SQLAlchemy's Connection, execution context and result aro
 driver were still ~40% of a query's client CPU (decision 0052), so the driver connection
 answers directly (~150-200 us). What the engine did for these statements is done here:
 PostgreSQL out of reach is `Unavailable` and throws the pool's connections of that
-generation away (app.db.engine's handle_error hook), a statement cancelled midway
-invalidates its connection (its state is unknown), any other driver error is SQLAlchemy's
-DBAPIError as before. Listeners of the engine's `before_cursor_execute` (the tests' query
-counts) are still told of every statement, with no connection or cursor.
+generation away (app.db.engine's handle_error hook), a read on a connection the server
+ended (app.db.errors.ended) is tried once more on a fresh one, a statement cancelled
+midway invalidates its connection (its state is unknown), any other driver error is
+SQLAlchemy's DBAPIError as before. Listeners of the engine's `before_cursor_execute` (the
+tests' query counts) are still told of every statement, with no connection or cursor.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.pool import Pool, PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
-from app.db.errors import unavailable, unreachable
+from app.db.errors import ended, unavailable, unreachable
 from app.db.models import FANOUT_PULL
 from app.posts.ids import created_ms
 from app.posts.visibility import alive_sql, home_feed_sql, reaches_followers_sql
@@ -300,20 +301,25 @@ class Reads:
         announce = self._dispatch.before_cursor_execute
         if announce:  # listeners (tests count statements): told as the engine tells them
             announce(None, None, statement, args, None, False)
-        fairy: PoolProxiedConnection = await greenlet_spawn(self._pool.connect)
-        try:
-            return await fairy.driver_connection.fetch(statement, *args)  # type: ignore[union-attr,no-any-return]
-        except Exception as exc:
-            if unreachable(exc):
+        for attempt in range(2):
+            fairy: PoolProxiedConnection = await greenlet_spawn(self._pool.connect)
+            try:
+                return await fairy.driver_connection.fetch(statement, *args)  # type: ignore[union-attr,no-any-return]
+            except Exception as exc:
+                if not unreachable(exc):
+                    raise sa_exc.DBAPIError(statement, args, exc) from exc
                 # As the engine's handle_error: this connection and its generation go.
                 self._pool._invalidate(fairy, exc)
-                raise unavailable() from exc
-            raise sa_exc.DBAPIError(statement, args, exc) from exc
-        except BaseException:
-            fairy.invalidate()  # cancelled mid-statement: the connection's state is unknown
-            raise
-        finally:
-            await greenlet_spawn(fairy.close)
+                if attempt or not ended(exc):
+                    raise unavailable() from exc
+                # The server ended this connection (a read loses nothing): once more, on a
+                # connection the pool opens now (refused at once if the server is away).
+            except BaseException:
+                fairy.invalidate()  # cancelled mid-statement: the connection's state is unknown
+                raise
+            finally:
+                await greenlet_spawn(fairy.close)
+        raise AssertionError("unreachable")  # the second attempt returns or raises
 
 
 @lru_cache(maxsize=8)
