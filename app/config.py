@@ -174,6 +174,9 @@ class Settings(BaseSettings):
     max_query_depth: int = 10
     max_request_bytes: int = 64 * 1024
     rate_limit_writes_per_minute: int = 120
+    # Every per-address budget counts an IPv6 client by its first this many bits (a host
+    # holds a /64), IPv4 by its address (app.client_address); 128 = each address alone.
+    client_ipv6_prefix: int = Field(default=64, ge=32, le=128)
     # Queries (app.api.schema.cost): per user, and per client IP whoever asks (0 = no limit).
     rate_limit_reads_per_minute: int = Field(default=1200, ge=0)
     rate_limit_reads_per_ip_per_minute: int = Field(default=6000, ge=0)

@@ -19,14 +19,14 @@ concurrent tries cannot all pass a check none of them counted yet), so a refusal
 Argon2 hash; a success takes its reservation back, an attempt that never checked the password
 (OVERLOADED, a crash) too. Accounts are named by their normalized handle, hashed (a fixed
 length whatever a client sends, existing account or not: a refusal says nothing about that).
-IPv6 addresses count by /64 (one host's usual allocation). While Redis is unreachable the
-same counts are kept in this process, as app.ratelimit does.
+Addresses count as every per-address budget counts them (app.client_address: IPv6 by its
+/64, CLIENT_IPV6_PREFIX). While Redis is unreachable the same counts are kept in this
+process, as app.ratelimit does.
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import math
 import time
 from collections.abc import AsyncIterator
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from app.client_address import DEFAULT_IPV6_PREFIX, budget_address
 from app.config import Settings
 from app.errors import RateLimited
 from app.observability.metrics import RATE_LIMIT_FALLBACK, RATE_LIMITED
@@ -52,6 +53,7 @@ class GuessLimits:
     per_account_per_hour: int
     delay_after: int
     delay_max_seconds: int
+    ipv6_prefix: int = DEFAULT_IPV6_PREFIX
 
     @classmethod
     def of(cls, settings: Settings) -> GuessLimits:
@@ -61,6 +63,7 @@ class GuessLimits:
             settings.rate_limit_login_failures_per_handle_per_hour,
             settings.rate_limit_login_delay_after_failures,
             settings.rate_limit_login_delay_max_seconds,
+            settings.client_ipv6_prefix,
         )
 
     def delay_ms(self, failures: int) -> float:
@@ -75,31 +78,19 @@ def _account(handle: str) -> str:
     return hashlib.blake2b(name.encode(), digest_size=12).hexdigest()
 
 
-def _address(ip: str) -> str:
-    try:
-        parsed = ipaddress.ip_address(ip)
-    except ValueError:
-        return ip[:64]  # not an IP ("unknown", a socket path): as sent, bounded
-    if isinstance(parsed, ipaddress.IPv6Address):
-        if parsed.ipv4_mapped is not None:
-            return str(parsed.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{parsed}/64", strict=False).network_address)
-    return str(parsed)
-
-
 def account_key(handle: str) -> str:
     """The account's hash: `n` failures in its hour, `last` failure (ms since the epoch)."""
     return f"pg:{{{_account(handle)}}}"
 
 
-def address_key(handle: str, ip: str) -> str:
+def address_key(handle: str, ip: str, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
     """Failures at the account from one address (a counter, the window's TTL)."""
-    return f"pg:{{{_account(handle)}}}:ip{_address(ip)}"
+    return f"pg:{{{_account(handle)}}}:ip{budget_address(ip, ipv6_prefix)}"
 
 
-def known_key(handle: str, ip: str) -> str:
+def known_key(handle: str, ip: str, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
     """Present while the address is one the account succeeded from."""
-    return f"pg:{{{_account(handle)}}}:known{_address(ip)}"
+    return f"pg:{{{_account(handle)}}}:known{budget_address(ip, ipv6_prefix)}"
 
 
 # Refused: {1, ms} by the address's count, {2, ms} by the account's ceiling, {3, ms} by the
@@ -255,7 +246,7 @@ class Guesses:
         """Reserve one guess at `handle` from `ip` (RateLimited, before any hashing, when
         over a budget). The body checks the password: raising `wrong` is a failure and keeps
         the reservation; returning is a success; anything else gives the guess back."""
-        keys = (account_key(handle), address_key(handle, ip), known_key(handle, ip))
+        keys = self._keys(handle, ip)
         await self._begin(keys)
         try:
             yield
@@ -268,8 +259,12 @@ class Guesses:
 
     async def remember(self, handle: str, ip: str) -> None:
         """The account was just made from `ip`: its owner's address from the start."""
-        keys = (account_key(handle), address_key(handle, ip), known_key(handle, ip))
+        keys = self._keys(handle, ip)
         await self._end(keys, KNOWN)
+
+    def _keys(self, handle: str, ip: str) -> tuple[str, str, str]:
+        prefix = self.limits.ipv6_prefix
+        return account_key(handle), address_key(handle, ip, prefix), known_key(handle, ip, prefix)
 
     async def _begin(self, keys: tuple[str, str, str]) -> None:
         now = time.time() * 1000

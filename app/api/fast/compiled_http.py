@@ -54,6 +54,7 @@ from app.api.schema.context import Context, http_context
 from app.api.schema.cost import limit_reads
 from app.api.transports import http_media
 from app.api.transports.admission import replay_body
+from app.api.transports.route_path import route_path
 from app.api.transports.trusted import DocumentRefused, DocumentRegistry
 from app.errors import AppError
 from app.state import AppState
@@ -108,7 +109,7 @@ class CompiledHTTP:
             not (self.compiled or self.texts)
             or scope["type"] != "http"
             or scope["method"] != "POST"
-            or (self.path is not None and _route_path(scope) != self.path)
+            or (self.path is not None and route_path(scope) != self.path)
         ):
             await self.app(scope, receive, send)
             return
@@ -220,18 +221,6 @@ class CompiledHTTP:
                 return {"errors": [error.formatted]}, http_media.error_status([error])
             return {"data": None, "errors": [error.formatted]}, 200
         return await query.execute(context, values), 200
-
-
-def _route_path(scope: Scope) -> str:
-    """The path as Starlette's router matches it (its `get_route_path`): without the app's
-    root_path."""
-    path: str = scope["path"]
-    root: str = scope.get("root_path", "")
-    if not root or not path.startswith(root):
-        return path
-    if path == root:
-        return ""
-    return path[len(root) :] if path[len(root)] == "/" else path
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -13,6 +13,7 @@ from starlette.websockets import WebSocket
 from app.api.schema.loaders import Loaders
 from app.auth import revocation
 from app.auth.tokens import TokenClaims, header_claims
+from app.client_address import budget_address
 from app.errors import AppError, Unauthenticated
 from app.ratelimit import check_rate
 from app.state import AppState
@@ -55,8 +56,11 @@ class Context:
         )
 
     def client_ip(self) -> str:
+        """The client's address as every per-address budget counts it (app.client_address:
+        IPv6 by its CLIENT_IPV6_PREFIX, IPv4-mapped as IPv4), not the exact address."""
         client = self.request.client if self.request is not None else None
-        return client.host if client is not None else "unknown"
+        host = client.host if client is not None else "unknown"
+        return budget_address(host, self.state.settings.client_ipv6_prefix)
 
 
 async def http_context(state: AppState, request: Request) -> Context:

@@ -48,6 +48,7 @@ import orjson
 from prometheus_client import Counter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.transports.route_path import route_path
 from app.errors import BadInput, Overloaded
 
 REFUSED = Counter(
@@ -140,8 +141,8 @@ def admission_slots(max_in_flight: int, wait_ms: int) -> Slots | None:
 
 def _runs_graphql(scope: Scope) -> bool:
     """A GraphQL HTTP request: POST /graphql, or GET /graphql with a query string (a plain
-    GET is GraphiQL's page)."""
-    if scope["type"] != "http" or scope["path"].rstrip("/") != "/graphql":
+    GET is GraphiQL's page). The path as the router sees it: under a root path too."""
+    if scope["type"] != "http" or route_path(scope).rstrip("/") != "/graphql":
         return False
     return scope["method"] != "GET" or bool(scope.get("query_string"))
 

@@ -17,7 +17,8 @@ a file descriptor and a buffer, so a few thousand of them stop the process accep
 - a head over HEAD_BYTES is answered 431 and closed;
 - an address with MAX_CONNECTIONS_PER_CLIENT connections open gets, on one more, a 429
   `RATE_LIMITED` answer to its request (JSON error body, `Retry-After`) and the connection
-  closed. The address is the peer's, the only one known before a request is read. Peers
+  closed. The address is the peer's, the only one known before a request is read, counted
+  as every per-address budget counts it (app.client_address: an IPv6 peer by its /64). Peers
   uvicorn trusts as proxies (`--forwarded-allow-ips`, default 127.0.0.1 and ::1: the same
   list that decides whose X-Forwarded-For becomes the client address of the rate limits)
   are not capped: behind a reverse proxy every client shares the proxy's address, and the
@@ -45,6 +46,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import _TrustedHosts
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.client_address import budget_address
 from app.config import Settings
 from app.errors import RateLimited
 
@@ -60,7 +62,7 @@ REFUSED = Counter(
     ["reason"],  # per_client_cap, header_timeout, head_too_large
 )
 
-_open: Tally[str] = Tally()  # this process's open HTTP connections per client address
+_open: Tally[str] = Tally()  # this process's open HTTP connections per client address key
 
 
 @lru_cache(maxsize=4)
@@ -115,6 +117,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.head_timeout = settings.request_header_timeout_seconds
         self.head_bytes_max = settings.max_request_bytes + HEAD_SLACK_BYTES
         self.per_client = settings.max_connections_per_client
+        self.ipv6_prefix = settings.client_ipv6_prefix
         self._deadline: asyncio.TimerHandle | None = None
         self._counted: str | None = None  # the address this connection counts against
         self._head_bytes = 0
@@ -125,8 +128,9 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        address = self.client[0] if self.client else None
-        if address is not None and self.per_client > 0 and not self._trusted(address):
+        peer = self.client[0] if self.client else None
+        if peer is not None and self.per_client > 0 and not self._trusted(peer):
+            address = budget_address(peer, self.ipv6_prefix)
             if _open[address] >= self.per_client:
                 REFUSED.labels("per_client_cap").inc()
                 self.app = _too_many_connections(self.per_client)  # this connection only
