@@ -144,6 +144,12 @@ class Settings(BaseSettings):
     # at most so many authors whose inputs changed get their mode decided again.
     fanout_review_seconds: int = Field(default=5, ge=0, le=60)
     fanout_review_max_authors: int = Field(default=100, ge=1)
+    # Widenings (PRIVATE -> FOLLOWERS/PUBLIC) of one post that fan it out again, per rolling
+    # hour; a further one answers RATE_LIMITED (narrowing never does). Decision 0067.
+    fanout_widenings_per_post_per_hour: int = Field(default=3, ge=1, le=60)
+    # createPost's and addComment's idempotency keys are kept this long after their first
+    # use; past it the same key creates anew, and the worker's housekeeping deletes them.
+    idempotency_key_ttl_seconds: int = Field(default=86_400, ge=60)
     # `make run` (devtools/launcher.py): API processes behind the one port (uvicorn --workers)
     # and ARQ worker processes per lane. Per-process limits (connections per client address,
     # admission slots) then hold per process; the socket caps hold across them (leases).

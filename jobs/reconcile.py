@@ -72,6 +72,11 @@ async def _check(ctx: dict[str, Any], rows: list[Published], budget: int) -> tup
     posts = [
         (r.event_id, r.payload["post_id"]) for r in rows if r.event_type == events.POST_CREATED
     ]
+    widenings = {
+        r.event_id: r.payload["widening"]
+        for r in rows
+        if r.event_type == events.POST_CREATED and r.payload.get("widening") is not None
+    }
     jobs = [
         (r.event_id, job)
         for r in rows
@@ -104,15 +109,22 @@ async def _check(ctx: dict[str, Any], rows: list[Published], budget: int) -> tup
         if isinstance(item, Job):
             rerun += await _rerun_job(redis, item, ctx["state"].settings)
         else:
-            rerun += await _rerun_fan_out(ctx, event_id, item)
+            rerun += await _rerun_fan_out(ctx, event_id, item, widenings.get(event_id))
         if rerun >= budget:
             return rerun, event_id
     return rerun, rows[-1].event_id
 
 
-async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> int:
+async def _rerun_fan_out(
+    ctx: dict[str, Any], event_id: int, post_id: int, widening: int | None = None
+) -> int:
+    """`widening`: the version of a widening's event (its fan-out is one per (post,
+    version), and counted and overtaken as such: decision 0067)."""
     redis = ctx["redis"]
-    relayed = [job.job_id for job in jobs_for(event_id, events.POST_CREATED, {"post_id": post_id})]
+    payload: dict[str, Any] = {"post_id": post_id}
+    if widening is not None:
+        payload["widening"] = widening
+    relayed = [job.job_id for job in jobs_for(event_id, events.POST_CREATED, payload)]
     if await tracking.alive(redis, post_id, relayed):
         return 0
     settings = ctx["state"].settings
@@ -129,7 +141,10 @@ async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> in
                 job_id=job_id,
                 function=lanes.FANOUT_POST,
                 args=[post_id],
-                kwargs={"job_prefix": job_id},
+                kwargs={
+                    "job_prefix": job_id,
+                    **({} if widening is None else {"widening": widening}),
+                },
                 error=f"fan-out incomplete after {attempt - 1} reconciler re-runs",
                 tries=attempt - 1,
             ),
@@ -138,8 +153,9 @@ async def _rerun_fan_out(ctx: dict[str, Any], event_id: int, post_id: int) -> in
         log.error("post %s: fan-out still incomplete; dead letter %s", post_id, job_id)
         return 0
     await tracking.restart(redis, post_id, job_id, ttl=ttl)
+    more = () if widening is None else (widening,)
     await redis.enqueue_job(
-        lanes.FANOUT_POST, post_id, job_id, _job_id=job_id, _queue_name=lanes.DEFAULT
+        lanes.FANOUT_POST, post_id, job_id, *more, _job_id=job_id, _queue_name=lanes.DEFAULT
     )
     FANOUT_RECONCILED.labels("rerun").inc()
     log.warning("post %s: fan-out never completed; re-run as %s", post_id, job_id)

@@ -115,15 +115,22 @@ def _deliverer(ctx: dict[str, Any], plan: _Plan, track: int) -> Deliver:
     return deliver
 
 
-async def fanout_post(ctx: dict[str, Any], post_id: int, job_prefix: str | None = None) -> int:
-    """The root of a post's fan-out (`job_prefix`: the reconciler's re-run ids); it writes
+async def fanout_post(
+    ctx: dict[str, Any], post_id: int, job_prefix: str | None = None, widening: int | None = None
+) -> int:
+    """The root of a post's fan-out (`job_prefix`: the reconciler's re-run ids, or a
+    widening's; `widening`: the version a widening gave the post, decision 0067); it writes
     its first page and last group itself, every page when the author has at most SPLIT_PAGES
     pages of followers (`_deliverer`, decisions 0060, 0064)."""
     redis, job_id = ctx["redis"], ctx["job_id"]
     await tracking.owe(redis, post_id, [job_id], ttl=_ttl(ctx))
     plan = _Plan()
     result = await _service(ctx).split_post(
-        post_id, _enqueuer(ctx, post_id, plan), job_prefix, _deliverer(ctx, plan, post_id)
+        post_id,
+        _enqueuer(ctx, post_id, plan),
+        job_prefix,
+        _deliverer(ctx, plan, post_id),
+        widening=widening,
     )
     if result is not None and result.pulled:
         await tracking.visible_at_once(redis, post_id, ttl=_ttl(ctx))

@@ -18,13 +18,14 @@ from arq.worker import Function, func
 from app.config import get_settings
 from app.fanout import lanes
 from app.state import create_state
-from jobs import tasks
+from jobs import housekeeping, tasks
 from jobs.connections import expires_ms, redis_settings
 from jobs.event_tracking import settling
 from jobs.reliability import ARQ_TIMEOUT_MARGIN_SECONDS, arq_max_tries, reliable
 
 RECONCILE = "reconcile_fanouts"
 REVIEW = "review_fanout_modes"
+PRUNE = "prune_expired_keys"
 # How often an idle worker polls its queue: a post's split waits half of it on average
 # before it starts. 5 ms: ~200 ZRANGEBYSCOREs a second per idle worker (decision 0064).
 POLL_SECONDS = 0.005
@@ -59,10 +60,21 @@ FUNCTIONS = [
     _function(lanes.POST_CHANGED, settling(tasks.post_changed)),
     # The periodic pass by name (tests, operators), also where its cron is off; not retried.
     func(cast(WorkerCoroutine, tasks.review_fanout_modes), name=REVIEW),
+    # Expired idempotency keys and old widenings (jobs.housekeeping), by name too; not retried.
+    func(cast(WorkerCoroutine, housekeeping.prune_expired_keys), name=PRUNE),
 ]
 # Every minute at :00 (ARQ runs a cron job once across workers: `unique`); tests and
 # operators may also enqueue it by name with a grace in seconds.
 RECONCILER = cron(tasks.reconcile_fanouts, name=RECONCILE, second=0, unique=True)
+# Every PRUNE_EVERY_MINUTES at :30 (away from the reconciler's :00), once across workers;
+# named apart from the task by name (a cron's result is not kept, the task's is).
+PRUNER = cron(
+    housekeeping.prune_expired_keys,
+    name="housekeeping",
+    minute=set(range(0, 60, housekeeping.PRUNE_EVERY_MINUTES)),
+    second=30,
+    unique=True,
+)
 
 
 def reviewer(every_seconds: int) -> list[CronJob]:
@@ -81,7 +93,7 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
     return {
         "functions": FUNCTIONS,
         "cron_jobs": (
-            [RECONCILER, *reviewer(settings.fanout_review_seconds)]
+            [RECONCILER, PRUNER, *reviewer(settings.fanout_review_seconds)]
             if queue_name == lanes.DEFAULT
             else []
         ),

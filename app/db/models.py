@@ -184,7 +184,11 @@ class OutboxEvent(Base):
 
 
 class IdempotencyKey(Base):
+    """createPost's keys, kept IDEMPOTENCY_KEY_TTL_SECONDS after their first use (then taken
+    over by a new use, and deleted by jobs.housekeeping, oldest first)."""
+
     __tablename__ = "idempotency_keys"
+    __table_args__ = (Index("idempotency_keys_created_idx", "created_at"),)
 
     user_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
@@ -197,9 +201,11 @@ class IdempotencyKey(Base):
 class CommentIdempotencyKey(Base):
     """addComment's keys, apart from createPost's: a key names one comment of its user (on
     the post recorded with it), kept after the comment is deleted so a late retry is refused
-    rather than made again (app.social.engagement.add_comment)."""
+    rather than made again (app.social.engagement.add_comment), until it expires as
+    createPost's do."""
 
     __tablename__ = "comment_idempotency_keys"
+    __table_args__ = (Index("comment_idempotency_keys_created_idx", "created_at"),)
 
     user_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
@@ -208,3 +214,20 @@ class CommentIdempotencyKey(Base):
     comment_id: Mapped[int] = mapped_column(BigInteger)
     post_id: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class PostWidening(Base):
+    """A widening of a post (PRIVATE -> FOLLOWERS/PUBLIC) that fans it out again, at its new
+    version: at most FANOUT_WIDENINGS_PER_POST_PER_HOUR rows of a post within an hour
+    (app.posts.service.set_visibility, decision 0067); a widening's fan-out whose version is
+    not the post's newest one here was overtaken and writes nothing. Kept an hour
+    (jobs.housekeeping)."""
+
+    __tablename__ = "post_widenings"
+    __table_args__ = (Index("post_widenings_widened_idx", "widened_at"),)
+
+    post_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("posts.id", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    widened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -202,10 +202,11 @@ async def posts_in_window(redis: AnyRedis, author_id: int, now_ms: int, window_s
 
 
 async def record_post(
-    redis: AnyRedis, author_id: int, now_ms: int, post_id: int | None = None
+    redis: AnyRedis, author_id: int, now_ms: int, post_id: int | str | None = None
 ) -> None:
-    """Count one post in the author's window. Keyed by the post id when given, so a replayed
-    split counts it once; the author joins the review set for the periodic pass."""
+    """Count one post in the author's window. Keyed by the post id when given (a widening:
+    "<post id>:<version>", counted at its own time: decision 0067), so a replayed split
+    counts it once; the author joins the review set for the periodic pass."""
     key = _window_key(author_id)
     async with redis.pipeline(transaction=False) as pipe:  # one round trip for both
         pipe.zadd(key, {str(post_id if post_id is not None else now_ms): now_ms})

@@ -12,11 +12,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from redis.asyncio import Redis
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.db.models import FANOUT_PULL, FANOUT_PUSH, Follow, Post, User, Visibility
+from app.db.models import (
+    FANOUT_PULL,
+    FANOUT_PUSH,
+    Follow,
+    Post,
+    PostWidening,
+    User,
+    Visibility,
+)
 from app.db.replica import REPLICA_READS, ReplicaRouter
 from app.fanout import lanes
 from app.fanout.control import (
@@ -192,20 +200,35 @@ class FanoutService:
         enqueue: Enqueue,
         job_prefix: str | None = None,
         deliver: Deliver | None = None,
+        *,
+        widening: int | None = None,
     ) -> SplitResult | None:
         """PostCreated: index the post under its author, then page active followers into
         FanoutBatch jobs (push) or stop there (pull: one write whatever the follower count).
         `job_prefix`: the batches' job ids (a re-run by the reconciler gets fresh ones);
         `deliver`: how the split writes the pages it keeps (`enqueue_pages`), when the
-        author has more than 1 + JOB_PAGES pages of followers."""
+        author has more than 1 + JOB_PAGES pages of followers. `widening`: the version a
+        widening (PRIVATE -> FOLLOWERS/PUBLIC) gave the post (decision 0067): counted as a
+        post of its own in the posting-rate window, and nothing more when a later widening
+        overtook it (that one's split fans the post out)."""
         async with self.sessions.begin() as session:
             post = await session.get(Post, post_id)
             if post is None or post.deleted_at is not None:
                 return None
-            # Counted once per post (keyed by its id: a replayed split adds nothing).
-            await record_post(
-                self.redis_roles.timelines, post.author_id, created_ms(post.id), post.id
-            )
+            timelines = self.redis_roles.timelines
+            if widening is None:
+                # Counted once per post (keyed by its id: a replayed split adds nothing).
+                await record_post(timelines, post.author_id, created_ms(post.id), post.id)
+            else:
+                # A widening costs the cost model what a post does: counted at its own time,
+                # once per (post, version).
+                now_ms = int(time.time() * 1000)
+                await record_post(timelines, post.author_id, now_ms, f"{post.id}:{widening}")
+                newest = await session.scalar(
+                    select(func.max(PostWidening.version)).where(PostWidening.post_id == post.id)
+                )
+                if newest is not None and newest > widening:
+                    return None
             decision = await resolve_mode(
                 session, post.author_id, self.settings, redis=self.redis_roles
             )

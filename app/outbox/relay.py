@@ -80,15 +80,25 @@ async def oldest_unpublished_seconds(engine: AsyncEngine) -> float:
 @dataclass(frozen=True)
 class Job:
     function: str
-    args: tuple[int, ...]
+    args: tuple[int | str, ...]
     job_id: str
     lane: str = lanes.DEFAULT
+
+
+def widening_job_id(post_id: int, version: int) -> str:
+    """The fan-out of a post widened at `version` (also its batches' prefix): one per
+    (post, version), whichever event asks for it (decision 0067)."""
+    return f"fw:{post_id}:{version}"
 
 
 def jobs_for(event_id: int, event_type: str, payload: dict[str, Any]) -> list[Job]:
     """What each event asks the workers to do. Deletes never fan out (tombstones)."""
     key = f"evt:{event_id}"
     if event_type == events.POST_CREATED:
+        version = payload.get("widening")
+        if version is not None:  # a widening: the post's split again, per (post, version)
+            job_id = widening_job_id(payload["post_id"], version)
+            return [Job(lanes.FANOUT_POST, (payload["post_id"], job_id, version), job_id)]
         return [Job(lanes.FANOUT_POST, (payload["post_id"],), key)]
     if event_type in (events.POST_EDITED, events.POST_DELETED, events.POST_VISIBILITY_CHANGED):
         return [Job(lanes.POST_CHANGED, (payload["post_id"],), key)]

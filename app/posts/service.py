@@ -3,19 +3,38 @@ fan-out here. Who may see a post is decided by app.posts.visibility."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import func, select, tuple_, update
+from sqlalchemy import ColumnElement, func, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import IdempotencyKey, Post, Visibility
-from app.errors import BadInput, Forbidden, NotFound
+from app.db.models import IdempotencyKey, Post, PostWidening, Visibility
+from app.errors import BadInput, Forbidden, NotFound, RateLimited
 from app.outbox import events
 from app.posts.ids import created_ms
 from app.posts.visibility import visible_to
 
 IDEMPOTENCY_KEY_MAX = 100
+# How long a key is kept after its first use (IDEMPOTENCY_KEY_TTL_SECONDS; docs/API.md,
+# "Retries and idempotency"): past it the key creates anew, and the worker deletes it.
+IDEMPOTENCY_KEY_TTL_SECONDS = 86_400
+# The one answer of a replayed key whose object was deleted since, at every creating
+# mutation (NOT_FOUND, as for a post or comment that is gone): never the tombstone as if
+# live, never a second object.
+DELETED_POST = "The post created with this idempotency key was deleted."
+
+
+# Widenings of one post that fan it out again are counted over this rolling window
+# (FANOUT_WIDENINGS_PER_POST_PER_HOUR of them; decision 0067).
+WIDENING_WINDOW = timedelta(hours=1)
+WIDENINGS_PER_POST_PER_HOUR = 3
+
+
+def key_expired(created_at: Any, ttl_seconds: int) -> ColumnElement[bool]:
+    """SQL: a key row first used `ttl_seconds` or more ago (expired: free for a new use)."""
+    return created_at < func.now() - timedelta(seconds=ttl_seconds)  # type: ignore[no-any-return]
 
 
 def clean_body(body: str, limit: int) -> str:
@@ -52,8 +71,11 @@ async def create_post(
     visibility: str,
     idempotency_key: str | None,
     max_chars: int,
+    key_ttl_seconds: int = IDEMPOTENCY_KEY_TTL_SECONDS,
 ) -> Post:
-    """Insert the post and a PostCreated event together; a repeated key returns the first post.
+    """Insert the post and a PostCreated event together; a repeated key returns the first post
+    (NOT_FOUND once that post was deleted), and a key first used `key_ttl_seconds` or more
+    ago is taken over by the new post.
 
     The idempotency row is claimed before the post exists: a concurrent duplicate blocks on
     the key's primary key until the first transaction commits, then finds its post.
@@ -68,11 +90,15 @@ async def create_post(
     if idempotency_key is not None:
         if not 1 <= len(idempotency_key) <= IDEMPOTENCY_KEY_MAX:
             raise BadInput(f"An idempotency key is 1-{IDEMPOTENCY_KEY_MAX} characters.")
+        claim = pg_insert(IdempotencyKey).values(
+            user_id=author_id, key=idempotency_key, post_id=post_id
+        )
         claimed = await session.scalar(
-            pg_insert(IdempotencyKey)
-            .values(user_id=author_id, key=idempotency_key, post_id=post_id)
-            .on_conflict_do_nothing()
-            .returning(IdempotencyKey.post_id)
+            claim.on_conflict_do_update(
+                index_elements=[IdempotencyKey.user_id, IdempotencyKey.key],
+                set_={"post_id": claim.excluded.post_id, "created_at": func.now()},
+                where=key_expired(IdempotencyKey.created_at, key_ttl_seconds),
+            ).returning(IdempotencyKey.post_id)
         )
         if claimed is None:
             existing = await session.scalar(
@@ -80,8 +106,8 @@ async def create_post(
                 .join(IdempotencyKey, IdempotencyKey.post_id == Post.id)
                 .where(IdempotencyKey.user_id == author_id, IdempotencyKey.key == idempotency_key)
             )
-            if existing is None:
-                raise NotFound("The post created with this idempotency key no longer exists.")
+            if existing is None or existing.deleted_at is not None:
+                raise NotFound(DELETED_POST)
             return existing
     post = Post(
         id=post_id,
@@ -130,21 +156,58 @@ async def edit_post(
     return post
 
 
+async def _admit_widening(session: AsyncSession, post_id: int, per_hour: int) -> None:
+    """A widening fans the post out again (every active follower's timeline): at most
+    `per_hour` of one post within WIDENING_WINDOW, else RATE_LIMITED with the seconds until
+    the oldest leaves the window. The post's row is locked: widenings of a post count one
+    at a time."""
+    window = func.now() - WIDENING_WINDOW
+    count, wait = (
+        await session.execute(
+            select(
+                func.count(),
+                func.ceil(func.extract("epoch", func.min(PostWidening.widened_at) - window)),
+            ).where(PostWidening.post_id == post_id, PostWidening.widened_at > window)
+        )
+    ).one()
+    if count >= per_hour:
+        retry_after = max(1, int(wait or 1))
+        raise RateLimited(
+            f"This post was made visible again {count} times within the hour, the most that"
+            f" reach followers' feeds; try again in {retry_after} s.",
+            retry_after=retry_after,
+        )
+
+
 async def set_visibility(
-    session: AsyncSession, viewer_id: int, post_id: int, visibility: str
+    session: AsyncSession,
+    viewer_id: int,
+    post_id: int,
+    visibility: str,
+    widenings_per_hour: int = WIDENINGS_PER_POST_PER_HOUR,
 ) -> Post:
+    """Change who may see the post (read paths recheck at once). A widening (PRIVATE ->
+    FOLLOWERS/PUBLIC) fans the post out again, deduplicated per (post, version), counted as
+    a post in the author's posting-rate window, and bounded to `widenings_per_hour` per post
+    (`_admit_widening`); narrowing is never refused (decision 0067)."""
     checked = check_visibility(visibility)
     post = await _own_post_for_update(session, viewer_id, post_id)
     if post.visibility != checked:
         widened = post.visibility == Visibility.PRIVATE
+        if widened:
+            await _admit_widening(session, post.id, widenings_per_hour)
         post.visibility = checked.value
         post.version += 1
         await session.flush()
         await events.record(session, events.POST_VISIBILITY_CHANGED, _event_payload(post))
         if widened:
             # Followers may see it now, but its fan-out skipped it (or will: it read PRIVATE):
-            # the split a new post gets, again. Replays are no-ops (same batch ids, same ZADD).
-            await events.record(session, events.POST_CREATED, _event_payload(post))
+            # the split a new post gets, again, under job ids of (post, version) (a replay
+            # is dropped), skipped if a later widening overtook it (app.fanout.service).
+            session.add(PostWidening(post_id=post.id, version=post.version))
+            await session.flush()
+            payload = {**_event_payload(post), "widening": post.version}
+            await events.record(session, events.POST_CREATED, payload)
     return post
 
 

@@ -8,7 +8,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Comment, CommentIdempotencyKey, Like, Post
 from app.errors import BadInput, NotFound
-from app.posts.service import IDEMPOTENCY_KEY_MAX, visible_post
+from app.posts.service import (
+    IDEMPOTENCY_KEY_MAX,
+    IDEMPOTENCY_KEY_TTL_SECONDS,
+    key_expired,
+    visible_post,
+)
 from app.posts.visibility import visible_to
 
 
@@ -53,19 +58,34 @@ def _check_key(key: str) -> None:
         raise BadInput(f"An idempotency key is 1-{IDEMPOTENCY_KEY_MAX} characters.")
 
 
+# createPost's contract (app.posts.service.DELETED_POST): a replayed key whose comment, or
+# the post it was on, was deleted since answers NOT_FOUND.
+DELETED_COMMENT = "The comment created with this idempotency key was deleted."
+DELETED_COMMENT_POST = "The post of the comment created with this idempotency key was deleted."
+
+
 async def _claim_key(
-    session: AsyncSession, viewer_id: int, post_id: int, key: str
+    session: AsyncSession, viewer_id: int, post_id: int, key: str, ttl_seconds: int
 ) -> tuple[int, Comment | None]:
     """Claim `key` for a new comment: (the new comment's id, None), or (its id, the comment)
-    when the key was used before. The key's primary key is claimed before the comment
-    exists, so a concurrent duplicate waits on it until the first commits, then finds its
-    comment (or claims the key itself if the first rolled back)."""
+    when the key was used before, less than `ttl_seconds` ago (an older use is taken over).
+    The key's primary key is claimed before the comment exists, so a concurrent duplicate
+    waits on it until the first commits, then finds its comment (or claims the key itself if
+    the first rolled back)."""
     new_id = int(await session.scalar(text("SELECT nextval('comments_id_seq')")) or 0)
+    claim = pg_insert(CommentIdempotencyKey).values(
+        user_id=viewer_id, key=key, comment_id=new_id, post_id=post_id
+    )
     claimed = await session.scalar(
-        pg_insert(CommentIdempotencyKey)
-        .values(user_id=viewer_id, key=key, comment_id=new_id, post_id=post_id)
-        .on_conflict_do_nothing()
-        .returning(CommentIdempotencyKey.comment_id)
+        claim.on_conflict_do_update(
+            index_elements=[CommentIdempotencyKey.user_id, CommentIdempotencyKey.key],
+            set_={
+                "comment_id": claim.excluded.comment_id,
+                "post_id": claim.excluded.post_id,
+                "created_at": func.now(),
+            },
+            where=key_expired(CommentIdempotencyKey.created_at, ttl_seconds),
+        ).returning(CommentIdempotencyKey.comment_id)
     )
     if claimed is not None:
         return new_id, None
@@ -74,7 +94,10 @@ async def _claim_key(
         raise BadInput("This idempotency key was used for a comment on another post.")
     comment = await session.get(Comment, used.comment_id)
     if comment is None:
-        raise NotFound("The comment created with this idempotency key no longer exists.")
+        raise NotFound(DELETED_COMMENT)
+    on = await session.scalar(select(Post.deleted_at).where(Post.id == used.post_id))
+    if on is not None:
+        raise NotFound(DELETED_COMMENT_POST)
     return used.comment_id, comment
 
 
@@ -85,17 +108,21 @@ async def add_comment(
     body: str,
     max_chars: int,
     idempotency_key: str | None = None,
+    key_ttl_seconds: int = IDEMPOTENCY_KEY_TTL_SECONDS,
 ) -> Comment:
     """Add a comment to a post the viewer may see; the same idempotency key from the same
-    user returns the first comment (createPost's contract), whatever the post's visibility
-    since, and adds and counts nothing."""
+    user within `key_ttl_seconds` returns the first comment (createPost's contract),
+    whatever the post's visibility since, and adds and counts nothing; NOT_FOUND once the
+    comment or its post was deleted."""
     body = body.strip()
     if not 1 <= len(body) <= max_chars:
         raise BadInput(f"A comment is 1-{max_chars} characters after trimming.")
     comment_id = None
     if idempotency_key is not None:
         _check_key(idempotency_key)
-        comment_id, earlier = await _claim_key(session, viewer_id, post_id, idempotency_key)
+        comment_id, earlier = await _claim_key(
+            session, viewer_id, post_id, idempotency_key, key_ttl_seconds
+        )
         if earlier is not None:
             return earlier
     post = await visible_post(session, viewer_id, post_id)

@@ -243,6 +243,11 @@ class FeedModel(RuleBasedStateMachine):
         if a != b:
             assert result.codes and result.codes[0] in ("FORBIDDEN", "NOT_FOUND"), result
             return
+        if result.codes == ["RATE_LIMITED"]:
+            # A widening past FANOUT_WIDENINGS_PER_POST_PER_HOUR (decision 0067): refused,
+            # nothing changed; only ever a widening from PRIVATE.
+            assert target.visibility == "PRIVATE" and change != "PRIVATE", result
+            return
         result.ok()
         if change == "delete":
             target.deleted = True

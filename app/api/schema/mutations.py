@@ -141,6 +141,7 @@ class Mutation:
                 models.Visibility((visibility or Visibility.PUBLIC).value),
                 idempotency_key,
                 settings.max_body_chars,
+                settings.idempotency_key_ttl_seconds,
             )
         await info.context.state.feed.context_changed(viewer_id)  # own posts: read-your-writes
         return Post(row=post)
@@ -160,9 +161,14 @@ class Mutation:
         self, info: Info[Context, None], id: strawberry.ID, visibility: Visibility
     ) -> Post:
         viewer_id = await _writer(info)
+        settings = info.context.state.settings
         async with info.context.transaction() as session:
             post = await posts.set_visibility(
-                session, viewer_id, _post_id(id), models.Visibility(visibility.value)
+                session,
+                viewer_id,
+                _post_id(id),
+                models.Visibility(visibility.value),
+                settings.fanout_widenings_per_post_per_hour,
             )
         return Post(row=post)
 
@@ -236,6 +242,7 @@ class Mutation:
                 body,
                 settings.max_comment_chars,
                 idempotency_key,
+                settings.idempotency_key_ttl_seconds,
             )
         return Comment(row=comment)
 
