@@ -4,6 +4,8 @@ a DATABASE_URL into the form each driver wants."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 from collections.abc import Iterable, Mapping
@@ -53,6 +55,16 @@ def is_cluster_url(url: str) -> bool:
 
 
 MIN_SECRET_BYTES = 32  # HS256 wants a key at least as long as its 256-bit output
+CANARY_PREFIX_HEX = 16  # 64 bits: nobody registers a deployment's canary handles first
+
+
+def canary_handle_prefix(secret_key: str) -> str:
+    """The synthetic probe's canary handles start with this (decision 0065): derived from
+    SECRET_KEY, so it differs per deployment and cannot be guessed (and squatted) without
+    the key. A sign-up whose handle starts with it makes a canary (`users.canary`): hidden
+    from search, followed by canaries only, its posts pruned (CANARY_POSTS_RETENTION_SECONDS)."""
+    digest = hmac.new(secret_key.encode(), b"hybridfeed probe canary handles", hashlib.sha256)
+    return f"c{digest.hexdigest()[:CANARY_PREFIX_HEX]}_"
 
 
 def _dev_secret() -> str:
@@ -333,6 +345,13 @@ class Settings(BaseSettings):
     # Refused with PROFILE=production.
     feed_fault_skip_filter: bool = False
     feed_fault_repeat_post: bool = False
+    # The synthetic probe's canaries (app.probe, decision 0065): their posts are deleted (rows,
+    # not tombstones) this long after they were made, by a job every CANARY_PRUNE_MINUTES
+    # minutes on the default lane (0: never), at most CANARY_PRUNE_BATCH posts a run. Longer
+    # than the reconciler's window, so no event of a pruned post is re-run.
+    canary_posts_retention_seconds: int = Field(default=6 * 3600, ge=60)
+    canary_prune_minutes: int = Field(default=10, ge=0, le=60)
+    canary_prune_batch: int = Field(default=20_000, ge=1)
     # ARQ's `expires`: a job still queued this long after it was due is dropped by ARQ unrun
     # (its default, a day, is shorter than an outage may be; decision 0021).
     job_expires_seconds: int = Field(default=7 * 24 * 3600, ge=3600)
@@ -467,6 +486,11 @@ class Settings(BaseSettings):
                 "pipelines touch keys in several hash slots). Point REDIS_QUEUE_URL at a plain "
                 "server (redis://, rediss:// or unix://) and keep the cluster for the other "
                 "roles (docs/DEPLOYMENT.md, 'Redis roles')"
+            )
+        if self.canary_posts_retention_seconds <= self.reconcile_window_seconds:
+            raise ValueError(
+                "CANARY_POSTS_RETENTION_SECONDS must exceed RECONCILE_WINDOW_SECONDS (a pruned "
+                "post's events must be past the reconciler's window)"
             )
         if self.profile == "production":
             if "secret_key" not in self.model_fields_set:  # not the dev key of .run/
