@@ -113,3 +113,30 @@ async def test_development_keeps_the_demo_and_the_details(test_database: str) ->
         assert (await http.get(BUILD_SCRIPT)).status_code == 404
         ready = (await http.get("/readyz")).json()
     assert ready["checks"]["workers:default"] == "down"
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "hosts"),
+    [
+        (["uvicorn", "app.web:app"], {}, ["127.0.0.1"]),
+        (["uvicorn", "app.web:app", "--host", "0.0.0.0", "--host=::"], {}, ["::"]),
+        (["/x/uvicorn/__main__.py", "app.web:app"], {"UVICORN_HOST": "0.0.0.0"}, ["0.0.0.0"]),
+        (["uvicorn", "app.web:app", "--uds", "/run/api.sock"], {}, ["local"]),
+        (
+            ["gunicorn", "-b", "0.0.0.0:8000", "--bind", "unix:/run/a.sock"],
+            {},
+            ["0.0.0.0", "local"],
+        ),
+        (["gunicorn", "--bind=[::1]:8000"], {}, ["::1"]),
+        (["python", "embedding.py"], {}, None),
+    ],
+)
+def test_the_bind_address_is_read_from_the_servers_command_line(
+    argv: list[str], environ: dict[str, str], hosts: list[str] | None
+) -> None:
+    from app.exposure import bind_hosts, is_loopback
+
+    assert bind_hosts(argv, environ) == hosts
+    assert [is_loopback(h) for h in hosts or []] == [
+        h in ("127.0.0.1", "local", "::1") for h in hosts or []
+    ]
