@@ -4,8 +4,11 @@ a DATABASE_URL into the form each driver wants."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -52,6 +55,16 @@ def is_cluster_url(url: str) -> bool:
 
 
 MIN_SECRET_BYTES = 32  # HS256 wants a key at least as long as its 256-bit output
+CANARY_PREFIX_HEX = 16  # 64 bits: nobody registers a deployment's canary handles first
+
+
+def canary_handle_prefix(secret_key: str) -> str:
+    """The synthetic probe's canary handles start with this (decision 0065): derived from
+    SECRET_KEY, so it differs per deployment and cannot be guessed (and squatted) without
+    the key. A sign-up whose handle starts with it makes a canary (`users.canary`): hidden
+    from search, followed by canaries only, its posts pruned (CANARY_POSTS_RETENTION_SECONDS)."""
+    digest = hmac.new(secret_key.encode(), b"hybridfeed probe canary handles", hashlib.sha256)
+    return f"c{digest.hexdigest()[:CANARY_PREFIX_HEX]}_"
 
 
 def _dev_secret() -> str:
@@ -90,6 +103,77 @@ def dev_secret(path: Path) -> str:
     finally:
         tmp.unlink(missing_ok=True)
     return key
+
+
+# Names the service reads outside `Settings` (the probe's PROBE_* are its own settings), and
+# the escape hatch of the look-alike check below: never reported as a misspelt setting.
+OTHER_VARIABLES = frozenset(
+    {"RUN_DIR", "SEED_DEMO", "PROMETHEUS_MULTIPROC_DIR", "SETTINGS_NOT_OURS"}
+)
+# Prefixes an operator may put before a setting's name by habit; the service reads none.
+FOREIGN_PREFIXES = ("APP_", "HYBRIDFEED_")
+
+
+def _distance_at_most(a: str, b: str, limit: int) -> bool:
+    """Levenshtein distance between `a` and `b` is <= `limit` (banded, early exit)."""
+    if abs(len(a) - len(b)) > limit:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > limit:
+            return False
+        previous = current
+    return previous[-1] <= limit
+
+
+def lookalike_variables(
+    environ: Mapping[str, str], known: Iterable[str]
+) -> list[tuple[str, str | None]]:
+    """Variables in `environ` that look like one of the `known` setting names without being
+    one (decision 0065): `HYBRIDFEED_*` (the service reads none: None), a known name behind
+    APP_/HYBRIDFEED_, or a name within 1 edit (2 for names over 8 characters) of a known one.
+    Each with the setting it resembles. SETTINGS_NOT_OURS (comma-separated) lists names that
+    belong to something else."""
+    names = {name.upper() for name in known} | OTHER_VARIABLES
+    allowed = {n.strip().upper() for n in environ.get("SETTINGS_NOT_OURS", "").split(",")}
+    found: list[tuple[str, str | None]] = []
+    for variable in environ:
+        name = variable.upper()
+        if name in names or name in allowed or not name.replace("_", "").isalnum():
+            continue
+        bare = name
+        for prefix in FOREIGN_PREFIXES:
+            if name.startswith(prefix):
+                bare = name[len(prefix) :]
+        like = next(
+            (
+                known_name
+                for known_name in sorted(names - OTHER_VARIABLES)
+                if _distance_at_most(bare, known_name, 1 if len(known_name) <= 8 else 2)
+            ),
+            None,
+        )
+        if like is not None or name.startswith("HYBRIDFEED_"):
+            found.append((variable, like))
+    return found
+
+
+def refuse_lookalikes(environ: Mapping[str, str], known: Iterable[str]) -> None:
+    """Stop the start-up on a variable that looks like a setting but is none: a misspelt
+    PROFILE would otherwise start a production deployment in the development profile."""
+    found = lookalike_variables(environ, known)
+    if found:
+        listed = ", ".join(
+            f"{name} (did you mean {like}?)" if like else name for name, like in found
+        )
+        raise ValueError(
+            f"unknown setting(s) in the environment: {listed}. The service reads each setting "
+            "by its exact name (docs/API.md, 'Configuration'); rename or unset them, or list "
+            "variables that belong to something else in SETTINGS_NOT_OURS (decision 0065)"
+        )
 
 
 class Settings(BaseSettings):
@@ -247,7 +331,12 @@ class Settings(BaseSettings):
     max_connections_per_client: int = Field(default=32, ge=0)
     # `production` turns the developer surfaces off: GraphiQL, introspection, /metrics
     # without METRICS_TOKEN (docs/API.md, "Production profile").
+    # Exactly one of the two (any other value, `prod` or `Production`, stops the start-up),
+    # and a misspelt name too (`refuse_lookalikes`): the profile fails closed (decision 0065).
     profile: Literal["development", "production"] = "development"
+    # A development profile serves its developer surfaces to whoever reaches it: the API
+    # refuses to start in it on a non-loopback address unless this says so (app.exposure).
+    allow_development_on_network: bool = False
     # Set: /metrics wants `Authorization: Bearer <METRICS_TOKEN>` (in any profile).
     metrics_token: str = ""
     lag_threshold_seconds: float = 5.0  # lane lag above which reads pull recent posts too
@@ -265,6 +354,13 @@ class Settings(BaseSettings):
     # Refused with PROFILE=production.
     feed_fault_skip_filter: bool = False
     feed_fault_repeat_post: bool = False
+    # The synthetic probe's canaries (app.probe, decision 0065): their posts are deleted (rows,
+    # not tombstones) this long after they were made, by a job every CANARY_PRUNE_MINUTES
+    # minutes on the default lane (0: never), at most CANARY_PRUNE_BATCH posts a run. Longer
+    # than the reconciler's window, so no event of a pruned post is re-run.
+    canary_posts_retention_seconds: int = Field(default=6 * 3600, ge=60)
+    canary_prune_minutes: int = Field(default=10, ge=0, le=60)
+    canary_prune_batch: int = Field(default=20_000, ge=1)
     # ARQ's `expires`: a job still queued this long after it was due is dropped by ARQ unrun
     # (its default, a day, is shorter than an outage may be; decision 0021).
     job_expires_seconds: int = Field(default=7 * 24 * 3600, ge=3600)
@@ -356,6 +452,16 @@ class Settings(BaseSettings):
             )
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _exact_profile(cls, value: object) -> object:
+        if value not in ("development", "production"):
+            raise ValueError(
+                f"PROFILE={value!r} is not a profile: set PROFILE=production (exactly) or "
+                "PROFILE=development, or leave it unset for development"
+            )
+        return value
+
     @model_validator(mode="after")
     def _check_invariants(self) -> Settings:
         # 0 is allowed: with FANOUT_PULL_THRESHOLD=1 no author ever switches back (pull-only,
@@ -389,6 +495,11 @@ class Settings(BaseSettings):
                 "pipelines touch keys in several hash slots). Point REDIS_QUEUE_URL at a plain "
                 "server (redis://, rediss:// or unix://) and keep the cluster for the other "
                 "roles (docs/DEPLOYMENT.md, 'Redis roles')"
+            )
+        if self.canary_posts_retention_seconds <= self.reconcile_window_seconds:
+            raise ValueError(
+                "CANARY_POSTS_RETENTION_SECONDS must exceed RECONCILE_WINDOW_SECONDS (a pruned "
+                "post's events must be past the reconciler's window)"
             )
         if self.profile == "production":
             if "secret_key" not in self.model_fields_set:  # not the dev key of .run/
@@ -426,5 +537,7 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process's settings, read once. Only the roots call this (app/web.py, app/state.py,
     jobs/worker.py, programs' entry modules: tests/test_settings_roots.py); everything else
-    is handed its settings (docs/ARCHITECTURE.md)."""
+    is handed its settings (docs/ARCHITECTURE.md). A variable that looks like a setting but
+    is none stops it (`refuse_lookalikes`)."""
+    refuse_lookalikes(os.environ, Settings.model_fields)
     return Settings()

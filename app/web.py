@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import gc
 import hmac
+import os
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -72,6 +74,7 @@ from app.auth import revocation
 from app.auth.tokens import user_id_from_header
 from app.config import PROJECT_ROOT, REDIS_ROLES, Settings, get_settings
 from app.errors import AppError
+from app.exposure import bind_hosts, check_start, may_see_details
 from app.fanout import lanes
 from app.observability.exposition import render as render_metrics
 from app.observability.metrics import GRAPHQL_LATENCY, READY
@@ -79,6 +82,18 @@ from app.realtime.hub import Hub
 from app.state import AppState, create_state
 
 DEMO_DIR = PROJECT_ROOT / "frontend-demo"
+# What the demo page loads from /static (development only): its build script and anything
+# else in the folder are not served.
+DEMO_SUFFIXES = (".js", ".css", ".html", ".svg", ".png", ".ico")
+
+
+class DemoFiles(StaticFiles):
+    """The demo page's assets: files with DEMO_SUFFIXES only."""
+
+    def lookup_path(self, path: str) -> tuple[str, os.stat_result | None]:
+        if not path.endswith(DEMO_SUFFIXES):
+            return "", None
+        return super().lookup_path(path)
 
 
 class FeedGraphQL(GraphQL):
@@ -472,6 +487,8 @@ def create_app(state: AppState | None = None) -> FeedApp:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Settings]]:
+        if state is None:  # the served app (a root): where it listens, and in which profile
+            check_start(settings, bind_hosts(sys.argv, os.environ))
         st = holder.setdefault("state", state or create_state(settings))
         # One pub/sub connection for every socket of this process (app.realtime.hub).
         hub = Hub(
@@ -555,13 +572,20 @@ def create_app(state: AppState | None = None) -> FeedApp:
     recent_health = Recent(health, PROBE_CACHE_SECONDS)
     recent_ready = Recent(ready, PROBE_CACHE_SECONDS)
 
+    def probe_answer(request: Request, body: dict[str, Any], status: int) -> Response:
+        """The whole answer in development or to the metrics token's bearer; in production
+        anonymous callers get the status alone (app.exposure.may_see_details)."""
+        if not may_see_details(settings, request.headers.get("authorization")):
+            body = {"status": body["status"]}
+        return JSONResponse(body, status)
+
     async def healthz(request: Request) -> Response:
         """Liveness: PostgreSQL and Redis answer (cached: see `Recent`)."""
-        return JSONResponse(*await recent_health.get())
+        return probe_answer(request, *await recent_health.get())
 
     async def readyz(request: Request) -> Response:
         """Readiness: 503 naming what is down (PostgreSQL, Redis, a lane without a live worker)."""
-        return JSONResponse(*await recent_ready.get())
+        return probe_answer(request, *await recent_ready.get())
 
     async def metrics(request: Request) -> Response:
         refused = metrics_refusal(settings, request.headers.get("authorization"))
@@ -580,16 +604,17 @@ def create_app(state: AppState | None = None) -> FeedApp:
 
     routes: list[BaseRoute] = [
         Route("/graphql", graphql_app, methods=["GET", "POST"]),
-        manifest_route(graphql.documents),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),
-        Route("/", index),
     ]
-    if graphql.graphql_ide:  # not in the production profile
+    if not production:  # developer surfaces (decision 0065): 404 in production
+        # The demo page, its assets and its list of document ids (the probe computes the
+        # ids itself when the list is not served: app.probe.documents).
+        routes += [manifest_route(graphql.documents), Route("/", index)]
         routes.append(graphiql_assets_mount())
-    if DEMO_DIR.exists():
-        routes.append(Mount("/static", StaticFiles(directory=Path(DEMO_DIR)), name="static"))
+        if DEMO_DIR.exists():
+            routes.append(Mount("/static", DemoFiles(directory=Path(DEMO_DIR)), name="static"))
     # One set of admission slots: HTTP requests (Admission) and socket operations (LiveSockets).
     slots = admission_slots(settings.max_in_flight, settings.admission_wait_ms)
     live = LiveSockets(graphql, slots, settings.realtime_socket_send_buffer)

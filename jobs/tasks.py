@@ -17,6 +17,7 @@ from app.coalesce import Coalesced
 from app.fanout import lanes
 from app.fanout.lanes import Enqueue
 from app.fanout.service import Deliver, FanoutService
+from app.posts import pruning
 from jobs import marks, reconcile, tracking
 
 TRACKED = (lanes.FANOUT_BATCH, lanes.FANOUT_PAGES)
@@ -225,6 +226,16 @@ async def review_fanout_modes(
         _enqueuer(ctx),
         limit or settings.fanout_review_max_authors,
         settings.fanout_review_seconds if interval_seconds is None else interval_seconds,
+    )
+
+
+async def prune_canary_posts(ctx: dict[str, Any]) -> int:
+    """Cron (every CANARY_PRUNE_MINUTES): delete the synthetic probe's posts older than
+    CANARY_POSTS_RETENTION_SECONDS (app.posts.pruning, decision 0065); how many."""
+    state = ctx["state"]
+    settings = state.settings
+    return await pruning.prune_canary_posts(
+        state.sessions, settings.canary_posts_retention_seconds, settings.canary_prune_batch
     )
 
 

@@ -26,6 +26,7 @@ from jobs.reliability import ARQ_TIMEOUT_MARGIN_SECONDS, arq_max_tries, reliable
 RECONCILE = "reconcile_fanouts"
 REVIEW = "review_fanout_modes"
 PRUNE = "prune_expired_keys"
+PRUNE_CANARIES = "prune_canary_posts"
 # How often an idle worker polls its queue: a post's split waits half of it on average
 # before it starts. 5 ms: ~200 ZRANGEBYSCOREs a second per idle worker (decision 0064).
 POLL_SECONDS = 0.005
@@ -62,6 +63,8 @@ FUNCTIONS = [
     func(cast(WorkerCoroutine, tasks.review_fanout_modes), name=REVIEW),
     # Expired idempotency keys and old widenings (jobs.housekeeping), by name too; not retried.
     func(cast(WorkerCoroutine, housekeeping.prune_expired_keys), name=PRUNE),
+    # The canaries' posts pruned by name as well (the next run does what one missed).
+    func(cast(WorkerCoroutine, tasks.prune_canary_posts), name=PRUNE_CANARIES),
 ]
 # Every minute at :00 (ARQ runs a cron job once across workers: `unique`); tests and
 # operators may also enqueue it by name with a grace in seconds.
@@ -87,13 +90,30 @@ def reviewer(every_seconds: int) -> list[CronJob]:
     return [cron(tasks.review_fanout_modes, name=REVIEW, second=seconds, unique=True)]
 
 
+def canary_pruner(every_minutes: int) -> list[CronJob]:
+    """The synthetic probe's old posts deleted every so many minutes (0: never), at :30 so
+    it does not start with the reconciler (decision 0065)."""
+    if every_minutes <= 0:
+        return []
+    minutes = set(range(0, 60, every_minutes))
+    job = cron(
+        tasks.prune_canary_posts, name=PRUNE_CANARIES, minute=minutes, second=30, unique=True
+    )
+    return [job]
+
+
 def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
     """ARQ reads a settings class's own __dict__ only (no inheritance), so lanes are dicts."""
     settings = get_settings()
     return {
         "functions": FUNCTIONS,
         "cron_jobs": (
-            [RECONCILER, PRUNER, *reviewer(settings.fanout_review_seconds)]
+            [
+                RECONCILER,
+                PRUNER,
+                *reviewer(settings.fanout_review_seconds),
+                *canary_pruner(settings.canary_prune_minutes),
+            ]
             if queue_name == lanes.DEFAULT
             else []
         ),

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -16,6 +17,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    false,
     func,
     text,
 )
@@ -57,6 +59,8 @@ class User(Base):
             postgresql_where=text("fanout_mode_changed_at IS NOT NULL"),
         ),
         CheckConstraint("fanout_pin IN ('push', 'pull')", name="users_fanout_pin_check"),
+        # The synthetic probe's canaries, for the pruning job (migration 0009).
+        Index("users_canary_idx", "id", postgresql_where=text("canary")),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
@@ -78,6 +82,10 @@ class User(Base):
     # Tokens carry the version they were issued under; changePassword bumps it, and every
     # older token is refused (app/auth/revocation.py, decision 0013).
     token_version: Mapped[int] = mapped_column(Integer, server_default="0")
+    # A synthetic probe canary (signed up with the deployment's secret handle prefix,
+    # app.config.canary_handle_prefix; decision 0065): left out of search, followed by
+    # canaries only, its posts pruned after CANARY_POSTS_RETENTION_SECONDS.
+    canary: Mapped[bool] = mapped_column(Boolean, server_default=false())
 
 
 Index(

@@ -20,7 +20,7 @@ from app.probe.client import Api, ProbeError
 from app.probe.ledger import Ledger
 from app.probe.ring import Ring
 from app.probe.round import Round, Tally
-from app.probe.settings import canary_password, get_probe_settings
+from app.probe.settings import canary_password, canary_prefix, get_probe_settings
 
 log = logging.getLogger("app.probe")
 
@@ -37,7 +37,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="the API's base URL")
     parser.add_argument("--password", default=None, help="canaries' password (PROBE_PASSWORD)")
-    parser.add_argument("--prefix", default=s.handle_prefix, help="canary handle prefix")
+    parser.add_argument(
+        "--prefix",
+        default=None,
+        help="canary handle prefix (PROBE_HANDLE_PREFIX; default: the deployment's secret one)",
+    )
+    parser.add_argument(
+        "--show-prefix",
+        action="store_true",
+        help="print the deployment's canary handle prefix (from SECRET_KEY) and exit",
+    )
     parser.add_argument("--canaries", type=int, default=s.canaries, help="ring size (>= 3)")
     parser.add_argument("--interval", type=float, default=s.interval_seconds, help="seconds")
     parser.add_argument(
@@ -56,6 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.once:
         args.rounds = 1
     args.password = args.password or canary_password(s)
+    args.prefix = args.prefix or canary_prefix(s)
     return args
 
 
@@ -167,6 +177,9 @@ def _report(number: int, tally: Tally, seconds: float, args: argparse.Namespace)
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.show_prefix:
+        print(args.prefix)
+        return 0
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr
     )

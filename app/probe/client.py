@@ -1,6 +1,7 @@
 """The probe's only way in: the public API. GraphQL over HTTP (httpx) with the registered
-documents named by their hashes (GET /graphql/documents.json: works with
-TRUSTED_DOCUMENTS_ONLY too), and `feedUpdates` over the websocket (graphql-transport-ws).
+documents named by their hashes (GET /graphql/documents.json, or computed here where it is
+not served: works with TRUSTED_DOCUMENTS_ONLY too), and `feedUpdates` over the websocket
+(graphql-transport-ws).
 
 Every answer carries the monotonic time its request was sent: the leak rule counts only
 reads sent after a change was acknowledged (app.probe.ledger)."""
@@ -17,6 +18,8 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
+
+from app.probe.documents import local_document_ids
 
 PROTOCOL = "graphql-transport-ws"
 DOCUMENTS_PATH = "/graphql/documents.json"
@@ -70,9 +73,13 @@ class Api:
             return False
 
     async def load_documents(self) -> None:
-        """Operation name -> documentId, as the server registered them."""
+        """Operation name -> documentId, as the server lists them; computed here from
+        graphql/operations/ where it does not (the production profile: 404)."""
         try:
             reply = await self.http.get(DOCUMENTS_PATH)
+            if reply.status_code == 404:
+                self.documents = local_document_ids()
+                return
             reply.raise_for_status()
             self.documents = dict(reply.json())
         except (httpx.HTTPError, ValueError) as exc:

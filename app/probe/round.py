@@ -162,7 +162,13 @@ class Round:
         await self._restore(kind, follower, author)
 
     async def _post(self, author: Canary, body: str) -> Posted:
-        variables = {"body": body, "visibility": "PUBLIC", "idempotencyKey": uuid.uuid4().hex}
+        # FOLLOWERS: only the ring sees a canary's posts (decision 0065); the leak rule is the
+        # same (a hidden post is one its follower may no longer see).
+        variables = {
+            "body": body,
+            "visibility": "FOLLOWERS",
+            "idempotencyKey": uuid.uuid4().hex,
+        }
         answer = await self.api.call("CreatePost", variables, author.token)
         return Posted(answer.data["createPost"]["id"], answer.received)
 

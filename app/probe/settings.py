@@ -11,7 +11,7 @@ from functools import lru_cache
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.config import RUN_DIR, dev_secret
+from app.config import RUN_DIR, canary_handle_prefix, dev_secret, get_settings
 
 
 class ProbeSettings(BaseSettings):
@@ -21,8 +21,12 @@ class ProbeSettings(BaseSettings):
     enabled: bool | None = None
     # The canaries' password; empty = one generated once into RUN_DIR/probe_password (0600).
     password: str = ""
-    # Canary handles are this prefix and a number (probe_0, probe_1, ...).
-    handle_prefix: str = Field(default="probe_", pattern=r"^[a-z0-9_]{1,27}$")
+    # Canary handles are this prefix and a number. Empty: the deployment's secret prefix,
+    # derived from the service's SECRET_KEY (app.config.canary_handle_prefix; decision 0065),
+    # which is what makes the accounts canaries (hidden from search, followed by canaries
+    # only, their posts pruned). A probe without the service's settings is given it here
+    # (`python -m app.probe --show-prefix` prints it where SECRET_KEY is set).
+    handle_prefix: str = Field(default="", pattern=r"^([a-z0-9_]{1,27})?$")
     # Canaries in the ring (each follows the next); one change per canary and round.
     canaries: int = Field(default=4, ge=3, le=20)
     # A round starts this often (at once when the previous one took longer).
@@ -36,6 +40,12 @@ class ProbeSettings(BaseSettings):
 @lru_cache
 def get_probe_settings() -> ProbeSettings:
     return ProbeSettings()
+
+
+def canary_prefix(settings: ProbeSettings) -> str:
+    """PROBE_HANDLE_PREFIX, or the deployment's secret prefix from the service's SECRET_KEY
+    (under `make run`, the one in RUN_DIR)."""
+    return settings.handle_prefix or canary_handle_prefix(get_settings().secret_key)
 
 
 def canary_password(settings: ProbeSettings) -> str:

@@ -79,6 +79,10 @@ async def _remove_follow(session: AsyncSession, follower: int, followee: int) ->
 async def follow(session: AsyncSession, viewer_id: int, target: User) -> bool:
     """Returns True when a new edge was made (False: already following)."""
     await _check_and_lock_pair(session, viewer_id, target, "follow")
+    if target.canary and not await session.scalar(select(User.canary).where(User.id == viewer_id)):
+        # The synthetic probe's canaries (decision 0065) are followed by canaries only; to
+        # anyone else the handle answers as an unknown one does.
+        raise NotFound(f"No user @{target.handle}.")
     if await is_blocked_either_way(session, viewer_id, target.id):
         raise Forbidden(f"You cannot follow @{target.handle}: one of you blocked the other.")
     made = await session.scalar(

@@ -3,7 +3,8 @@
 Each half is one bounded index range scan in index order (docs/decisions/0009-user-search.md):
 `users_handle_prefix_idx` (handle, varchar_pattern_ops) and `users_display_name_prefix_idx`
 (lower(display_name), text_pattern_ops), each read only as far as `first` matches; handle
-matches come first, then display-name matches, a user once. Pattern operator classes and
+matches come first, then display-name matches, a user once; the synthetic probe's canaries
+never (decision 0065). Pattern operator classes and
 `ORDER BY ... USING ~<~` let PostgreSQL answer `LIKE 'ab%'` from a btree whatever the
 database's collation. Users across a block from the viewer are left out
 (app.posts.visibility).
@@ -48,11 +49,11 @@ def search_sql(viewer: bool) -> str:
     return f"""
         WITH by_handle AS (
             SELECT u.id, 0 AS rank, u.handle::text AS key FROM users u
-            WHERE {by_handle} {_hidden(viewer)}
+            WHERE {by_handle} AND NOT u.canary {_hidden(viewer)}
             ORDER BY u.handle USING ~<~ LIMIT :n
         ), by_name AS (
             SELECT u.id, 1 AS rank, lower(u.display_name) AS key FROM users u
-            WHERE {by_name} {_hidden(viewer)}
+            WHERE {by_name} AND NOT u.canary {_hidden(viewer)}
             ORDER BY lower(u.display_name) USING ~<~ LIMIT :n
         ), best AS (
             SELECT DISTINCT ON (id) id, rank, key

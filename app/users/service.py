@@ -39,7 +39,10 @@ async def sign_up(
     password: str,
     display_name: str | None,
     passwords: PasswordGate,
+    canary_prefix: str = "",
 ) -> User:
+    """A new account; a canary of the synthetic probe when its handle starts with
+    `canary_prefix` (the deployment's secret prefix, app.config.canary_handle_prefix)."""
     handle = normalize_handle(handle)
     if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
         raise BadInput(f"A password is {PASSWORD_MIN}-{PASSWORD_MAX} characters long.")
@@ -50,6 +53,7 @@ async def sign_up(
         password_hash=await passwords.hash(password),
         display_name=name,
         last_active_at=datetime.now(UTC),
+        canary=bool(canary_prefix) and handle.startswith(canary_prefix),
     )
     session.add(user)
     try:

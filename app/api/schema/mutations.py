@@ -16,6 +16,7 @@ from app.auth import revocation
 from app.auth.account import change_password
 from app.auth.guesses import Guesses, GuessLimits
 from app.auth.tokens import issue_token
+from app.config import canary_handle_prefix
 from app.db import models
 from app.errors import NotFound, Unauthenticated
 from app.feed import impressions
@@ -91,7 +92,14 @@ class Mutation:
             ),
         )
         async with ctx.transaction() as session:
-            user = await users.sign_up(session, handle, password, display_name, ctx.state.passwords)
+            user = await users.sign_up(
+                session,
+                handle,
+                password,
+                display_name,
+                ctx.state.passwords,
+                canary_handle_prefix(settings.secret_key),
+            )
         # The owner's address from the start: strangers' failed log-ins do not hold it.
         await Guesses(ctx.state.roles.limits, GuessLimits.of(settings)).remember(user.handle, ip)
         # A new account follows nobody: its (empty) timeline exists from the start. Without
