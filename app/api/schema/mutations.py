@@ -15,6 +15,7 @@ from app.api.schema.types import AuthPayload, Comment, Post, User, Visibility
 from app.auth import revocation
 from app.auth.account import change_password
 from app.auth.guesses import Guesses, GuessLimits
+from app.auth.hashes import spend_hashes
 from app.auth.tokens import issue_token
 from app.db import models
 from app.errors import NotFound, Unauthenticated
@@ -90,8 +91,11 @@ class Mutation:
                 settings.rate_limit_signups_per_ip_per_day,
             ),
         )
-        async with ctx.transaction() as session:
-            user = await users.sign_up(session, handle, password, display_name, ctx.state.passwords)
+        # Its hash from the address's (and the new handle's) Argon2 budget (app.auth.hashes).
+        await spend_hashes(ctx.state.roles.limits, settings, handle, ip)
+        user = await users.sign_up(
+            ctx.transaction, handle, password, display_name, ctx.state.passwords
+        )
         # The owner's address from the start: strangers' failed log-ins do not hold it.
         await Guesses(ctx.state.roles.limits, GuessLimits.of(settings)).remember(user.handle, ip)
         # A new account follows nobody: its (empty) timeline exists from the start. Without
@@ -111,11 +115,11 @@ class Mutation:
             ctx.state.roles.limits, login_budgets(ip, settings.rate_limit_login_per_ip_per_minute)
         )
         guesses = Guesses(ctx.state.roles.limits, GuessLimits.of(settings))
-        async with (
-            guesses.attempt(handle, ip, wrong=Unauthenticated),
-            ctx.transaction() as session,
-        ):
-            user = await users.log_in(session, handle, password, ctx.state.passwords)
+        async with guesses.attempt(handle, ip, wrong=Unauthenticated):
+            # The account's and the address's Argon2 budgets (app.auth.hashes); a refusal
+            # gives the guess back. The hash runs outside any transaction.
+            await spend_hashes(ctx.state.roles.limits, settings, handle, ip)
+            user = await users.log_in(ctx.transaction, handle, password, ctx.state.passwords)
         # Back after a while (or Redis lost the timeline): rebuild it now, bounded. Without
         # Redis the log-in still succeeds; the feed then reads from PostgreSQL (degraded).
         with contextlib.suppress(RedisError, OSError):
@@ -268,16 +272,16 @@ class Mutation:
         state = info.context.state
         # Wrong old passwords count as guesses at the account, as logIn's failures do.
         guesses = Guesses(state.roles.limits, GuessLimits.of(state.settings))
-        async with info.context.transaction() as session:
-            user, version = await change_password(
-                session,
-                viewer_id,
-                old_password,
-                new_password,
-                guesses,
-                info.context.client_ip(),
-                state.passwords,
-            )
+        user, version = await change_password(
+            info.context.transaction,
+            viewer_id,
+            old_password,
+            new_password,
+            guesses,
+            info.context.client_ip(),
+            state.passwords,
+            state.settings,
+        )
         # Redis down: other processes see the new version when their cached copy lapses.
         with contextlib.suppress(RedisError, OSError):
             await revocation.publish_version(state.roles.limits, viewer_id, version)
