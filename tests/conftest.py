@@ -75,7 +75,7 @@ os.environ.update(
 # builds its app, and so those settings, when imported.
 os.environ["REALTIME_NAMESPACE"] = TEST_DB
 
-TABLES = "outbox, idempotency_keys, comments, likes, blocks, follows, posts, users"
+TABLES = "revoked_tokens, outbox, idempotency_keys, comments, likes, blocks, follows, posts, users"
 
 
 async def _admin(sql: str) -> None:
@@ -126,6 +126,7 @@ async def clean(state: object) -> None:
     ratelimit.forget_local()  # the read meter's and the fallback limiter's counts, too
     guesses.forget_local()  # and the fallback's password-guess counts
     revocation.passed.clear()  # tokens that passed the revocation check lately
+    revocation.retries.clear()  # and Redis writes of revocations waiting for a retry
 
 
 @pytest.fixture

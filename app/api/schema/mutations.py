@@ -16,7 +16,7 @@ from app.auth import revocation
 from app.auth.account import change_password
 from app.auth.guesses import Guesses, GuessLimits
 from app.auth.hashes import spend_hashes
-from app.auth.tokens import issue_token
+from app.auth.tokens import issue_token, token_claims
 from app.db import models
 from app.errors import NotFound, Unauthenticated
 from app.feed import impressions
@@ -38,6 +38,15 @@ async def _writer(info: Info[Context, None]) -> int:
     viewer_id = info.context.require_viewer()
     await info.context.limit_writes()
     return viewer_id
+
+
+async def _issue(info: Info[Context, None], user_id: int, version: int = 0) -> str:
+    """A new token, vouched for in Redis at once (its first uses read no PostgreSQL:
+    app.auth.revocation)."""
+    state = info.context.state
+    token = issue_token(state.settings, user_id, version)
+    await revocation.vouch(state.roles.limits, token_claims(state.settings, token))
+    return token
 
 
 GraphChange = Callable[[AsyncSession, int, models.User], Awaitable[bool]]
@@ -102,7 +111,7 @@ class Mutation:
         # Redis the account is still made; its first feed read rebuilds the timeline.
         with contextlib.suppress(RedisError, OSError):
             await ctx.state.timelines.rebuild(user.id, [])
-        return AuthPayload(token=issue_token(settings, user.id), user=User(row=user))
+        return AuthPayload(token=await _issue(info, user.id), user=User(row=user))
 
     @strawberry.mutation
     async def log_in(self, info: Info[Context, None], handle: str, password: str) -> AuthPayload:
@@ -124,7 +133,7 @@ class Mutation:
         # Redis the log-in still succeeds; the feed then reads from PostgreSQL (degraded).
         with contextlib.suppress(RedisError, OSError):
             await ctx.state.activity.touch(user.id, force=True)
-        token = issue_token(settings, user.id, user.token_version)
+        token = await _issue(info, user.id, user.token_version)
         return AuthPayload(token=token, user=User(row=user))
 
     @strawberry.mutation
@@ -282,10 +291,10 @@ class Mutation:
             state.passwords,
             state.settings,
         )
-        # Redis down: other processes see the new version when their cached copy lapses.
-        with contextlib.suppress(RedisError, OSError):
-            await revocation.publish_version(state.roles.limits, viewer_id, version)
-        return AuthPayload(token=issue_token(state.settings, user.id, version), user=User(row=user))
+        # Redis down: written when it is back (revocation.retries); meanwhile every check
+        # reads the version from PostgreSQL.
+        await revocation.publish_version(state.roles.limits, viewer_id, version)
+        return AuthPayload(token=await _issue(info, user.id, version), user=User(row=user))
 
     @strawberry.mutation(
         description="Revoke the token this request carries; the viewer's other sessions stay."
@@ -296,7 +305,9 @@ class Mutation:
         token = info.context.token
         if token is None:  # a socket's operation: it was authenticated at connection_init
             raise Unauthenticated("Log out over HTTP, with the token to revoke.")
-        await revocation.revoke(info.context.state.roles.limits, token)
+        # Recorded in PostgreSQL first: a Redis that loses it reads it back (decision 0066).
+        state = info.context.state
+        await revocation.revoke(state.roles.limits, state.sessions, token)
         return True
 
     @strawberry.mutation(
