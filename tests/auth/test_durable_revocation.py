@@ -23,7 +23,7 @@ from tests.auth.test_auth_revocation import (
     log_in,
     viewer_codes,
 )
-from tests.helpers import gql, make_user, sql
+from tests.helpers import counting_statements, gql, make_user, sql
 from tests.realtime.live import closed_with
 from tests.servers import ApiServer
 
@@ -51,6 +51,25 @@ async def test_a_logged_out_token_stays_out_after_redis_lost_its_data(
     await lose_redis(state)
     assert await viewer_codes(client, phone) == ["UNAUTHENTICATED"]
     assert await viewer_codes(client, laptop) == []
+
+
+async def test_a_normal_request_reads_no_revocation_from_postgresql(
+    client: httpx.AsyncClient, state: AppState
+) -> None:
+    """A token is vouched for when issued: its requests read nothing from revoked_tokens;
+    after Redis lost its data, its first request reads it once and writes the answer back."""
+    token, _ = await make_user(client, "fay")
+    assert await viewer_codes(client, token) == []  # (the user's version is cached now)
+    revocation.passed.clear()
+    with counting_statements(state) as seen:
+        assert await viewer_codes(client, token) == []
+    assert not [q for q in seen if "revoked_tokens" in q]
+    await lose_redis(state)
+    with counting_statements(state) as seen:
+        assert await viewer_codes(client, token) == []
+        revocation.passed.clear()
+        assert await viewer_codes(client, token) == []
+    assert len([q for q in seen if "revoked_tokens" in q]) == 1
 
 
 async def test_a_password_change_holds_after_redis_lost_its_data(
