@@ -6,13 +6,16 @@ docs/decisions/0066-durable-revocation.md)."""
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 from redis.asyncio import Redis
 
 from app.auth import revocation
+from app.auth.revocation import revoked_key, version_key
 from app.auth.tokens import token_claims
 from app.state import AppState
 from app.web import create_app
@@ -23,9 +26,10 @@ from tests.auth.test_auth_revocation import (
     log_in,
     viewer_codes,
 )
-from tests.helpers import counting_statements, gql, make_user, sql
+from tests.helpers import counting_statements, eventually, gql, make_user, sql
 from tests.realtime.live import closed_with
-from tests.servers import ApiServer
+from tests.reliability.test_faults import redis_answers, redis_server
+from tests.servers import ApiServer, free_port
 
 
 async def lose_redis(state: AppState) -> None:
@@ -99,9 +103,12 @@ async def test_revocations_are_recorded_and_pruned_after_expiry(
 
 
 @asynccontextmanager
-async def without_limits_redis(state: AppState) -> AsyncIterator[httpx.AsyncClient]:
-    """A client of an app whose limits role (revocations, budgets) cannot be reached."""
-    dead = Redis.from_url("redis://127.0.0.1:1/0")  # nothing listens there
+async def without_limits_redis(
+    state: AppState, url: str = "redis://127.0.0.1:1/0"
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of an app whose limits role (revocations, budgets) cannot be reached (by
+    default a port where nothing listens)."""
+    dead = Redis.from_url(url)
     roles = dataclasses.replace(state.roles, limits=dead)
     app = create_app(dataclasses.replace(state, roles=roles))
     try:
@@ -145,3 +152,31 @@ async def test_a_websocket_refuses_a_logged_out_token_after_redis_lost_its_data(
         assert await viewer_codes(http, phone) == ["UNAUTHENTICATED"]
         ws = await live_socket(api, laptop)  # the other device's socket opens
         await ws.close()
+
+
+async def test_revocations_redis_missed_are_written_once_it_is_back(
+    client: httpx.AsyncClient, state: AppState
+) -> None:
+    """A logOut and a changePassword made while the limits role is down reach it once it
+    answers again (retried in the background): it does not keep an older answer."""
+    port = free_port()
+    token, user_id = await make_user(client, "gus")
+    other = await log_in(client, "gus")
+    claims = token_claims(state.settings, token)
+    async with without_limits_redis(state, f"redis://127.0.0.1:{port}/0") as down:
+        (await gql(down, "LogOut", token=token)).ok()
+        (await change_password(down, other)).ok()
+        assert revocation.retries.pending() == 2
+        with tempfile.TemporaryDirectory() as folder, redis_server(port, Path(folder)):
+            await eventually(lambda: redis_answers(port), within=15, what="redis-server")
+            back = Redis(port=port)
+            try:
+
+                async def written() -> bool:
+                    mark = await back.get(revoked_key(user_id, claims.token_id))
+                    return mark == b"1" and await back.get(version_key(user_id)) == b"1"
+
+                await eventually(written, within=5, interval=0.1, what="the retried writes")
+                assert revocation.retries.pending() == 0
+            finally:
+                await back.aclose()
