@@ -286,9 +286,18 @@ class Settings(BaseSettings):
     rate_limit_login_delay_after_failures: int = Field(default=20, ge=0)
     rate_limit_login_delay_max_seconds: int = Field(default=60, ge=1)
     # Argon2 hashes (64 MiB each) at once per process, and how long one more may wait for
-    # a slot before the request answers OVERLOADED (app.passwords).
+    # a slot before the request answers OVERLOADED (app.passwords): short, so a request
+    # does not hold its admission slot queueing for a hash.
     password_hash_concurrency: int = Field(default=2, ge=1)
-    password_hash_wait_ms: int = Field(default=2000, ge=0)
+    password_hash_wait_ms: int = Field(default=100, ge=0)
+    # Argon2 hashes per minute per account and per client address (IPv6 by /64), every
+    # hashing mutation alike (signUp, logIn, changePassword: one per hash; app.auth.hashes);
+    # past either RATE_LIMITED with retryAfter, before any hash. 0 = no limit.
+    rate_limit_hashes_per_account_per_minute: int = Field(default=10, ge=0)
+    rate_limit_hashes_per_ip_per_minute: int = Field(default=30, ge=0)
+    # Hashing mutation fields (signUp, logIn, changePassword) one document may hold; more are
+    # refused BAD_USER_INPUT before anything runs (app.api.transports.hashing_fields).
+    hashing_fields_per_document: int = Field(default=1, ge=1)
     # The largest query cost accepted (docs/decisions/0012-query-cost.md).
     query_cost_limit: int = Field(default=5000, ge=1)
     # Open RANKED feed sessions kept per viewer; a new one past this ends the oldest.

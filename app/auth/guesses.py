@@ -73,24 +73,24 @@ class GuessLimits:
         return min(2.0 ** min(failures - self.delay_after, 62), self.delay_max_seconds) * 1000
 
 
-def _account(handle: str) -> str:
+def account_digest(handle: str) -> str:
     name = handle.strip().lstrip("@").lower()
     return hashlib.blake2b(name.encode(), digest_size=12).hexdigest()
 
 
 def account_key(handle: str) -> str:
     """The account's hash: `n` failures in its hour, `last` failure (ms since the epoch)."""
-    return f"pg:{{{_account(handle)}}}"
+    return f"pg:{{{account_digest(handle)}}}"
 
 
 def address_key(handle: str, ip: str, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
     """Failures at the account from one address (a counter, the window's TTL)."""
-    return f"pg:{{{_account(handle)}}}:ip{budget_address(ip, ipv6_prefix)}"
+    return f"pg:{{{account_digest(handle)}}}:ip{budget_address(ip, ipv6_prefix)}"
 
 
 def known_key(handle: str, ip: str, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
     """Present while the address is one the account succeeded from."""
-    return f"pg:{{{_account(handle)}}}:known{budget_address(ip, ipv6_prefix)}"
+    return f"pg:{{{account_digest(handle)}}}:known{budget_address(ip, ipv6_prefix)}"
 
 
 # Refused: {1, ms} by the address's count, {2, ms} by the account's ceiling, {3, ms} by the

@@ -239,3 +239,19 @@ class PostWidening(Base):
     )
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     widened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class RevokedToken(Base):
+    """logOut's record of one token id, until the token would have expired anyway: Redis's
+    deny-list (`tr:` keys) is a cache of this table, filled back whenever Redis cannot
+    vouch for a token (app.auth.revocation, docs/decisions/0066). Rows past `expires_at`
+    are pruned by later logOuts (a bounded batch each)."""
+
+    __tablename__ = "revoked_tokens"
+    __table_args__ = (Index("revoked_tokens_expires_at_idx", "expires_at"),)
+
+    token_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 
 from sqlalchemy import select, update
@@ -17,6 +19,11 @@ _DUMMY_HASH = hash_password("not-a-real-password")
 HANDLE_RE = re.compile(r"^[a-z0-9_]{3,30}$")
 PASSWORD_MIN, PASSWORD_MAX = 8, 128
 DISPLAY_NAME_MAX = 80
+
+Transaction = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+"""Opens one short transaction (the request context's `transaction`). The password flows
+take two, one before and one after their Argon2 work: a hash never runs while a pooled
+connection sits idle in a transaction or a row is locked (issue 33)."""
 
 
 def normalize_handle(handle: str) -> str:
@@ -34,7 +41,7 @@ def clean_display_name(display_name: str) -> str:
 
 
 async def sign_up(
-    session: AsyncSession,
+    transaction: Transaction,
     handle: str,
     password: str,
     display_name: str | None,
@@ -47,38 +54,47 @@ async def sign_up(
     if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
         raise BadInput(f"A password is {PASSWORD_MIN}-{PASSWORD_MAX} characters long.")
     name = clean_display_name(display_name or handle)
-    user = User(
-        handle=handle,
-        # Argon2 is deliberately slow: off the event loop, a bounded number at once.
-        password_hash=await passwords.hash(password),
-        display_name=name,
-        last_active_at=datetime.now(UTC),
-        canary=bool(canary_prefix) and handle.startswith(canary_prefix),
-    )
-    session.add(user)
-    try:
-        await session.flush()
-    except IntegrityError as exc:
-        await session.rollback()
-        raise Conflict(f"The handle @{handle} is taken; choose another.") from exc
-    await session.refresh(user)
+    # Argon2 is deliberately slow: off the event loop, a bounded number at once, and before
+    # the transaction (no connection held meanwhile).
+    password_hash = await passwords.hash(password)
+    async with transaction() as session:
+        user = User(
+            handle=handle,
+            password_hash=password_hash,
+            display_name=name,
+            last_active_at=datetime.now(UTC),
+            canary=bool(canary_prefix) and handle.startswith(canary_prefix),
+        )
+        session.add(user)
+        try:
+            await session.flush()
+        except IntegrityError as exc:
+            raise Conflict(f"The handle @{handle} is taken; choose another.") from exc
+        await session.refresh(user)
     return user
 
 
 async def log_in(
-    session: AsyncSession, handle: str, password: str, passwords: PasswordGate
+    transaction: Transaction, handle: str, password: str, passwords: PasswordGate
 ) -> User:
+    """The user whose password `password` is, read again after the check (outside any
+    transaction): a password changed meanwhile fails it, and the token version is current."""
     failure = Unauthenticated("Wrong handle or password.")
     try:
         handle = normalize_handle(handle)
     except BadInput:
         raise failure from None
-    user = await session.scalar(select(User).where(User.handle == handle))
+    async with transaction() as session:
+        user = await session.scalar(select(User).where(User.handle == handle))
     # Verify against a dummy hash for unknown handles too: the answer takes as long.
     stored = user.password_hash if user is not None else _DUMMY_HASH
     if not await passwords.verify(stored, password) or user is None:
         raise failure
-    return user
+    async with transaction() as session:
+        current = await session.scalar(select(User).where(User.id == user.id))
+    if current is None or current.password_hash != stored:
+        raise failure
+    return current
 
 
 async def by_handle(session: AsyncSession, handle: str) -> User | None:

@@ -24,6 +24,7 @@ from app.api.transports.document_limits import (
     create_alias_rule,
     create_depth_rule,
 )
+from app.api.transports.hashing_fields import create_hashing_rule
 from app.api.transports.trusted import (
     DocumentParserCache,
     DocumentRegistry,
@@ -88,6 +89,8 @@ def build_schema(
         create_depth_rule(settings.max_query_depth),
         create_alias_rule(MAX_ALIASES),
         create_cost_rule(settings.query_cost_limit),  # app.api.schema.cost; docs/decisions/0012
+        # At most HASHING_FIELDS_PER_DOCUMENT signUp/logIn/changePassword per document.
+        create_hashing_rule(settings.hashing_fields_per_document),
         NoNulInText,
     ]
     if settings.profile == "production":  # on every path: POST, GET, websocket (decision 0016)

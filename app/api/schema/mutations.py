@@ -15,7 +15,8 @@ from app.api.schema.types import AuthPayload, Comment, Post, User, Visibility
 from app.auth import revocation
 from app.auth.account import change_password
 from app.auth.guesses import Guesses, GuessLimits
-from app.auth.tokens import issue_token
+from app.auth.hashes import spend_hashes
+from app.auth.tokens import issue_token, token_claims
 from app.config import canary_handle_prefix
 from app.db import models
 from app.errors import NotFound, Unauthenticated
@@ -38,6 +39,15 @@ async def _writer(info: Info[Context, None]) -> int:
     viewer_id = info.context.require_viewer()
     await info.context.limit_writes()
     return viewer_id
+
+
+async def _issue(info: Info[Context, None], user_id: int, version: int = 0) -> str:
+    """A new token, vouched for in Redis at once (its first uses read no PostgreSQL:
+    app.auth.revocation)."""
+    state = info.context.state
+    token = issue_token(state.settings, user_id, version)
+    await revocation.vouch(state.roles.limits, token_claims(state.settings, token))
+    return token
 
 
 GraphChange = Callable[[AsyncSession, int, models.User], Awaitable[bool]]
@@ -91,22 +101,23 @@ class Mutation:
                 settings.rate_limit_signups_per_ip_per_day,
             ),
         )
-        async with ctx.transaction() as session:
-            user = await users.sign_up(
-                session,
-                handle,
-                password,
-                display_name,
-                ctx.state.passwords,
-                canary_handle_prefix(settings.secret_key),
-            )
+        # Its hash from the address's (and the new handle's) Argon2 budget (app.auth.hashes).
+        await spend_hashes(ctx.state.roles.limits, settings, handle, ip)
+        user = await users.sign_up(
+            ctx.transaction,
+            handle,
+            password,
+            display_name,
+            ctx.state.passwords,
+            canary_handle_prefix(settings.secret_key),
+        )
         # The owner's address from the start: strangers' failed log-ins do not hold it.
         await Guesses(ctx.state.roles.limits, GuessLimits.of(settings)).remember(user.handle, ip)
         # A new account follows nobody: its (empty) timeline exists from the start. Without
         # Redis the account is still made; its first feed read rebuilds the timeline.
         with contextlib.suppress(RedisError, OSError):
             await ctx.state.timelines.rebuild(user.id, [])
-        return AuthPayload(token=issue_token(settings, user.id), user=User(row=user))
+        return AuthPayload(token=await _issue(info, user.id), user=User(row=user))
 
     @strawberry.mutation
     async def log_in(self, info: Info[Context, None], handle: str, password: str) -> AuthPayload:
@@ -119,16 +130,16 @@ class Mutation:
             ctx.state.roles.limits, login_budgets(ip, settings.rate_limit_login_per_ip_per_minute)
         )
         guesses = Guesses(ctx.state.roles.limits, GuessLimits.of(settings))
-        async with (
-            guesses.attempt(handle, ip, wrong=Unauthenticated),
-            ctx.transaction() as session,
-        ):
-            user = await users.log_in(session, handle, password, ctx.state.passwords)
+        async with guesses.attempt(handle, ip, wrong=Unauthenticated):
+            # The account's and the address's Argon2 budgets (app.auth.hashes); a refusal
+            # gives the guess back. The hash runs outside any transaction.
+            await spend_hashes(ctx.state.roles.limits, settings, handle, ip)
+            user = await users.log_in(ctx.transaction, handle, password, ctx.state.passwords)
         # Back after a while (or Redis lost the timeline): rebuild it now, bounded. Without
         # Redis the log-in still succeeds; the feed then reads from PostgreSQL (degraded).
         with contextlib.suppress(RedisError, OSError):
             await ctx.state.activity.touch(user.id, force=True)
-        token = issue_token(settings, user.id, user.token_version)
+        token = await _issue(info, user.id, user.token_version)
         return AuthPayload(token=token, user=User(row=user))
 
     @strawberry.mutation
@@ -283,20 +294,20 @@ class Mutation:
         state = info.context.state
         # Wrong old passwords count as guesses at the account, as logIn's failures do.
         guesses = Guesses(state.roles.limits, GuessLimits.of(state.settings))
-        async with info.context.transaction() as session:
-            user, version = await change_password(
-                session,
-                viewer_id,
-                old_password,
-                new_password,
-                guesses,
-                info.context.client_ip(),
-                state.passwords,
-            )
-        # Redis down: other processes see the new version when their cached copy lapses.
-        with contextlib.suppress(RedisError, OSError):
-            await revocation.publish_version(state.roles.limits, viewer_id, version)
-        return AuthPayload(token=issue_token(state.settings, user.id, version), user=User(row=user))
+        user, version = await change_password(
+            info.context.transaction,
+            viewer_id,
+            old_password,
+            new_password,
+            guesses,
+            info.context.client_ip(),
+            state.passwords,
+            state.settings,
+        )
+        # Redis down: written when it is back (revocation.retries); meanwhile every check
+        # reads the version from PostgreSQL.
+        await revocation.publish_version(state.roles.limits, viewer_id, version)
+        return AuthPayload(token=await _issue(info, user.id, version), user=User(row=user))
 
     @strawberry.mutation(
         description="Revoke the token this request carries; the viewer's other sessions stay."
@@ -307,7 +318,9 @@ class Mutation:
         token = info.context.token
         if token is None:  # a socket's operation: it was authenticated at connection_init
             raise Unauthenticated("Log out over HTTP, with the token to revoke.")
-        await revocation.revoke(info.context.state.roles.limits, token)
+        # Recorded in PostgreSQL first: a Redis that loses it reads it back (decision 0066).
+        state = info.context.state
+        await revocation.revoke(state.roles.limits, state.sessions, token)
         return True
 
     @strawberry.mutation(
