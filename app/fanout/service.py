@@ -523,7 +523,7 @@ class FanoutService:
             and notifier.fuses_with(self.store)
         ):
             if self.settings.timeline_wait_replicas:
-                tail = None
+                tail = None  # settled by the caller, after the WAIT
             return await self._deliver_fused(notifier, author_id, entries, user_ids, tail)
         # Every post of the job in one pass per page (a catch-up carries many; decision 0059).
         written = await self.store.push_posts_to_timelines(
@@ -557,9 +557,12 @@ class FanoutService:
         0054: a job whose insert fails is not settled). The post's SQL check (deleted or
         PRIVATE since: not announced) runs once per job, and only when a recipient is
         probably online: most jobs count nobody and skip it. Online users the guess missed
-        come back and are counted the old way, after the same check."""
+        come back and are counted the old way, after the same check. With
+        TIMELINE_WAIT_REPLICAS nobody is counted in the calls: every online user comes back
+        and is counted once the writes are confirmed on the replicas."""
         ids = [int(u) for u in user_ids]
-        guessed = set(await notifier.online_guess(ids))
+        waits = bool(self.settings.timeline_wait_replicas)
+        guessed: set[int] = set() if waits else set(await notifier.online_guess(ids))
         alive: bool | None = None
         if guessed:
             alive = await self._reaches(entries)
