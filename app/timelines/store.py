@@ -92,7 +92,6 @@ def timeline_keys(user_ids: Iterable[int]) -> list[bytes]:
 
 # `tlw:{<tag>}`: the durability mark `confirm_replicated` writes before its WAIT, one per
 # hash slot; <tag> is the smallest number whose key hashes to that slot (`_slot_tags`).
-_MARK_KEY_BYTES = b"tlw:{%d}"
 _SLOTS = 16384
 
 
@@ -111,9 +110,9 @@ def _slot_tags() -> tuple[int, ...]:
     return tuple(tags)
 
 
-def durability_mark_key(slot: int) -> bytes:
+def durability_mark_key(slot: int) -> str:
     """`tlw:{<tag>}`: the durability mark of hash slot `slot` (docs/redis-keys.md)."""
-    return _MARK_KEY_BYTES % _slot_tags()[slot]
+    return f"tlw:{{{_slot_tags()[slot]}}}"
 
 
 class NotReplicated(RedisError):
