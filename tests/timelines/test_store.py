@@ -593,4 +593,4 @@ async def test_confirm_replicated_waits_for_replicas_after_a_mark_of_its_own(
     assert await redis.get(mark) is not None
     await redis.delete(mark)
     for slot in (0, 1, 8191, 12539, 16383):
-        assert key_slot(durability_mark_key(slot)) == slot
+        assert key_slot(durability_mark_key(slot).encode()) == slot
