@@ -348,9 +348,9 @@ class TimelineStore:
             nodes.setdefault(node.name, (node, slot))
         pipe = cluster.pipeline()
         for node, slot in nodes.values():
-            # The mark is routed by its key to the slot's master, the WAIT to that node: the
-            # pipeline sends one node's commands on one connection, in order.
-            pipe.execute_command("SET", durability_mark_key(slot), stamp)
+            # Both to that node (a map changed meanwhile cannot split them): the pipeline sends
+            # one node's commands on one connection, in order.
+            pipe.execute_command("SET", durability_mark_key(slot), stamp, target_nodes=node)
             pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
         # No redirection: a mark MOVED elsewhere would leave its WAIT on a connection that
         # wrote nothing. The error fails the batch; its retry maps the cluster afresh.
