@@ -200,6 +200,12 @@ class Settings(BaseSettings):
     # (decision 0034). Still accepted so existing deployments' environments keep starting;
     # any other value is refused with the upgrade command (`_only_packed`).
     timeline_encoding: Literal["packed"] = "packed"
+    # A fan-out batch's timeline writes confirmed by this many replicas of each master it
+    # wrote to (`WAIT`) before the job completes; fewer within TIMELINE_WAIT_MS fails the
+    # batch, which is retried (decision 0068). 0 = off (a plain server without replicas);
+    # docs/DEPLOYMENT.md recommends 1 on a cluster with a replica per master.
+    timeline_wait_replicas: int = Field(default=0, ge=0)
+    timeline_wait_ms: int = Field(default=1000, gt=0)
     fanout_batch_size: int = 1000  # follower ids per page (one script call); jobs: 1-7 pages
     fanout_pull_threshold: int = 10_000  # followers at/above which an author switches to pull
     fanout_push_threshold: int = 8_000  # followers below which a pull author switches back
@@ -487,6 +493,11 @@ class Settings(BaseSettings):
         ):
             raise ValueError(
                 "REALTIME_COALESCE_MS >= 0, REALTIME_COUNT_MAX and REALTIME_COUNT_TTL_SECONDS > 0"
+            )
+        if self.timeline_wait_ms >= self.redis_socket_timeout_seconds * 1000:
+            raise ValueError(
+                "TIMELINE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
+                "outlasts the socket timeout fails as an outage)"
             )
         if self.realtime_stall_seconds * 1000 <= self.realtime_coalesce_ms:
             raise ValueError("REALTIME_STALL_SECONDS must exceed the coalescing interval")

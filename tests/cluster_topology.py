@@ -203,14 +203,42 @@ class ClusterTopology:
     def replica_of(self, master: Node) -> Node:
         return next(r for r in self.replicas if r.master_of is master)
 
+    async def shard_of(self, key: bytes | str) -> tuple[Node, list[Node]]:
+        """The master serving `key` now and its replicas, as a live node's CLUSTER NODES
+        says (after a failover the lists above name the start-up roles, not these)."""
+        slot = key_slot(key.encode() if isinstance(key, str) else key)
+        by_port = {n.port: n for n in self.nodes}
+        for node in self.nodes:
+            if not node.alive():
+                continue
+            text = (await node.client.execute_command("CLUSTER", "NODES")).decode()
+            rows = [line.split() for line in text.strip().splitlines()]
+            for row in rows:
+                if "master" not in row[2] or "fail" in row[2]:
+                    continue
+                for ranges in row[8:]:
+                    first, _, last = ranges.partition("-")
+                    if ranges[0].isdigit() and int(first) <= slot <= int(last or first):
+                        replicas = [r for r in rows if r[3] == row[0] and "fail" not in r[2]]
+                        port = int(row[1].split("@")[0].rsplit(":", 1)[1])
+                        return by_port[port], [
+                            by_port[int(r[1].split("@")[0].rsplit(":", 1)[1])] for r in replicas
+                        ]
+        raise AssertionError(f"no live node knows the master of slot {slot}")
+
     async def await_failover(
-        self, dead: Node, within: float = 20.0, takeover_after: float | None = None
+        self,
+        dead: Node,
+        within: float = 20.0,
+        takeover_after: float | None = None,
+        replica: Node | None = None,
     ) -> float:
-        """Wait until `dead`'s replica is a master and every live node says cluster_state:ok;
-        the seconds that took. With `takeover_after`, a replica still waiting then is told
-        CLUSTER FAILOVER TAKEOVER (the operator's move when automatic failover is slow)."""
+        """Wait until `dead`'s replica (`replica`, else its replica at start-up) is a master
+        and every live node says cluster_state:ok; the seconds that took. With
+        `takeover_after`, a replica still waiting then is told CLUSTER FAILOVER TAKEOVER (the
+        operator's move when automatic failover is slow)."""
         started = time.monotonic()
-        replica = self.replica_of(dead)
+        replica = replica or self.replica_of(dead)
         took_over = False
 
         async def promoted() -> bool:

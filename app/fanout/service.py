@@ -533,18 +533,26 @@ class FanoutService:
         users, at most the store's `script_batch`) of the job; a post's own job (one entry)
         on one standalone server: its live counts in the same calls, and `tail` (the job's
         tracking) in the last one, sent once the others succeeded; `tail.reply` stays None
-        when it did not run."""
+        when it did not run.
+
+        With TIMELINE_WAIT_REPLICAS, the writes are confirmed on the masters' replicas
+        (`_confirm_replicated`) before anything more is counted and before the job may
+        complete (decision 0068); the tracking tail then never rides in the insert (the
+        caller settles once this returns)."""
         notifier = self.notifier
         if (
             len(entries) == 1
             and isinstance(notifier, FusingNotifier)
             and notifier.fuses_with(self.store)
         ):
+            if self.settings.timeline_wait_replicas:
+                tail = None  # settled by the caller, after the WAIT
             return await self._deliver_fused(notifier, author_id, entries, user_ids, tail)
         # Every post of the job in one pass per page (a catch-up carries many; decision 0059).
         written = await self.store.push_posts_to_timelines(
             [(int(post_id), int(score)) for post_id, score in entries], user_ids
         )
+        await self._confirm_replicated(user_ids)
         for _, score in entries:
             POST_TO_TIMELINE.observe(max(0.0, time.time() - score / 1000))
         TIMELINE_INSERTS.inc(written)
@@ -572,9 +580,12 @@ class FanoutService:
         0054: a job whose insert fails is not settled). The post's SQL check (deleted or
         PRIVATE since: not announced) runs once per job, and only when a recipient is
         probably online: most jobs count nobody and skip it. Online users the guess missed
-        come back and are counted the old way, after the same check."""
+        come back and are counted the old way, after the same check. With
+        TIMELINE_WAIT_REPLICAS nobody is counted in the calls: every online user comes back
+        and is counted once the writes are confirmed on the replicas."""
         ids = [int(u) for u in user_ids]
-        guessed = set(await notifier.online_guess(ids))
+        waits = bool(self.settings.timeline_wait_replicas)
+        guessed: set[int] = set() if waits else set(await notifier.online_guess(ids))
         alive: bool | None = None
         if guessed:
             alive = await self._reaches(entries)
@@ -604,6 +615,7 @@ class FanoutService:
                 raise failed.exceptions[0] from None  # the job fails as one call would
             done = [r.result() for r in running]
         done.append(await page(pages[-1], tail))
+        await self._confirm_replicated(ids)
         written = sum(w for w, _ in done)
         missed = [u for _, m in done for u in m]
         POST_TO_TIMELINE.observe(max(0.0, time.time() - int(entries[0][1]) / 1000))
@@ -611,6 +623,17 @@ class FanoutService:
         if missed and (alive if alive is not None else await self._reaches(entries)):
             await notifier.delivered(author_id, entries, missed)
         return written
+
+    async def _confirm_replicated(self, user_ids: Sequence[int]) -> None:
+        """TIMELINE_WAIT_REPLICAS replicas of every master the batch wrote to hold its writes
+        (WAIT), else NotReplicated fails the batch. Its retry repeats nothing (an id already
+        in a timeline is not added again, a live count is a zset of post ids) and waits
+        again: on every try, one that wrote nothing too, since a master killed before its
+        replica had an earlier try's writes loses them while the job is done (decision 0068).
+        """
+        replicas = self.settings.timeline_wait_replicas
+        if replicas:
+            await self.store.confirm_replicated(user_ids, replicas, self.settings.timeline_wait_ms)
 
     async def _reaches(self, entries: Sequence[Sequence[int]]) -> bool:
         """Does the (one) post still reach followers (not deleted, not PRIVATE)?"""

@@ -28,13 +28,17 @@ Invariants kept by every method here:
 
 from __future__ import annotations
 
+import functools
 import struct
+import time
+from binascii import crc_hqx
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import ResponseError
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
+from redis.exceptions import RedisError, ResponseError
 
 from app.posts.ids import EPOCH_MS
 from app.posts.ids import created_ms as created_at_ms
@@ -84,6 +88,36 @@ _TIMELINE_KEY_BYTES = b"tl:{%d}"
 def timeline_keys(user_ids: Iterable[int]) -> list[bytes]:
     """`timeline_key` of many users, as bytes."""
     return [_TIMELINE_KEY_BYTES % int(u) for u in user_ids]
+
+
+# `tlw:{<tag>}`: the durability mark `confirm_replicated` writes before its WAIT, one per
+# hash slot; <tag> is the smallest number whose key hashes to that slot (`_slot_tags`).
+_SLOTS = 16384
+
+
+@functools.cache
+def _slot_tags() -> tuple[int, ...]:
+    """For each hash slot, the smallest n such that `tlw:{n}` hashes to it (~110,000
+    candidates, ~60 ms once per process): a mark key on any node a batch wrote to."""
+    tags = [-1] * _SLOTS
+    left, n = _SLOTS, 0
+    while left:
+        slot = crc_hqx(b"%d" % n, 0) % _SLOTS  # a hash tag's slot is its content's
+        if tags[slot] < 0:
+            tags[slot] = n
+            left -= 1
+        n += 1
+    return tuple(tags)
+
+
+def durability_mark_key(slot: int) -> str:
+    """`tlw:{<tag>}`: the durability mark of hash slot `slot` (docs/redis-keys.md)."""
+    return f"tlw:{{{_slot_tags()[slot]}}}"
+
+
+class NotReplicated(RedisError):
+    """A master acknowledged fewer replicas than asked for a batch's writes within the
+    timeout (`TimelineStore.confirm_replicated`): the caller fails, and its job is retried."""
 
 
 def author_posts_key(author_id: int) -> str:
@@ -279,6 +313,61 @@ class TimelineStore:
         _checked_ids([(post_id, score_ms)])
         probe = str(-packed.ENTRY_BYTES * min(PROBE_ENTRIES, max_entries))
         return [packed.pack_ids([post_id]), max_entries, 1 if only_existing else 0, slack, probe]
+
+    async def confirm_replicated(
+        self, user_ids: Sequence[int], replicas: int, timeout_ms: int
+    ) -> None:
+        """Block until `replicas` replicas of every master holding one of these users'
+        timelines have everything that master was written before this call (WAIT), or raise
+        NotReplicated naming the first master that fell short within `timeout_ms`.
+
+        Why a mark first: WAIT waits for the replication offset of its own connection's last
+        write, and a connection that wrote nothing (another one of the pool did the batch's
+        writes; a retried batch whose entries are already there writes nothing) gets an
+        answer at once, whatever the replica lacks. So each master gets, on one connection,
+        a SET of its slot's durability mark (`tlw:{<tag>}`) then the WAIT: the offset waited
+        for is past every earlier write of that master, the batch's, an earlier try's, and
+        any other job's. One pipelined round trip per master (cluster) or one (plain server).
+        """
+        if replicas <= 0 or not user_ids:
+            return
+        stamp = int(time.time() * 1000)
+        keys = timeline_keys(user_ids)
+        if not self._cluster:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.execute_command("SET", durability_mark_key(key_slot(keys[0])), stamp)
+                pipe.execute_command("WAIT", replicas, timeout_ms)
+                replies = await pipe.execute()
+            self._check_acks([("server", replies[1])], replicas, timeout_ms)
+            return
+        cluster = self.redis
+        assert isinstance(cluster, RedisCluster)
+        nodes: dict[str, tuple[ClusterNode, int]] = {}
+        for slot in {key_slot(k) for k in keys}:
+            node = cluster.nodes_manager.get_node_from_slot(slot)
+            nodes.setdefault(node.name, (node, slot))
+        pipe = cluster.pipeline()
+        for node, slot in nodes.values():
+            # Both to that node (a map changed meanwhile cannot split them): the pipeline sends
+            # one node's commands on one connection, in order.
+            pipe.execute_command("SET", durability_mark_key(slot), stamp, target_nodes=node)
+            pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
+        # No redirection: a mark MOVED elsewhere would leave its WAIT on a connection that
+        # wrote nothing. The error fails the batch; its retry maps the cluster afresh.
+        replies = await pipe.execute(allow_redirections=False)
+        names = list(nodes)
+        self._check_acks(
+            [(names[i], replies[2 * i + 1]) for i in range(len(names))], replicas, timeout_ms
+        )
+
+    @staticmethod
+    def _check_acks(acks: Sequence[tuple[str, Any]], replicas: int, timeout_ms: int) -> None:
+        for node, acked in acks:
+            if int(acked) < replicas:
+                raise NotReplicated(
+                    f"{node}: {int(acked)} of {replicas} replicas acknowledged the batch's "
+                    f"timeline writes within {timeout_ms} ms"
+                )
 
     async def push_entries(
         self, user_id: int, entries: Sequence[Entry], *, create: bool = False

@@ -158,8 +158,16 @@ async def start_scaled() -> AsyncIterator[Scaled]:
         ClusterTopology(masters=3) as cluster,
         plain_redis() as queue,
     ):
-        # Jobs failed by a failover come back within a second or two, not 1, 2, 4... s.
-        quick_retries = {"JOB_RETRY_BASE_SECONDS": "0.3", "JOB_RETRY_MAX_SECONDS": "3"}
+        # Jobs failed by a failover come back within a second or two, not 1, 2, 4... s, and
+        # keep coming back (20 tries, ~50 s) until the promoted master has a replica again.
+        quick_retries = {
+            "JOB_RETRY_BASE_SECONDS": "0.3",
+            "JOB_RETRY_MAX_SECONDS": "3",
+            "JOB_MAX_TRIES": "20",
+        }
+        # What docs/DEPLOYMENT.md recommends on a cluster with replicas: a fan-out batch's
+        # timeline writes confirmed by a replica of each master (decision 0068).
+        durable = {"TIMELINE_WAIT_REPLICAS": "1", "TIMELINE_WAIT_MS": "500"}
         kwargs = queue.connection_pool.connection_kwargs
         queue_url = f"redis://{kwargs['host']}:{kwargs['port']}/0"
         metrics_dir = tempfile.mkdtemp(prefix="hf-scaled-metrics-")
@@ -168,6 +176,7 @@ async def start_scaled() -> AsyncIterator[Scaled]:
             **role_env(cluster.url, queue_url),
             **database_env(pair, metrics_dir),
             **quick_retries,
+            **durable,
         }
         # A socket left open by a failed test must not hold the teardown for long. The first
         # API process also hydrates session pages from the replica (off by default).

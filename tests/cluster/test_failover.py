@@ -5,7 +5,8 @@ What must hold: no request fails with a 500 (a typed GraphQL error at most); wri
 once the cluster has reconfigured; every createPost that answered OK reaches every
 follower's feed (timelines may be rebuilt from PostgreSQL); live updates resume on the
 socket opened before the kill; every process of the topology is still running; the killed
-node, started again, rejoins as a replica.
+node, started again right after the promotion (the promoted master's fan-out batches wait
+for a replica: TIMELINE_WAIT_REPLICAS), rejoins as a replica.
 
 Then the PostgreSQL side on the same topology: the standby (DATABASE_REPLICA_URL) stopped
 while posts and feed reads go on, and started again. Reads meant for it are answered by the
@@ -126,6 +127,9 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
             cluster.kill(victim)
             failover = await cluster.await_failover(victim, 30, TAKEOVER_AFTER_SECONDS)
             promoted_at = time.monotonic()
+            # Started again at once, as a supervisor would: the promoted master's batches
+            # wait for a replica to hold their writes (TIMELINE_WAIT_REPLICAS, decision 0068).
+            await cluster.restart(victim)
 
             def written_after() -> list[int]:
                 return [pid for pid, at in load.acked if at > promoted_at]
@@ -182,7 +186,6 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
             await live.close()
 
         assert not scaled.dead(), scaled.logs()
-        await cluster.restart(victim)
 
         async def rejoined() -> bool:
             return await victim.role() == "slave" and await victim.cluster_ok()

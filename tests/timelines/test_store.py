@@ -13,6 +13,7 @@ import random
 
 import pytest
 from redis.asyncio import Redis
+from redis.crc import key_slot
 
 from app.timelines import (
     TimelineStore,
@@ -24,7 +25,7 @@ from app.timelines import (
 from app.timelines.convert import convert_zsets
 from app.timelines.packed import default_trim_slack, entries_of, pack_ids
 from app.timelines.scripts import FORMAT_BYTE
-from app.timelines.store import timeline_keys
+from app.timelines.store import NotReplicated, durability_mark_key, timeline_keys
 from tests.helpers import post_id_at as pid
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
@@ -564,6 +565,32 @@ async def _cluster_checks(url: str) -> None:
             17: [entry(p) for p in reversed(posts[2:5])],
             250: [entry(posts[1]), entry(posts[0])],
         }
+
+        # No replica anywhere: a WAIT for one fails on the first master it asks.
+        await store.confirm_replicated(users, 0, 20)
+        with pytest.raises(NotReplicated, match="0 of 1 replicas"):
+            await store.confirm_replicated(users, 1, 20)
+        marks = {durability_mark_key(key_slot(k)) for k in timeline_keys(users)}
+        assert sum([await cluster.exists(m) for m in marks]) == 3  # one per master
     finally:
         await cluster.flushdb(target_nodes=RedisCluster.PRIMARIES)
         await cluster.aclose()
+
+
+async def test_confirm_replicated_waits_for_replicas_after_a_mark_of_its_own(
+    redis: Redis,
+) -> None:
+    """The test server has no replica: asking for none returns at once, asking for one fails
+    after the timeout, naming what fell short. The mark written before the WAIT (so the WAIT
+    covers every earlier write of that server, whichever connection made them) hashes to the
+    slot it stands for, every slot having one."""
+    store = TimelineStore(redis, 5, 3)
+    await store.confirm_replicated([1, 2], 0, 10)
+    await store.confirm_replicated([], 1, 10)
+    with pytest.raises(NotReplicated, match=r"server: 0 of 1 replicas .* within 30 ms"):
+        await store.confirm_replicated([1, 2], 1, 30)
+    mark = durability_mark_key(key_slot(timeline_keys([1])[0]))
+    assert await redis.get(mark) is not None
+    await redis.delete(mark)
+    for slot in (0, 1, 8191, 12539, 16383):
+        assert key_slot(durability_mark_key(slot).encode()) == slot
