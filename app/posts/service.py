@@ -14,12 +14,14 @@ from app.errors import BadInput, Forbidden, NotFound
 from app.outbox import events
 from app.posts.ids import created_ms
 from app.posts.visibility import visible_to
+from app.text_rules import Kind, clean
 
 IDEMPOTENCY_KEY_MAX = 100
 
 
 def clean_body(body: str, limit: int) -> str:
-    body = body.strip()
+    """NFC, newline and tab the only controls (app.text_rules); length after that."""
+    body = clean("post", body, Kind.BODY).strip()
     if not body:
         raise BadInput("A post cannot be empty.")
     if len(body) > limit:

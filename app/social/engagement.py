@@ -10,6 +10,7 @@ from app.db.models import Comment, CommentIdempotencyKey, Like, Post
 from app.errors import BadInput, NotFound
 from app.posts.service import IDEMPOTENCY_KEY_MAX, visible_post
 from app.posts.visibility import visible_to
+from app.text_rules import Kind, clean
 
 
 async def like(session: AsyncSession, viewer_id: int, post_id: int) -> Post:
@@ -89,7 +90,7 @@ async def add_comment(
     """Add a comment to a post the viewer may see; the same idempotency key from the same
     user returns the first comment (createPost's contract), whatever the post's visibility
     since, and adds and counts nothing."""
-    body = body.strip()
+    body = clean("comment", body, Kind.BODY).strip()  # NFC, no stray controls or bidi
     if not 1 <= len(body) <= max_chars:
         raise BadInput(f"A comment is 1-{max_chars} characters after trimming.")
     comment_id = None
