@@ -1,7 +1,8 @@
 """Issue 33: user text is normalized (NFC) and checked before it is stored (app.text_rules).
 Control characters, bidi overrides and isolates, zero-width characters (in names) and floods
-of combining marks are BAD_USER_INPUT with a message naming the field; lone surrogates (JSON
-escapes) too, never INTERNAL; lengths count the normalized text."""
+of combining marks are BAD_USER_INPUT with a message naming the field; lengths count the
+normalized text. A lone surrogate (a JSON escape no UTF-8 text can hold) in any field of a
+request is refused whole (400, BAD_USER_INPUT), never INTERNAL nor a 500."""
 
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ NAME_REFUSED = [
     "bob\nsmith",  # a newline is no part of a name
     "bob\tsmith",
     ZALGO,
-    "bob\ud800",  # a lone surrogate (a JSON escape)
 ]
 BODY_REFUSED = [
     "look \u202eright to left",
@@ -40,7 +40,6 @@ BODY_REFUSED = [
     "C1 \x9b",
     "del \x7f",
     ZALGO,
-    "lone \udc00 surrogate",
 ]
 
 
@@ -121,3 +120,40 @@ async def test_text_is_stored_nfc_and_measured_after_normalizing(client) -> None
         client, "AddComment", {"postId": created["id"], "body": long_nfd}, token=token
     )
     assert comment.ok()["addComment"]["body"] == "\u00e9" * 500
+
+
+LONE = ["\ud800", "\udfff", "a\udc00b", "\ud83d"]  # the last: half of an emoji's pair
+
+
+async def test_lone_surrogates_are_refused_in_any_field(client, caplog) -> None:
+    caplog.set_level(logging.ERROR)
+    token, _ = await make_user(client, "surrogates")
+    post = await create_post(client, token, "a post")
+    for lone in LONE:
+        cases: list[tuple[str, dict[str, Any], str | None]] = [
+            ("UpdateProfile", {"displayName": f"bob{lone}"}, token),
+            ("CreatePost", {"body": f"x{lone}"}, token),
+            ("CreatePost", {"body": "x", "idempotencyKey": lone}, token),
+            ("EditPost", {"id": post["id"], "body": lone}, token),
+            ("AddComment", {"postId": post["id"], "body": lone, "idempotencyKey": lone}, token),
+            ("SignUp", {"handle": "newbie", "password": f"password{lone}"}, None),
+            ("LogIn", {"handle": f"surrogates{lone}", "password": PASSWORD}, None),
+            ("SearchUsers", {"prefix": f"s{lone}"}, token),
+            ("Follow", {"handle": lone}, token),
+            ("UserProfile", {"handle": "surrogates", "after": lone}, token),
+        ]
+        for op, variables, who in cases:
+            result = await send(client, op, variables, who)
+            assert result.status in (200, 400), (op, lone, result)
+            assert result.codes == ["BAD_USER_INPUT"], (op, lone, result.errors)
+        named = await client.post(
+            "/graphql",
+            content=json.dumps({"query": "{ viewer { id } }", "operationName": lone}),
+            headers={"Content-Type": "application/json"},
+        )
+        assert named.status_code == 400, named.text
+        assert named.json()["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    # A pair escaped as two \\u escapes is one character, taken as sent.
+    emoji = await send(client, "CreatePost", {"body": "hi \U0001f600"}, token)
+    assert emoji.ok()["createPost"]["body"] == "hi \U0001f600"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
