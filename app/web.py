@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import hmac
+import json
 import os
 import socket
 import sys
@@ -59,6 +60,7 @@ from app.api.fast.compiler import TextPlans, compile_documents
 from app.api.fast.raw_frames import SCOPE_KEY as RAW_FRAMES_KEY
 from app.api.fast.raw_frames import RawFrames
 from app.api.schema.context import Context, http_context
+from app.api.schema.cost import SURROGATE_MESSAGE, lone_surrogate_in
 from app.api.transports import http_media, lean_sockets
 from app.api.transports.admission import SLOTS_SCOPE_KEY, Admission, Slots, admission_slots
 from app.api.transports.connections import SETTINGS_STATE_KEY
@@ -253,6 +255,16 @@ class FeedGraphQL(GraphQL):
 
     def encode_json(self, data: object) -> bytes:
         return orjson.dumps(data)
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Python's json (bodies, GET `variables` and `extensions`), refusing a lone
+        surrogate (a \\ud800-\\udfff escape not in a pair) in any field: no UTF-8 text holds
+        one, so echoed in an error (an operationName) or passed on it fails later, a 500."""
+        value = json.loads(data)
+        escaped = b"\\u" in data if isinstance(data, bytes) else "\\u" in data
+        if escaped and lone_surrogate_in(value):
+            raise HTTPException(400, SURROGATE_MESSAGE)
+        return value
 
     async def render_graphql_ide(self, request: Request) -> Response:
         """GraphiQL from vendored assets (app/api/transports/graphiql.py): it works offline."""

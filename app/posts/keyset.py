@@ -1,14 +1,18 @@
 """Opaque keyset cursors for plain post lists: (created_at, post id), base64url text.
 
 They carry a position, not a permission: every page re-applies visibility, so a forged
-cursor can only move within what the viewer may already see.
+cursor can only move within what the viewer may already see. Every list cursor (`posts`,
+`followers`, `following`, `comments`) is decoded here, so the one range rule holds for all:
+the date, converted to UTC, lies in the years 1-9999. The driver sends dates in UTC, and a
+date past either end once converted (0001-01-01T00:00+14:00) overflows Python's datetime;
+refused here it is a malformed cursor (BAD_USER_INPUT), never a failed statement.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import UTC, datetime
 
 from app.errors import BadInput
 
@@ -29,6 +33,6 @@ def decode(cursor: str) -> tuple[datetime, int]:
         when = datetime.fromisoformat(stamp)
         if when.tzinfo is None:
             raise ValueError(stamp)
-        return when, int(post_id)
-    except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
+        return when.astimezone(UTC), int(post_id)  # OverflowError: outside years 1-9999
+    except (ValueError, OverflowError, UnicodeDecodeError, binascii.Error) as exc:
         raise BadInput("The 'after' cursor is not valid; use an endCursor from a page.") from exc

@@ -15,6 +15,7 @@ from app.errors import BadInput, Forbidden, NotFound, RateLimited
 from app.outbox import events
 from app.posts.ids import created_ms
 from app.posts.visibility import visible_to
+from app.text_rules import Kind, clean
 
 IDEMPOTENCY_KEY_MAX = 100
 # How long a key is kept after its first use (IDEMPOTENCY_KEY_TTL_SECONDS; docs/API.md,
@@ -38,7 +39,8 @@ def key_expired(created_at: Any, ttl_seconds: int) -> ColumnElement[bool]:
 
 
 def clean_body(body: str, limit: int) -> str:
-    body = body.strip()
+    """NFC, newline and tab the only controls (app.text_rules); length after that."""
+    body = clean("post", body, Kind.BODY).strip()
     if not body:
         raise BadInput("A post cannot be empty.")
     if len(body) > limit:

@@ -15,6 +15,7 @@ from app.posts.service import (
     visible_post,
 )
 from app.posts.visibility import visible_to
+from app.text_rules import Kind, clean
 
 
 async def like(session: AsyncSession, viewer_id: int, post_id: int) -> Post:
@@ -114,7 +115,7 @@ async def add_comment(
     user within `key_ttl_seconds` returns the first comment (createPost's contract),
     whatever the post's visibility since, and adds and counts nothing; NOT_FOUND once the
     comment or its post was deleted."""
-    body = body.strip()
+    body = clean("comment", body, Kind.BODY).strip()  # NFC, no stray controls or bidi
     if not 1 <= len(body) <= max_chars:
         raise BadInput(f"A comment is 1-{max_chars} characters after trimming.")
     comment_id = None

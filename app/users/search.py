@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import User
 from app.errors import BadInput
 from app.posts.visibility import blocked_sql
+from app.text_rules import nfc
 from app.users.service import DISPLAY_NAME_MAX
 
 PREFIX_MAX = DISPLAY_NAME_MAX  # no longer prefix can match anything
@@ -72,7 +73,7 @@ def escape_like(value: str) -> str:
 
 
 def clean_prefix(prefix: str) -> str:
-    prefix = prefix.strip()
+    prefix = nfc(prefix).strip()  # names are stored in NFC (app.text_rules)
     if not prefix or not prefix.lstrip("@"):
         raise BadInput("Type the start of a handle or a display name to search for.")
     if len(prefix) > PREFIX_MAX:

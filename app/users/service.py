@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import User
 from app.errors import BadInput, Conflict, NotFound, Unauthenticated
 from app.passwords import PasswordGate, hash_password
+from app.text_rules import Kind, clean
 
 _DUMMY_HASH = hash_password("not-a-real-password")
 HANDLE_RE = re.compile(r"^[a-z0-9_]{3,30}$")
@@ -27,14 +28,17 @@ connection sits idle in a transaction or a row is locked (issue 33)."""
 
 
 def normalize_handle(handle: str) -> str:
-    handle = handle.strip().lstrip("@").lower()
+    """The stored form of a handle: NFC first (app.text_rules), so a character canonically
+    equal to a letter (the Kelvin sign U+212A is K) is that letter; then only a-z 0-9 _."""
+    handle = clean("handle", handle, Kind.NAME).strip().lstrip("@").lower()
     if not HANDLE_RE.match(handle):
         raise BadInput("A handle is 3-30 characters: lowercase letters, digits and underscores.")
     return handle
 
 
 def clean_display_name(display_name: str) -> str:
-    name = display_name.strip()
+    """NFC, no control, format or bidi characters (app.text_rules); length after that."""
+    name = clean("display name", display_name, Kind.NAME).strip()
     if not 1 <= len(name) <= DISPLAY_NAME_MAX:
         raise BadInput(f"A display name is 1-{DISPLAY_NAME_MAX} characters long.")
     return name

@@ -13,8 +13,16 @@ BOMB_SECONDS. Besides: garbage text, deep brackets, bodies that are not the Grap
 shape (arrays, scalars, wrong content types, GET with query strings). Anonymous, with a
 valid token, or with a garbage one.
 
+Edge payloads (issue 33), by POST, GET and over a websocket (graphql-transport-ws): `after`
+cursors of every paged list (`posts`, `followers`, `following`, `comments`, `feed`) that are
+unsigned list cursors with dates out of range once in UTC, malformed, huge or of the wrong
+type; and user text (bodies, display names, handles, search prefixes, idempotency keys) with
+bidi overrides and isolates, zero-width characters, controls, combining floods, lone
+surrogates in JSON escapes and text that is not in NFC.
+
 Every answer must come within PER_REQUEST_SECONDS, never be a 5xx, never carry a traceback,
-and each of its GraphQL errors must have `extensions.code`. `FUZZ_REQUESTS` (default 300)
+and each of its GraphQL errors must have `extensions.code` and never be INTERNAL; the
+server log holds no traceback at the end. `FUZZ_REQUESTS` (default 300)
 sizes the run: `FUZZ_REQUESTS=5000 make test ARGS=tests/reliability/test_fuzz.py` is the long
 one (its last figures in docs/RELIABILITY.md).
 """
@@ -22,11 +30,13 @@ one (its last figures in docs/RELIABILITY.md).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import re
 import time
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,12 +55,18 @@ from graphql import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
 
 from app.config import PROJECT_ROOT
-from tests.helpers import make_user
+from tests.helpers import create_post, make_user
+from tests.realtime.live import PROTOCOL
 from tests.servers import ApiServer
 
 REQUESTS = int(os.environ.get("FUZZ_REQUESTS", "300"))
+SOCKET_OPERATIONS = max(REQUESTS // 3, 30)  # edge payloads over a websocket
+# docs/API.md, "Live updates": every code the server may close a socket with.
+DOCUMENTED_CLOSE_CODES = {1000, 1001, 1009, 1012, 1013, 4400, 4401, 4403, 4408, 4409, 4429}
 PER_REQUEST_SECONDS = 10.0
 # A bomb is refused (or answered) at once: the caps and linear rules of
 # app.api.transports.document_limits; generous for a loaded 2-core machine (tens of ms when idle).
@@ -66,7 +82,46 @@ TRACEBACK_MARKS = ("Traceback (most recent call last)", 'File "/', '.py", line '
 
 # -- values -----------------------------------------------------------------------------------
 
+# Unicode that hides, reorders or piles up text, and what no UTF-8 text can hold (lone
+# surrogates: json.dumps sends them as \\ud800 escapes) (issue 33).
+UNICODE_EDGES = [
+    "admin\u202egnp.exe",  # right-to-left override
+    "\u202a\u202b\u202c\u202d",  # embeddings
+    "a\u2066b\u2067c\u2068d\u2069",  # isolates, one closed
+    "\u200e\u200f\u061c",  # bidi marks
+    "bo\u200bb",  # zero width space
+    "\u200c\u200d",  # zero width non-joiner, joiner
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467",  # an emoji sequence (ZWJ)
+    "\ufeffbom",  # byte order mark
+    "word\u2060joiner",
+    "\u00adsoft hyphen",
+    "bell\x07",
+    "\x1b[31mred\x1b[0m",
+    "c1\x85\x9b",
+    "del\x7f",
+    "line\r\nbreak\ttab",
+    "line\u2028sep\u2029par",
+    "z" + "\u0301\u0302\u0303\u0304\u0305\u0306" * 20,  # Zalgo
+    "a" + "\u0301" * 4,  # four marks: allowed
+    "e\u0301" * 40,  # not NFC: 80 characters once composed
+    "Vie\u0302\u0323t",
+    "\u212aelvin",  # canonically K
+    "\ud800",
+    "\udfff",
+    "a\udc00b",
+    "\ud83d",  # half an emoji's pair
+    "\U000e0067\U000e0062",  # tag characters
+    "\u3164",  # Hangul filler (looks blank)
+]
+unicode_edges = st.one_of(
+    st.sampled_from(UNICODE_EDGES),
+    st.lists(st.sampled_from([*UNICODE_EDGES, "ab", " ", "x"]), min_size=2, max_size=6).map(
+        "".join
+    ),
+    st.text(alphabet=st.characters(categories=["Cc", "Cf", "Cs", "Mn", "Me", "Zl", "Zp"])),
+)
 nasty_text = st.one_of(
+    unicode_edges,
     st.text(max_size=40),
     st.text(alphabet=st.characters(codec="utf-8"), max_size=200),
     st.sampled_from(
@@ -90,6 +145,47 @@ any_json: st.SearchStrategy[Any] = st.recursive(
         st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
     ),
     max_leaves=6,
+)
+
+
+def _list_cursor(stamp: str, row_id: str = "1", prefix: str = "k1:") -> str:
+    """An unsigned list cursor as app.posts.keyset writes them, with any content."""
+    raw = f"{prefix}{stamp}|{row_id}".encode("utf-8", "surrogatepass")
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+CURSOR_DATES = [
+    "0001-01-01T00:00:00+14:00",  # before year 1 once in UTC
+    "9999-12-31T23:59:59-14:00",  # after year 9999 once in UTC
+    "0001-01-01T00:00:00.000001+23:59:59.999999",
+    "0001-01-01T00:00:00+00:00",  # the edges, in range
+    "9999-12-31T23:59:59.999999+00:00",
+    "2026-01-01T00:00:00",  # no offset
+    "2026-13-45T99:99:99+00:00",
+    "2026-W01-1T00:00+01:00",  # ISO week date
+    "+002026-01-01T00:00:00+00:00",
+    "2026-01-01T00:00:00+24:00",
+    "nan",
+    "",
+]
+CURSOR_IDS = ["1", "0", "-1", str(2**63), str(2**63 - 1), "9" * 5000, "١٢٣", "1e3", "", "x"]
+cursor_values: st.SearchStrategy[Any] = st.one_of(
+    st.builds(_list_cursor, st.sampled_from(CURSOR_DATES), st.sampled_from(CURSOR_IDS)),
+    st.builds(_list_cursor, unicode_edges, st.sampled_from(CURSOR_IDS)),
+    st.builds(
+        _list_cursor,
+        st.sampled_from(CURSOR_DATES),
+        st.just("1"),
+        st.sampled_from(["k2:", "", "k1", "K1:"]),
+    ),
+    st.sampled_from(["", "=", "====", "k1:", "!!!!", "aaa", "AAAA" * 2000, "x" * 70_000]),
+    st.binary(max_size=60).map(lambda b: base64.urlsafe_b64encode(b).decode()),
+    unicode_edges,
+    huge_ints,
+    st.lists(st.text(max_size=4), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2),
+    st.booleans(),
+    st.floats(),
 )
 
 
@@ -161,8 +257,9 @@ def _arguments(draw: st.DrawFn, field: GraphQLField, built: Built) -> str:
         if mode == 0:  # left out (required ones: an error)
             continue
         enum = isinstance(get_named_type(arg.type), GraphQLEnumType)
+        cursor = name == "after" and draw(st.booleans())
         if mode <= 5:  # literal
-            value = _any_value(draw, arg.type)
+            value = draw(cursor_values) if cursor else _any_value(draw, arg.type)
             parts.append(f"{name}: {_literal(value, enum)}")
             continue
         var = f"v{len(built.declarations)}"
@@ -172,7 +269,7 @@ def _arguments(draw: st.DrawFn, field: GraphQLField, built: Built) -> str:
         if mode < 9:
             built.declarations.append(f"${var}: {declared}")
         if draw(st.booleans()):
-            built.variables[var] = _any_value(draw, arg.type)
+            built.variables[var] = draw(cursor_values) if cursor else _any_value(draw, arg.type)
         parts.append(f"{name}: ${var}")
     if draw(st.integers(0, 15)) == 0:
         parts.append(f"bogus: {_literal(draw(any_json))}")
@@ -332,6 +429,57 @@ def bombs(draw: st.DrawFn) -> dict[str, Any]:
     return {"query": text, "variables": variables}
 
 
+# -- edge payloads: cursors and user text where they are used (issue 33) ------------------------
+
+PAGE = "edges { cursor } pageInfo { endCursor }"
+CURSOR_DOCUMENTS = [
+    f"query($a: String) {{ viewer {{ posts(after: $a) {{ {PAGE} }} }} }}",
+    f"query($a: String) {{ viewer {{ followers(after: $a) {{ {PAGE} }} }} }}",
+    f"query($a: String) {{ viewer {{ following(first: 5, after: $a) {{ {PAGE} }} }} }}",
+    f'query($a: String) {{ user(handle: "fuzzer") {{ posts(after: $a) {{ {PAGE} }} }} }}',
+    "query($a: String) { viewer { posts(first: 1) { edges { node { "
+    f"comments(after: $a) {{ {PAGE} }} }} }} }} }}",
+    f"query($a: String) {{ feed(after: $a) {{ {PAGE} }} }}",
+    f"query($a: String) {{ feed(after: $a, mode: CHRONOLOGICAL) {{ {PAGE} }} }}",
+]
+TEXT_DOCUMENTS = [
+    "mutation($t: String!) { updateProfile(displayName: $t) { displayName } }",
+    "mutation($t: String!) { createPost(body: $t) { body } }",
+    'mutation($t: String!) { createPost(body: "x", idempotencyKey: $t) { id } }',
+    'mutation($t: String!) { signUp(handle: $t, password: "password123") { token } }',
+    'mutation($t: String!) { signUp(handle: "edgy", password: "password123", '
+    "displayName: $t) { token } }",
+    'mutation($t: String!) { logIn(handle: $t, password: "password123") { token } }',
+    "query($t: String!) { searchUsers(prefix: $t) { handle } }",
+    "query($t: String!) { user(handle: $t) { handle } }",
+    "mutation($t: String!) { follow(handle: $t) { handle } }",
+]
+COMMENT = "mutation($p: ID!, $t: String!) { addComment(postId: $p, body: $t) { body } }"
+POST_ID = ["1"]  # the fuzzer's own post, once the server runs
+
+
+@st.composite
+def edge_operations(draw: st.DrawFn) -> dict[str, Any]:
+    """A list page after a fuzzed cursor, or a text argument with a Unicode edge case: as a
+    variable or (sometimes) a literal; now and then with an operationName that is one."""
+    if draw(st.booleans()):
+        query, name, value = draw(st.sampled_from(CURSOR_DOCUMENTS)), "a", draw(cursor_values)
+    elif draw(st.integers(0, 9)) == 0:
+        text = draw(unicode_edges | nasty_text)
+        return {"query": COMMENT, "variables": {"p": POST_ID[0], "t": text}}
+    else:
+        query, name = draw(st.sampled_from(TEXT_DOCUMENTS)), "t"
+        value = draw(unicode_edges | nasty_text)
+    if isinstance(value, str) and draw(st.integers(0, 4)) == 0:  # the value as a literal
+        declaration = query[query.index("(") : query.index(")") + 1]
+        query = query.replace(declaration, "", 1).replace(f"${name}", _literal(value))
+        return {"query": query, "variables": {}}
+    body: dict[str, Any] = {"query": query, "variables": {name: value}}
+    if draw(st.integers(0, 9)) == 0:
+        body["operationName"] = draw(unicode_edges)
+    return body
+
+
 @dataclass
 class Request:
     method: str
@@ -349,7 +497,16 @@ class Request:
 @st.composite
 def requests(draw: st.DrawFn) -> Request:
     auth = draw(st.sampled_from(["none", "valid", "valid", "garbage"]))
-    kind = draw(st.integers(0, 22))
+    kind = draw(st.integers(0, 27))
+    if kind >= 23:  # an edge payload, by POST (JSON in ASCII: \\u escapes) or GET
+        edge = draw(edge_operations())
+        auth = draw(st.sampled_from(["valid", "valid", "valid", "none"]))
+        if draw(st.integers(0, 3)) > 0:
+            content = json.dumps(edge).encode()
+            return Request("POST", content, None, "application/json", auth)
+        variables = json.dumps(edge["variables"])[:6000]
+        params = {"query": edge["query"][:6000], "variables": variables}
+        return Request("GET", None, params, None, auth)
     if kind >= 20:  # a bomb, by POST or GET
         bomb = draw(bombs())
         if draw(st.booleans()):
@@ -413,6 +570,15 @@ class Tally:
         self.statuses, self.codes = Counter(), Counter()
 
 
+def internal_error(body: Any) -> str | None:
+    """What an INTERNAL error in a GraphQL response body says (None: there is none)."""
+    errors = body.get("errors") if isinstance(body, dict) else None
+    for error in errors if isinstance(errors, list) else []:
+        if isinstance(error, dict) and (error.get("extensions") or {}).get("code") == "INTERNAL":
+            return f"INTERNAL at {str(error.get('path'))[:80]}"
+    return None
+
+
 def defect(response: httpx.Response, tally: Tally) -> str | None:
     """What is wrong with an answer (None: nothing); counts it in `tally`."""
     assert tally.statuses is not None and tally.codes is not None
@@ -437,7 +603,7 @@ def defect(response: httpx.Response, tally: Tally) -> str | None:
         if not code:
             return f"an error without extensions.code: {str(error.get('message'))[:80]!r}"
         tally.codes[code] += 1
-    return None
+    return internal_error(body)
 
 
 class ServerLog:
@@ -519,14 +685,108 @@ def fuzz(url: str, token: str, tally: Tally, log: ServerLog) -> dict[str, str]:
     return found
 
 
+# -- edge payloads over a websocket --------------------------------------------------------------
+
+
+def open_socket(sockets: ExitStack, url: str, token: str) -> ClientConnection:
+    """A graphql-transport-ws socket, acknowledged (closed with `sockets`)."""
+    ws = sockets.enter_context(
+        connect(url, subprotocols=[PROTOCOL], open_timeout=PER_REQUEST_SECONDS)
+    )  # type: ignore[list-item]
+    init = {"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}}
+    ws.send(json.dumps(init))
+    reply = json.loads(ws.recv(timeout=PER_REQUEST_SECONDS))
+    assert reply.get("type") == "connection_ack", reply
+    return ws
+
+
+def socket_answer(ws: ClientConnection, op_id: str) -> list[dict[str, Any]]:
+    """The messages for one operation, up to its `complete` or `error`."""
+    out: list[dict[str, Any]] = []
+    while True:
+        message = json.loads(ws.recv(timeout=PER_REQUEST_SECONDS))
+        if message.get("type") == "ping":
+            ws.send(json.dumps({"type": "pong"}))
+        elif message.get("id") == op_id:
+            out.append(message)
+            if message.get("type") in ("complete", "error"):
+                return out
+
+
+def socket_defect(messages: list[dict[str, Any]], tally: Tally) -> str | None:
+    """What is wrong with an operation's messages: an error without a code, or INTERNAL."""
+    assert tally.codes is not None
+    tally.requests += 1
+    for message in messages:
+        payload = message.get("payload")
+        errors = payload if message["type"] == "error" else (payload or {}).get("errors")
+        for error in errors or []:
+            code = (error.get("extensions") or {}).get("code")
+            if not code:
+                return f"an error without extensions.code: {str(error.get('message'))[:80]!r}"
+            tally.codes[code] += 1
+            if code == "INTERNAL":
+                return f"INTERNAL at {str(error.get('path'))[:80]}"
+    return None
+
+
+def fuzz_socket(url: str, token: str, tally: Tally) -> dict[str, str]:
+    """Edge payloads as `subscribe` messages, one operation at a time; the defects found.
+    A message the server cannot take (a lone surrogate: its JSON decoder refuses it) may
+    close the socket with a documented code; the next operation opens another."""
+    found: dict[str, str] = {}
+    stack = ExitStack()
+    sockets = [open_socket(stack, url, token)]
+    ids = iter(range(1_000_000))
+
+    @settings(
+        max_examples=SOCKET_OPERATIONS,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(edge_operations())
+    def one(body: dict[str, Any]) -> None:
+        op_id = f"e{next(ids)}"
+        ws = sockets[-1]
+        try:
+            ws.send(json.dumps({"type": "subscribe", "id": op_id, "payload": body}))
+            problem = socket_defect(socket_answer(ws, op_id), tally)
+        except ConnectionClosed as exc:
+            code = exc.rcvd.code if exc.rcvd else None
+            problem = None if code in DOCUMENTED_CLOSE_CODES else f"socket closed with {code}"
+            sockets.append(open_socket(stack, url, token))
+        except TimeoutError:
+            problem = f"no answer within {PER_REQUEST_SECONDS} s"
+            ws.close()
+            sockets.append(open_socket(stack, url, token))
+        if problem is None:
+            return
+        example = json.dumps(body)[:300]
+        kind = "websocket: " + problem.split(":")[0]
+        if kind not in found or len(example) < len(found[kind]):
+            found[kind] = example
+
+    with stack:
+        one()
+    return found
+
+
 async def test_graphql_surface_survives_fuzzing() -> None:
     tally = Tally()
     async with ApiServer() as api:
         async with api.http() as http:
             token, _ = await make_user(http, "fuzzer")
+            POST_ID[0] = (await create_post(http, token, "the fuzzer's post"))["id"]
+            # Its own account: the HTTP requests may log the fuzzer's token out (logOut).
+            socket_token, _ = await make_user(http, "socket_fuzzer")
         found = await asyncio.to_thread(fuzz, api.url, token, tally, ServerLog(api.log))
+        found |= await asyncio.to_thread(fuzz_socket, api.ws_url, socket_token, tally)
         async with api.http() as http:
             assert (await http.get("/healthz")).status_code == 200, "the server died"
+        log = api.log.read_text(errors="replace")
+        if "Traceback" in log:
+            found["a traceback in the server log"] = log[log.index("Traceback") :][:600]
     print(
         f"\nfuzz: {tally.requests} requests, statuses {dict(tally.statuses or {})}, "
         f"codes {dict(tally.codes or {})}, slowest {tally.slowest:.2f} s, "

@@ -6,7 +6,7 @@ feed page's CPU once its data is in hand. A request this module recognises exact
 POST naming a compiled document, by `documentId`, Apollo's persisted-query hash or its
 exact text; variables that are plainly valid values of the operation's variable types; an
 `Accept` we serve) runs the same steps in the same order here: the context with the token
-checked (app.api.schema.context.http_context), the NUL check and the read budgets
+checked (app.api.schema.context.http_context), the NUL and lone-surrogate check and the read budgets
 (app.api.schema.cost), the root field's function, then the plan renders the body in the
 negotiated media type (app.api.transports.http_media), with the status the regular path would give.
 
@@ -51,7 +51,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.fast.adapter import write_response
 from app.api.fast.compiler import TEXT_LABEL, CompiledQuery, NotCompilable, TextPlans
 from app.api.schema.context import Context, http_context
-from app.api.schema.cost import limit_reads
+from app.api.schema.cost import limit_reads, unstorable
 from app.api.transports import http_media
 from app.api.transports.admission import replay_body
 from app.api.transports.route_path import route_path
@@ -200,8 +200,8 @@ class CompiledHTTP:
             return None
         values = {}
         for key, value in variables.items():
-            if type(value) is str and "\x00" in value:
-                return None  # the regular path's NUL refusal
+            if type(value) is str and unstorable(value):
+                return None  # the regular path's NUL and lone-surrogate refusal
             try:
                 values[key] = compiled.variables[key].coerce(value)
             except ValueError:

@@ -129,8 +129,8 @@ MIRRORED_EXTENSIONS: Mapping[str, str] = {
     "a text when TextPlans plans it",
     "MaxTokensLimiter": "registered documents are parsed at start-up, same token limit; "
     "a text when TextPlans plans it",
-    "RequestLimits": "CompiledHTTP calls limit_reads before the root field; a NUL in a "
-    "variable goes to the regular path",
+    "RequestLimits": "CompiledHTTP calls limit_reads before the root field; a NUL or a lone "
+    "surrogate in a variable goes to the regular path",
     "RegisteredDocuments": "CompiledHTTP finds the document with DocumentRegistry.resolve",
     "DocumentParserCache": "registered documents are parsed at start-up, a text once by TextPlans",
     "DocumentLimits": "caps checked at registration (TextPlans: when planning); the "

@@ -21,6 +21,7 @@ often it is spread: the rule is linear in the document's size (issue 19).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from graphql import (
@@ -204,27 +205,56 @@ class NoNulInText(ValidationRule):
 
 
 NUL_MESSAGE = "Text may not contain NUL (\\u0000) characters."
+SURROGATE_MESSAGE = (
+    "Text may not contain lone surrogates (\\ud800-\\udfff escapes not in a valid pair)."
+)
+# What JSON escapes can put in a str and no UTF-8 text can hold: the driver, the password
+# hasher and the response's encoder would each fail on it (graphql-core's lexer refuses it
+# in literals already).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _has_nul(value: object) -> bool:
+def unstorable(value: str) -> str | None:
+    """Why a variable's text cannot be stored or echoed (a NUL, a lone surrogate), or None."""
+    if "\x00" in value:
+        return NUL_MESSAGE
+    return SURROGATE_MESSAGE if _SURROGATE.search(value) else None
+
+
+def lone_surrogate_in(value: object) -> bool:
+    """A lone surrogate anywhere in a decoded JSON value, keys included."""
     if isinstance(value, str):
-        return "\x00" in value
+        return _SURROGATE.search(value) is not None
     if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+        return any(lone_surrogate_in(k) or lone_surrogate_in(v) for k, v in value.items())
     if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
+        return any(lone_surrogate_in(v) for v in value)
     return False
 
 
+def _refusal(value: object) -> str | None:
+    if isinstance(value, str):
+        return unstorable(value)
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    return next((why for why in map(_refusal, items) if why), None)
+
+
 class RequestLimits(SchemaExtension):
-    """Per request, before execution: variables holding a NUL are refused (the document's
-    literals are NoNulInText's), and a query over HTTP counts against the caller's read
-    budgets (app.ratelimit: per user and per client IP)."""
+    """Per request, before execution: variables holding a NUL or a lone surrogate are
+    refused (the document's literals are NoNulInText's and the lexer's), and a query over
+    HTTP counts against the caller's read budgets (app.ratelimit: per user and per client
+    IP)."""
 
     async def on_execute(self) -> Any:
         ctx = self.execution_context
-        if ctx.variables and _has_nul(ctx.variables):
-            raise BadInput(NUL_MESSAGE)
+        why = _refusal(ctx.variables) if ctx.variables else None
+        if why:
+            raise BadInput(why)
         context = ctx.context
         if isinstance(context, Context) and ctx.operation_type is OperationType.QUERY:
             limit_reads(context)
@@ -249,5 +279,7 @@ __all__ = [
     "RequestLimits",
     "create_cost_rule",
     "limit_reads",
+    "lone_surrogate_in",
     "operation_cost",
+    "unstorable",
 ]
