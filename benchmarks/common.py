@@ -40,8 +40,8 @@ from graphql import (
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app.api.documents import operations
 from app.config import PROJECT_ROOT, asyncpg_url
+from app.operation_documents import operations
 from devtools import provision
 from devtools.provision import create_database, drop_database, migrate
 

@@ -189,9 +189,9 @@ async def run(args: argparse.Namespace) -> None:
         await ensure_seeded(dsn, name, args.users, args.avg_following, args.posts, args.seed)
         await redis.flushdb()
 
-        from app.api.documents import operations
         from app.api.endpoint.schema import build_schema
         from app.config import get_settings
+        from app.operation_documents import operations
         from app.state import create_state
         from app.timelines.store import timeline_key
 

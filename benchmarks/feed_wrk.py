@@ -90,9 +90,9 @@ import asyncpg
 import orjson
 from redis.asyncio import Redis
 
-from app.api.documents import document_id
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
+from app.operation_documents import document_id
 from benchmarks.common import (
     Postgres,
     base_database_url,

@@ -53,9 +53,9 @@ import orjson
 import psutil
 from redis.asyncio import Redis
 
-from app.api.documents import operations
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
+from app.operation_documents import operations
 from benchmarks.common import (
     base_database_url,
     free_port,

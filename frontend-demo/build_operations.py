@@ -2,7 +2,7 @@
 
 The demo page has no build step and the API serves only `/` and `/static`, so the operation
 documents reach the browser as a committed ES module. It is rendered by the same function the
-tests use (app.api.documents.operations), so the page and the tests send identical documents.
+tests use (app.operation_documents.operations), so the page and the tests send identical documents.
 tests/e2e/test_operations_module.py fails when the committed file is stale.
 
     .venv/bin/python frontend-demo/build_operations.py           # rewrite operations.js
@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.api.documents import operations
+from app.operation_documents import operations
 
 TARGET = Path(__file__).resolve().with_name("operations.js")
 

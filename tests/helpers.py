@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 import asyncpg
 import httpx
 
-from app.api.documents import operations
 from app.config import PROJECT_ROOT
+from app.operation_documents import operations
 from app.posts import keyset
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
 from tests.conftest import TEST_DATABASE_URL

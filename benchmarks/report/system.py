@@ -24,9 +24,9 @@ import httpx
 import orjson
 from redis.asyncio import Redis
 
-from app.api.documents import operations
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings, asyncpg_url
+from app.operation_documents import operations
 from benchmarks.common import (
     Postgres,
     cpu_seconds,

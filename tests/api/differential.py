@@ -196,7 +196,7 @@ async def change(client: Any, state: Any, world: World) -> str:
 
 
 def gql_text(name: str) -> str:
-    from app.api.documents import operations
+    from app.operation_documents import operations
 
     return operations()[name]
 

@@ -32,7 +32,6 @@ import orjson
 import pytest
 from strawberry.http import process_result
 
-from app.api.documents import sha256_hex
 from app.api.endpoint.schema import build_schema
 from app.api.fast.compiled_http import COMPILED, FALLBACK
 from app.api.fast.compiler import (
@@ -46,6 +45,7 @@ from app.api.schema.context import Context
 from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.trusted import Registered
 from app.config import get_settings
+from app.operation_documents import sha256_hex
 from tests.api import differential
 from tests.api.differential import (
     PLAIN,

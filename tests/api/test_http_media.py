@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.api.documents import document_id, operations
 from app.api.transports.http_media import GRAPHQL_RESPONSE, negotiate
+from app.operation_documents import document_id, operations
 from tests.helpers import codes, make_user
 
 GRAPHQL_RESPONSE_TYPE = "application/graphql-response+json; charset=utf-8"

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from app.api.documents import DOCUMENT_ID_PREFIX, sha256_hex
 from app.api.transports.graphiql import GRAPHIQL_ASSETS_PATH, SCRIPTS
 from app.config import PROJECT_ROOT, get_settings
+from app.operation_documents import DOCUMENT_ID_PREFIX, sha256_hex
 from app.state import create_state
 from app.web import create_app
 from tests.helpers import codes, make_user

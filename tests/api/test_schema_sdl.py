@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from app.api.documents import operations
 from app.api.endpoint.export_schema import SDL_PATH, current_sdl
 from app.api.endpoint.schema import build_schema
 from app.config import get_settings
+from app.operation_documents import operations
 
 
 def test_committed_sdl_matches_code() -> None:

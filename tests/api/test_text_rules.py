@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.api.documents import operations
+from app.operation_documents import operations
 from tests.helpers import PASSWORD, Result, create_post, gql, make_user
 
 ZALGO = "z" + "\u0301\u0302\u0303\u0304\u0305\u0306\u0307\u0308" * 3 + "algo"

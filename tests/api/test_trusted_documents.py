@@ -16,10 +16,10 @@ import strawberry.schema.schema as strawberry_schema
 from strawberry.extensions.parser_cache import _get_parse_cache
 from strawberry.extensions.validation_cache import _get_validate_cache
 
-from app.api.documents import document_id, operations, sha256_hex
 from app.api.endpoint.schema import DOCUMENT_CACHE_SIZE, build_schema
 from app.api.transports.trusted import MANIFEST_PATH
 from app.config import get_settings
+from app.operation_documents import document_id, operations, sha256_hex
 from tests.helpers import codes, create_post, follow, gql, make_user, sign_up
 from tests.realtime.live import LiveClient
 from tests.servers import ApiServer

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import orjson
 
-from app.api.documents import document_id, operations
+from app.operation_documents import document_id, operations
 from benchmarks.anchor_server import Anchor
 from tests.api.test_fast_execution import build_world
 

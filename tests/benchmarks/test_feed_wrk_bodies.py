@@ -7,9 +7,9 @@ from __future__ import annotations
 import orjson
 from graphql import parse, print_ast
 
-from app.api.documents import document_id, operations
 from app.api.endpoint.schema import build_schema
 from app.config import get_settings
+from app.operation_documents import document_id, operations
 from benchmarks.feed_wrk import CURSOR_MARK, workloads
 
 

@@ -24,9 +24,9 @@ from graphql import (
 from pydantic_settings import BaseSettings
 
 from app import errors
-from app.api.documents import OPERATIONS_DIR
 from app.api.endpoint.export_schema import SDL_PATH
 from app.config import PROJECT_ROOT, Settings
+from app.operation_documents import OPERATIONS_DIR
 from app.probe.settings import ProbeSettings
 from tests.helpers import readme_bulk_seed_command
 

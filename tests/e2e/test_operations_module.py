@@ -10,8 +10,8 @@ from types import ModuleType
 
 from graphql import OperationDefinitionNode, parse
 
-from app.api.documents import OPERATIONS_DIR, operations
 from app.config import PROJECT_ROOT
+from app.operation_documents import OPERATIONS_DIR, operations
 
 BUILD_SCRIPT = PROJECT_ROOT / "frontend-demo" / "build_operations.py"
 

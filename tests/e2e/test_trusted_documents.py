@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Route, expect
 
-from app.api.documents import document_id, operations
 from app.api.transports.trusted import MANIFEST_PATH
+from app.operation_documents import document_id, operations
 from tests.e2e.conftest import Pages
 from tests.e2e.ui import feed_post, log_in
 from tests.helpers import follow, post, sign_up

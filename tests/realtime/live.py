@@ -19,7 +19,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from app.api.documents import operations
+from app.operation_documents import operations
 from app.posts.ids import created_ms
 from tests.helpers import author_with_fans, fanout_mode, follow, make_user, post
 from tests.servers import ApiServer

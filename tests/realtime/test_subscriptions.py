@@ -12,7 +12,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
 
-from app.api.documents import operations
+from app.operation_documents import operations
 from app.realtime.counts import reset_new_post_count
 from app.realtime.keys import Channels, count_key
 from tests import helpers

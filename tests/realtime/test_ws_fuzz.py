@@ -21,7 +21,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from app.api.documents import operations
+from app.operation_documents import operations
 from tests.helpers import make_user
 from tests.realtime.live import PROTOCOL, LiveClient
 from tests.servers import ApiServer

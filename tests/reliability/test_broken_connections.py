@@ -23,7 +23,7 @@ from collections import Counter
 
 import asyncpg
 
-from app.api.documents import operations
+from app.operation_documents import operations
 from tests.helpers import follow, make_user, post
 from tests.reliability.private_postgres import private_postgres
 from tests.servers import ApiServer

@@ -26,9 +26,9 @@ import httpx
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from app.api.documents import operations
 from app.config import PROJECT_ROOT
 from app.fanout import lanes
+from app.operation_documents import operations
 from app.posts.ids import created_ms
 from devtools import provision
 from tests.helpers import (

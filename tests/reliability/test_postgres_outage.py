@@ -26,8 +26,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from app.api.documents import operations
 from app.auth.revocation import version_key
+from app.operation_documents import operations
 from tests.helpers import block, eventually, follow, gql, ids, make_user, post
 from tests.realtime.live import PROTOCOL
 from tests.reliability.private_postgres import private_postgres

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 from graphql import parse, validate
 
-from app.api.documents import operations
 from app.api.endpoint.schema import build_schema
 from app.config import PROJECT_ROOT, get_settings
+from app.operation_documents import operations
 from app.state import AppState, create_state
 from app.web import create_app
 from tests.helpers import (

@@ -11,7 +11,6 @@ from strawberry.extensions import AddValidationRules, MaxTokensLimiter
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
 
-from app.api.documents import operations
 from app.api.endpoint.subscriptions import Subscription
 from app.api.fast.executor import EventScopedExecutor, FastExecutor
 from app.api.schema.cost import NoNulInText, RequestLimits, create_cost_rule
@@ -33,6 +32,7 @@ from app.api.transports.trusted import (
 )
 from app.config import Settings
 from app.errors import AppError, BadInput
+from app.operation_documents import operations
 
 log = logging.getLogger("app.api")
 

@@ -1,6 +1,6 @@
 """Trusted documents: the operations in graphql/operations/, registered by SHA-256.
 
-At start-up (`build_schema`) every document `app.api.documents.operations()` renders (the
+At start-up (`build_schema`) every document `app.operation_documents.operations()` renders (the
 exact text the demo and the tests send: one operation and the fragments it spreads) is
 hashed, parsed once and validated once against the schema with the rules every request
 gets. Then:
@@ -46,9 +46,9 @@ from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.http import GraphQLRequestData
 from strawberry.schema.schema import validate_document
 
-from app.api.documents import DOCUMENT_ID_PREFIX, sha256_hex
 from app.api.transports.document_limits import measure, operation_name_error, shape_error
 from app.errors import BadInput, PersistedQueryNotFound
+from app.operation_documents import DOCUMENT_ID_PREFIX, sha256_hex
 
 PERSISTED_QUERY_NOT_FOUND = PersistedQueryNotFound.code  # Apollo's code and message
 MANIFEST_PATH = "/graphql/documents.json"
