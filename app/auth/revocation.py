@@ -35,6 +35,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from redis.exceptions import RedisError
 from sqlalchemy import delete, func, select, update
@@ -271,6 +272,20 @@ def _vouch_seconds(claims: TokenClaims) -> int:
     return max(1, min(VOUCH_SECONDS, claims.expires_at - int(time.time())))
 
 
+def _put_version(pipe: Any, user_id: int, version: int) -> None:
+    """Queue the version read from PostgreSQL back into Redis (NX: a concurrent
+    publish_version, a newer value, wins over this read)."""
+    pipe.set(version_key(user_id), str(version).encode(), ex=VERSION_CACHE_SECONDS, nx=True)
+
+
+def _put_mark(pipe: Any, claims: TokenClaims, denied: bool) -> None:
+    """Queue the token's mark read from PostgreSQL back into Redis: REVOKED until the token
+    expires, or VOUCHED for _vouch_seconds (NX: a concurrent revoke wins)."""
+    seconds = max(1, claims.expires_at - int(time.time())) if denied else _vouch_seconds(claims)
+    key = revoked_key(claims.user_id, claims.token_id)
+    pipe.set(key, REVOKED if denied else VOUCHED, ex=seconds, nx=True)
+
+
 async def _fill(
     redis: AnyRedis,
     sessions: async_sessionmaker[AsyncSession],
@@ -284,21 +299,9 @@ async def _fill(
     with contextlib.suppress(*_REDIS_DOWN):
         pipe = redis.pipeline(transaction=False)
         if version:
-            pipe.set(
-                version_key(claims.user_id),
-                str(current).encode(),
-                ex=VERSION_CACHE_SECONDS,
-                nx=True,
-            )
+            _put_version(pipe, claims.user_id, current)
         if mark:
-            pipe.set(
-                revoked_key(claims.user_id, claims.token_id),
-                REVOKED if denied else VOUCHED,
-                ex=max(1, claims.expires_at - int(time.time()))
-                if denied
-                else _vouch_seconds(claims),
-                nx=True,
-            )
+            _put_mark(pipe, claims, denied)
         await pipe.execute()
     return current, denied
 
@@ -367,22 +370,9 @@ async def check_many(
                 with contextlib.suppress(*_REDIS_DOWN):
                     async with redis.pipeline(transaction=False) as pipe:
                         for user_id, version in stored.items():
-                            pipe.set(
-                                version_key(user_id),
-                                str(version).encode(),
-                                ex=VERSION_CACHE_SECONDS,
-                                nx=True,
-                            )
+                            _put_version(pipe, user_id, version)
                         for claims in unmarked:
-                            denied = claims.token_id in denied_ids
-                            pipe.set(
-                                revoked_key(claims.user_id, claims.token_id),
-                                REVOKED if denied else VOUCHED,
-                                ex=max(1, claims.expires_at - int(time.time()))
-                                if denied
-                                else _vouch_seconds(claims),
-                                nx=True,
-                            )
+                            _put_mark(pipe, claims, claims.token_id in denied_ids)
                         await pipe.execute()
     out: list[AppError | None] = []
     for claims, mark in zip(many, marks, strict=True):
