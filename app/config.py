@@ -494,7 +494,9 @@ class Settings(BaseSettings):
             raise ValueError(
                 "REALTIME_COALESCE_MS >= 0, REALTIME_COUNT_MAX and REALTIME_COUNT_TTL_SECONDS > 0"
             )
-        if self.timeline_wait_ms >= self.redis_socket_timeout_seconds * 1000:
+        if self.timeline_wait_replicas and (
+            self.timeline_wait_ms >= self.redis_socket_timeout_seconds * 1000
+        ):
             raise ValueError(
                 "TIMELINE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
                 "outlasts the socket timeout fails as an outage)"

@@ -15,6 +15,7 @@ import time
 
 from prometheus_client import start_http_server
 
+from app.config import get_settings
 from app.probe import metrics
 from app.probe.client import Api, ProbeError
 from app.probe.ledger import Ledger
@@ -65,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.once:
         args.rounds = 1
     args.password = args.password or canary_password(s)
-    args.prefix = args.prefix or canary_prefix(s)
+    args.prefix = args.prefix or canary_prefix(s, lambda: get_settings().secret_key)
     return args
 
 

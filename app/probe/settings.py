@@ -6,12 +6,13 @@ starts the probe next to the API and the workers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.config import RUN_DIR, canary_handle_prefix, dev_secret, get_settings
+from app.config import RUN_DIR, canary_handle_prefix, dev_secret
 
 
 class ProbeSettings(BaseSettings):
@@ -42,10 +43,10 @@ def get_probe_settings() -> ProbeSettings:
     return ProbeSettings()
 
 
-def canary_prefix(settings: ProbeSettings) -> str:
+def canary_prefix(settings: ProbeSettings, service_secret: Callable[[], str]) -> str:
     """PROBE_HANDLE_PREFIX, or the deployment's secret prefix from the service's SECRET_KEY
-    (under `make run`, the one in RUN_DIR)."""
-    return settings.handle_prefix or canary_handle_prefix(get_settings().secret_key)
+    (`service_secret`, read only then: under `make run`, the one in RUN_DIR)."""
+    return settings.handle_prefix or canary_handle_prefix(service_secret())
 
 
 def canary_password(settings: ProbeSettings) -> str:
