@@ -65,14 +65,19 @@ async def test_an_unconfirmed_batch_fails_before_counting_and_its_retry_adds_not
 
 
 def test_the_wait_must_end_before_the_socket_times_out() -> None:
-    """A WAIT longer than the socket timeout would fail as an outage, not as NotReplicated."""
+    """A WAIT longer than the socket timeout would fail as an outage, not as NotReplicated;
+    with the wait off (0 replicas, the default) the bound does not apply."""
     from pydantic import ValidationError
 
     from app.config import Settings
 
     assert Settings(timeline_wait_replicas=1, timeline_wait_ms=1999).timeline_wait_ms == 1999
     with pytest.raises(ValidationError, match="TIMELINE_WAIT_MS must be below"):
-        Settings(timeline_wait_ms=2000)
+        Settings(timeline_wait_replicas=1, timeline_wait_ms=2000)
+    assert Settings(timeline_wait_ms=2000, redis_socket_timeout_seconds=0.5).timeline_wait_ms
     with pytest.raises(ValidationError):
         Settings(timeline_wait_replicas=-1)
-    assert Settings(timeline_wait_ms=2500, redis_socket_timeout_seconds=3).timeline_wait_ms == 2500
+    wider = Settings(
+        timeline_wait_replicas=1, timeline_wait_ms=2500, redis_socket_timeout_seconds=3
+    )
+    assert wider.timeline_wait_ms == 2500
