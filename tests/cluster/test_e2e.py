@@ -74,10 +74,18 @@ async def test_a_post_fans_out_into_cluster_timelines_and_pages_on_both_processe
         assert frozen is not None and sorted(frozen.ids, reverse=True) == newest_first
     # The standby served: the workers paged followers there (once it had replayed the post,
     # else `behind`), the first API process hydrated its session pages there. Nothing failed.
-    after = await replica_reads(api2)
+    # A split counts its read after queueing the batches, so the timeline may be complete
+    # (another worker wrote it) before the last split's count lands: wait for the counts.
+    after: dict[tuple[str, str], float] = {}
 
     def grew(use: str, served: str) -> float:
         return after.get((use, served), 0.0) - before.get((use, served), 0.0)
+
+    async def every_split_counted() -> bool:
+        after.update(await replica_reads(api2))
+        return grew("fanout_followers", "replica") + grew("fanout_followers", "behind") >= 17
+
+    await eventually(every_split_counted, WAIT, 0.1, "17 follower reads counted")
 
     print({key: value - before.get(key, 0.0) for key, value in after.items()})
     assert grew("fanout_followers", "replica") >= 1, after
