@@ -126,6 +126,9 @@ async def test_feed_pages_are_hydrated_from_the_replica(rep: Any) -> None:
     author, _, fans = await author_with_fans(client, 2)
     made = [await post(client, author, f"post {i}") for i in range(12)]
     await eventually(pair.caught_up)
+    # The router's own view too: its lag check may still hold a reading taken while the
+    # posts were replaying (or while other WAL, autovacuum's, was), i.e. LAG for a moment.
+    await eventually(lambda: routed(state, "replica"), what="the router sends reads there")
     for post_id in made:
         await fan_out(state, post_id)
     served = reads("feed_session_page", "replica")
