@@ -10,12 +10,15 @@ import asyncio
 import pytest
 
 from app.config import Settings
+from app.realtime import constants
 from app.realtime import hub as hub_module
 from app.realtime import leases as leases_module
 from app.realtime.counts import FeedCount
-from app.realtime.hub import Hub, Subscriber, delivery_slices
+from app.realtime.delivery import delivery_slices
+from app.realtime.hub import Hub
 from app.realtime.leases import RENEW_BATCH, SOCKETS, Cap, Leases, user_key
 from app.realtime.metrics import DELIVERED
+from app.realtime.subscriber import Subscriber
 from app.state import AppState
 from tests.conftest import TEST_DB
 
@@ -64,7 +67,7 @@ def test_a_large_audience_is_cut_into_growing_slices_all_in_flight() -> None:
     """The first slice is small (its frames are the round's first, after one short SQL
     query and script) and each later one at most ~2.5x the users before it (its script
     ends while those are written)."""
-    size, in_flight = hub_module.DELIVER_SLICE, hub_module.SLICES_IN_FLIGHT
+    size, in_flight = constants.DELIVER_SLICE, constants.SLICES_IN_FLIGHT
     for followers in (1, size, size + 1, 3 * size + 1, 5 * size, 20_000):
         users = list(range(followers))
         slices = delivery_slices(users)

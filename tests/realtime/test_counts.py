@@ -10,6 +10,7 @@ import pytest
 from app.config import Settings
 from app.fanout.service import WITHDRAW_PAGE
 from app.realtime import counts
+from app.realtime.constants import CLOSE_GOING_AWAY, CLOSE_TOO_SLOW
 from app.realtime.counts import (
     FeedCount,
     add_and_publish,
@@ -19,8 +20,9 @@ from app.realtime.counts import (
     resume_counting,
     stop_counting,
 )
-from app.realtime.hub import CLOSE_GOING_AWAY, CLOSE_TOO_SLOW, Hub, Subscriber
+from app.realtime.hub import Hub
 from app.realtime.keys import Channels
+from app.realtime.subscriber import Subscriber
 from tests.conftest import TEST_DB
 from tests.helpers import eventually, sql
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
