@@ -42,6 +42,7 @@ from app.realtime.constants import (
 )
 from app.realtime.counts import FeedCount
 from app.realtime.delivery import PullPost
+from app.realtime.follows import PullFollows
 from app.realtime.heap import CollectorPause, HeapFreezer
 from app.realtime.leases import Hold, Leases
 from app.realtime.metrics import DROPPED, RECEIVED, SUBSCRIBERS
@@ -76,8 +77,8 @@ class Hub:
         self._subs: dict[int, set[Subscriber]] = {}
         # Sockets and subscriptions held per account and address, across processes.
         self.leases = Leases(leases_redis or redis, self.settings.realtime_lease_seconds)
-        self._follows: dict[int, set[int]] = {}  # local user -> pull-mode authors followed
-        self._followers: dict[int, set[int]] = {}  # pull-mode author -> local users
+        self.follows = PullFollows()
+        self._followers = self.follows.followers  # pull-mode author -> local users
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._author_sem = asyncio.Semaphore(self.settings.realtime_author_concurrency)
@@ -141,10 +142,6 @@ class Hub:
     def _pubsub_redis(self) -> Redis | None:
         """The pub/sub connection's client: on a cluster, the node listened on (tests)."""
         return self.listener.client
-
-    def _reads(self) -> contextlib.AbstractAsyncContextManager[AsyncSession]:
-        """A session outside a transaction for the hub's reads (`delivery.reads`)."""
-        return delivery.reads(self.sessions)
 
     # -- subscribers ----------------------------------------------------------------------
 
@@ -227,13 +224,7 @@ class Hub:
             return
         del self._subs[sub.user_id]
         channels = [self.channels.user(sub.user_id)]
-        for author in self._follows.pop(sub.user_id, set()):
-            followers = self._followers.get(author)
-            if followers is not None:
-                followers.discard(sub.user_id)
-                if not followers:
-                    del self._followers[author]
-                    channels.append(self.channels.author(author))
+        channels += map(self.channels.author, self.follows.forget(sub.user_id))
         self._spawn(self.listener.leave(channels))
 
     def release_soon(self, hold: Hold) -> None:
@@ -324,34 +315,20 @@ class Hub:
 
     async def _learn_follows(self, user_ids: list[int]) -> dict[int, set[int]]:
         """Re-read which pull-mode authors these local users follow; (un)subscribe authors."""
-        async with self._reads() as session:
+        async with delivery.reads(self.sessions) as session:
             found = await queries.pull_followees(session, user_ids)
-        joined: list[str] = []
-        left: list[str] = []
+        joined: list[int] = []
+        left: list[int] = []
         for user_id in user_ids:
             if user_id not in self._subs:
                 continue  # gone while we were reading
-            new = found.get(user_id, set())
-            old = self._follows.get(user_id, set())
-            for author in new - old:
-                followers = self._followers.setdefault(author, set())
-                if not followers:
-                    joined.append(self.channels.author(author))
-                followers.add(user_id)
-            for author in old - new:
-                followers = self._followers.get(author, set())
-                followers.discard(user_id)
-                if not followers:
-                    self._followers.pop(author, None)
-                    left.append(self.channels.author(author))
-            if new:
-                self._follows[user_id] = new
-            else:
-                self._follows.pop(user_id, None)
-        for channel in joined:
-            await self.listener.join(channel)
+            first, last = self.follows.set(user_id, found.get(user_id, set()))
+            joined += first
+            left += last
+        for author in joined:
+            await self.listener.join(self.channels.author(author))
         if left:
-            await self.listener.leave(left)
+            await self.listener.leave([self.channels.author(a) for a in left])
         return found
 
     def _upkeep_pause(self) -> Callable[[], Awaitable[None]]:
