@@ -154,10 +154,14 @@ class CandidateSources:
         read: TimelineRead
         if timeline is None:
             read, (pulled, pulled_ok) = await concurrently(
-                self.timeline.read(viewer_id, before, limit), self.pulled.read(context.pull_authors)
+                self.timeline.read_timeline(viewer_id, before, limit),
+                self.pulled.read_pulled(context.pull_authors),
             )
         else:
-            read, (pulled, pulled_ok) = timeline, await self.pulled.read(context.pull_authors)
+            read, (pulled, pulled_ok) = (
+                timeline,
+                await self.pulled.read_pulled(context.pull_authors),
+            )
         lagging = await self._lagging()
         own, own_limit = context.own_below(before), context.own_limit
         if own is None:  # a later keyset round, below what the context read

@@ -44,7 +44,7 @@ from app.redis_scripts import AnyRedis
 
 _CONTEXT_HIT = FEED_CACHE.labels("viewer_context", "hit")
 _CONTEXT_MISS = FEED_CACHE.labels("viewer_context", "miss")
-NOT_READ = object()  # `ViewerContexts.read`: the token was not read in advance
+NOT_READ = object()  # `ViewerContexts.read_context`: the token was not read in advance
 
 
 def version_key(viewer_id: int) -> str:
@@ -163,7 +163,7 @@ class ViewerContexts:
             with contextlib.suppress(RedisError, OSError):
                 await self.versions.bump(viewer_id)
 
-    async def read(
+    async def read_context(
         self,
         viewer_id: int,
         affinity: bool,

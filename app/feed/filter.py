@@ -22,7 +22,7 @@ class PageFilter:
         self.replica = replica
         self.replica_reads = Reads(replica.engine) if replica is not None else None
 
-    async def rows(
+    async def visible_rows(
         self, viewer_id: int, ids: Sequence[int], extras: PageExtras, newest: int | None = None
     ) -> dict[int, FeedRow]:
         """The visible rows among ids (the `newest` ones only, for id-ordered candidates)."""
@@ -39,13 +39,13 @@ class PageFilter:
     async def session_rows(
         self, viewer_id: int, ids: Sequence[int], extras: PageExtras
     ) -> dict[int, FeedRow]:
-        """`rows` for a frozen session's positions. With a replica (decision 0043): the
+        """`visible_rows` for a frozen session's positions. With a replica (decision 0043): the
         decision, counts and the viewer's like from the primary, the rest of each row from
         the replica while it keeps up; rows it has older than the primary's version (or not
         yet), and the viewer's own posts, from the primary."""
         replica, replica_reads = self.replica, self.replica_reads
         if replica is None or replica_reads is None:
-            return await self.rows(viewer_id, ids, extras)
+            return await self.visible_rows(viewer_id, ids, extras)
         allowed = await sql.authorized(self.reads, viewer_id, ids)
         FEED_FILTERED.inc(len(ids) - len(allowed))
         if not allowed:

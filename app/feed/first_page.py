@@ -48,7 +48,7 @@ class RankedFirstPages:
         self.open_sessions = open_sessions
         self.session_pages = session_pages
 
-    async def page(
+    async def ranked_first_page(
         self,
         viewer_id: int,
         context: ViewerContext,
@@ -76,11 +76,11 @@ class RankedFirstPages:
         if reset is not None:
             reset.start()  # the candidates are read: the page shows what they announced
         # Ranking needs four columns of each candidate; the shown rows are read in full below.
-        visible, seen = await self.rank.visible(viewer_id, found.ids, first_reads)
+        visible, seen = await self.rank.rank_visible(viewer_id, found.ids, first_reads)
         stages.done("filter")
         window = RankColumns(*(column[:size] for column in visible))  # newest first
         beyond = len(visible.post_ids) > size or found.maybe_more
-        ids, late = self.rank.order(window, context.affinity, seen)
+        ids, late = self.rank.rank_window(window, context.affinity, seen)
         degraded = found.degraded or late
         stages.done("rank")
         oldest = window.post_ids[-1] if window.post_ids else None
@@ -107,7 +107,7 @@ class RankedFirstPages:
             # No session store: serve the freshest window as a keyset feed instead.
             FEED_DEGRADED.labels("session_store").inc()
             newest = sorted(ids, reverse=True)[: first + SESSION_STORE_FALLBACK_SLACK]
-            rows = await self.filter.rows(viewer_id, newest, extras)
+            rows = await self.filter.visible_rows(viewer_id, newest, extras)
             shown = [rows[i] for i in newest if i in rows][:first]
             return FeedPage(
                 [(r, Keyset(r.created_ms, r.post_id)) for r in shown],

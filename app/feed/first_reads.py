@@ -71,7 +71,7 @@ class FirstReadsPipeline:
         self.deadline = deadline
         self.possible = store.redis is feed_sessions.redis
 
-    async def read(self, viewer_id: int, limit: int, ranked: bool) -> FirstReads:
+    async def read_first(self, viewer_id: int, limit: int, ranked: bool) -> FirstReads:
         """The context token, the timeline's newest `limit` entries and (RANKED, when the
         viewer has an open session here) that session renewed."""
         reads = FirstReads()

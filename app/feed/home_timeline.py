@@ -41,7 +41,7 @@ class HomeTimeline:
         self._rebuilding: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def read(
+    async def read_timeline(
         self, viewer_id: int, before: int, limit: int, first_reads: FirstReads | None = None
     ) -> TimelineRead:
         """(ids, maybe more, degraded). Missing timeline or Redis trouble: Postgres answers.

@@ -23,7 +23,7 @@ class KeysetPages:
         self.candidates = candidates
         self.filter = filter_
 
-    async def page(
+    async def keyset_page(
         self,
         viewer_id: int,
         context: ViewerContext,
@@ -45,7 +45,9 @@ class KeysetPages:
             degraded = degraded or found.degraded
             # Candidates are newest first: the newest `first - taken + 1` visible ones decide
             # both the page and whether there is more.
-            visible = await self.filter.rows(viewer_id, found.ids, extras, first - len(taken) + 1)
+            visible = await self.filter.visible_rows(
+                viewer_id, found.ids, extras, first - len(taken) + 1
+            )
             for post_id in found.ids:
                 row = visible.get(post_id)
                 if row is None:

@@ -37,7 +37,7 @@ class PulledAuthors:
         # Each pulled author's newest post ids, newest first.
         self.cache: CoalescingCache[int, list[int]] = CoalescingCache(AUTHOR_CACHE_SECONDS)
 
-    async def read(self, authors: Sequence[int]) -> tuple[dict[int, list[int]], bool]:
+    async def read_pulled(self, authors: Sequence[int]) -> tuple[dict[int, list[int]], bool]:
         """The pulled authors' newest posts, and False when they could not be read in time
         (the page then goes without them, degraded)."""
         if not authors:

@@ -35,7 +35,7 @@ class RankStage:
         self.settings = settings
         self.deadline = deadline
 
-    async def visible(
+    async def rank_visible(
         self, viewer_id: int, ids: Sequence[int], first_reads: FirstReads | None = None
     ) -> tuple[RankColumns, set[int]]:
         """The visible candidates' four ranking columns (the shown rows are read in full
@@ -51,7 +51,7 @@ class RankStage:
         FEED_FILTERED.inc(len(ids) - len(visible.post_ids))
         return visible, seen
 
-    def order(
+    def rank_window(
         self, window: RankColumns, affinity: dict[int, int], seen: set[int]
     ) -> tuple[list[int], bool]:
         """The window's ids in rank order, and True when ranking ran out of its budget (the

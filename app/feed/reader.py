@@ -45,7 +45,7 @@ class PageReader:
         # Candidate-gathering reads counted for the fan-out control plane's read cost.
         self.read_counter = read_counter
 
-    async def read(
+    async def read_page(
         self,
         viewer_id: int,
         mode: FeedMode,
@@ -56,7 +56,7 @@ class PageReader:
         stages = Stages()
         extras = PageExtras()
         if isinstance(cursor, SessionPosition):
-            page = await self.session_pages.next_page(viewer_id, cursor, first, stages, extras)
+            page = await self.session_pages.session_page(viewer_id, cursor, first, stages, extras)
         else:
             self.read_counter.count()  # no I/O: pulled sources are read on these pages
             ranked_first = cursor is None and mode == FeedMode.RANKED
@@ -69,25 +69,25 @@ class PageReader:
                 limit = keyset_limit(first)
             first_reads = None
             if cursor is None and self.first_reads.possible and self.contexts.cache.ttl > 0:
-                first_reads = await self.first_reads.read(viewer_id, limit, ranked_first)
+                first_reads = await self.first_reads.read_first(viewer_id, limit, ranked_first)
             version: object = NOT_READ if first_reads is None else first_reads.token()
             # Independent sources, read at once: the viewer's graph (Postgres; affinity only
             # where ranking uses it) and the home timeline (Redis).
             context, timeline = await concurrently(
-                self.contexts.read(
+                self.contexts.read_context(
                     viewer_id, ranked_first, before, min(limit, OWN_PER_READ), version
                 ),
-                self.candidates.timeline.read(viewer_id, before, limit, first_reads),
+                self.candidates.timeline.read_timeline(viewer_id, before, limit, first_reads),
             )
             stages.done("context")
             if ranked_first:
-                page = await self.ranked_first.page(
+                page = await self.ranked_first.ranked_first_page(
                     viewer_id, context, timeline, first, stages, extras, reset, first_reads
                 )
             else:
                 if reset is not None:
                     reset.start()  # the timeline is read: the page shows what it announced
-                page = await self.keyset.page(
+                page = await self.keyset.keyset_page(
                     viewer_id, context, before, first, stages, extras, timeline
                 )
                 page.first_page = cursor is None

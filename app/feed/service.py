@@ -171,7 +171,7 @@ class FeedService:
             await self.activity.touch_read(viewer_id)  # at most once an hour
             reset = CountReset(self._reset_new_posts, viewer_id)
         try:
-            page = await self.reader.read(viewer_id, mode, first, cursor, reset)
+            page = await self.reader.read_page(viewer_id, mode, first, cursor, reset)
         except BaseException:
             if reset is not None:
                 await reset.abandon()

@@ -39,7 +39,7 @@ class SessionPages:
         # What each viewer's last session page's filter allowed, for a PostgreSQL outage.
         self.verified = VerifiedPages(authz_ttl_seconds)
 
-    async def next_page(
+    async def session_page(
         self,
         viewer_id: int,
         cursor: SessionPosition,
@@ -143,8 +143,8 @@ class SessionPages:
         # The frozen window is used up: continue below its oldest post, newest first.
         left = first - len(taken)
         own_limit = min(keyset_limit(left), OWN_PER_READ)
-        context = await self.contexts.read(viewer_id, False, frozen.tail[1], own_limit)
-        rest = await self.keyset.page(
+        context = await self.contexts.read_context(viewer_id, False, frozen.tail[1], own_limit)
+        rest = await self.keyset.keyset_page(
             viewer_id, context, frozen.tail[1], first - len(taken), stages, extras
         )
         # Below the window: none of the window's ids, served on this page or before it.
