@@ -1,6 +1,26 @@
 """A RANKED first page: candidates -> filter -> rank -> a new frozen session, its first
 positions shown; or, when the candidates are exactly those the viewer's open session was
-ranked from, that session again (app.feed.service's module doc: what keeps it correct)."""
+ranked from, that session again.
+
+A refresh with nothing new reuses the open session. A RANKED first page reads its
+candidates (timeline, pulled authors, own posts) as always; when they are exactly the ones
+the viewer's last session in this process was ranked from (`OpenSessions`: a 16-byte
+signature of the ids), less than FEED_SESSION_REUSE_SECONDS ago, the page is answered from
+that session (same order, same sessionId, same cursors; its lifetime restarts) instead of
+filtering and ranking ~600 candidates and writing a new session. What keeps it correct:
+- every shown id is still checked against the current graph, blocks, tombstones and
+  visibility (`SessionPages.from_session` runs the same SQL filter as a later page), so
+  deletes, blocks and unfollows since the freeze apply, and the gaps they leave fill from
+  the next positions;
+- anything new changes the candidates, hence the signature: a post pushed into the timeline
+  (also one older than its head, fanned out late), a pulled author's or the viewer's own
+  post, a new follow (its author is pulled for RECENT_WINDOW), posts pulled under queue lag;
+- a missing or unreadable session (expired, Redis trouble) means a fresh ranking, never an
+  error; degraded reads are never reused nor remembered.
+What it does not see for FEED_SESSION_REUSE_SECONDS (5 min): engagement that would reorder
+the same posts, and a post among the same candidates that became visible again (made
+public again); both are ranked in on the first refresh after that.
+"""
 
 from __future__ import annotations
 

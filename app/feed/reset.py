@@ -4,9 +4,13 @@ the count restarts; it is started as soon as the page's candidates are read, so 
 while the page is filtered, ranked and read instead of after it: the page shows what the
 candidates held, which is what the reset forgets.
 
-Not reset on a reused page whose session's first page reset it: the count holds posts
-delivered since that reset, and every such post would be a new candidate (it would have
-changed the session's signature; app.feed.service's module doc says more)."""
+The new-post count is not reset on a reused page whose session's first page reset it: the
+count holds posts delivered since that reset, and every such post would be a new candidate
+(it would have changed the signature). "Count is zero" alone is not enough to skip: the
+reset also moves the mark (`fur:{user}`) from which a later subscribe counts the posts that
+arrived while the viewer was away, so skipping it on an unchanged zero count would announce
+posts this very page showed.
+"""
 
 from __future__ import annotations
 

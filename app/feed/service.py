@@ -21,36 +21,8 @@ timeline of a user coming back; at most once an hour, app.users.activity) and wh
 live "new posts" count restarts at zero. What it needs of other parts (activity, rebuilds,
 queue lag, the live count) is handed in by the composition root, app.state.
 
-A refresh with nothing new reuses the open session. A RANKED first page reads its
-candidates (timeline, pulled authors, own posts) as always; when they are exactly the ones
-the viewer's last session in this process was ranked from (`OpenSessions`: a 16-byte
-signature of the ids), less than FEED_SESSION_REUSE_SECONDS ago, the page is answered from
-that session (same order, same sessionId, same cursors; its lifetime restarts) instead of
-filtering and ranking ~600 candidates and writing a new session. What keeps it correct:
-- every shown id is still checked against the current graph, blocks, tombstones and
-  visibility (`SessionPages.from_session` runs the same SQL filter as a later page), so
-  deletes, blocks and unfollows since the freeze apply, and the gaps they leave fill from
-  the next positions;
-- anything new changes the candidates, hence the signature: a post pushed into the timeline
-  (also one older than its head, fanned out late), a pulled author's or the viewer's own
-  post, a new follow (its author is pulled for RECENT_WINDOW), posts pulled under queue lag;
-- a missing or unreadable session (expired, Redis trouble) means a fresh ranking, never an
-  error; degraded reads are never reused nor remembered.
-What it does not see for FEED_SESSION_REUSE_SECONDS (5 min): engagement that would reorder
-the same posts, and a post among the same candidates that became visible again (made
-public again); both are ranked in on the first refresh after that.
-
-The new-post count is not reset on a reused page whose session's first page reset it: the
-count holds posts delivered since that reset, and every such post would be a new candidate
-(it would have changed the signature). "Count is zero" alone is not enough to skip: the
-reset also moves the mark (`fur:{user}`) from which a later subscribe counts the posts that
-arrived while the viewer was away, so skipping it on an unchanged zero count would announce
-posts this very page showed.
-
-PostgreSQL out of reach (`Unavailable` from app.db): a session page is answered from the
-viewer's verified window (app.feed.verified: what the last session page's filter allowed,
-one page read ahead) while that check is younger than FEED_AUTHZ_TTL_SECONDS, degraded;
-everything else fails UNAVAILABLE (docs/decisions/0019-postgres-outage.md)."""
+Where each rule is told: session reuse (a refresh with nothing new) in first_page.py, the
+count reset in reset.py, what a page may serve while PostgreSQL is away in session_pages.py."""
 
 from __future__ import annotations
 

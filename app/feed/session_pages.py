@@ -1,7 +1,12 @@
 """Pages from a frozen feed session (app.feed.sessions): every id re-checked by the filter
-as it is shown, one page read ahead and kept as the viewer's verified window for a
-PostgreSQL outage (app.feed.verified, decision 0019); past the session's end, keyset pages
-below its oldest candidate."""
+as it is shown, one page read ahead; past the session's end, keyset pages below its oldest
+candidate.
+
+PostgreSQL out of reach (`Unavailable` from app.db): a session page is answered from the
+viewer's verified window (app.feed.verified: what the last session page's filter allowed,
+one page read ahead) while that check is younger than FEED_AUTHZ_TTL_SECONDS, degraded;
+everything else fails UNAVAILABLE (docs/decisions/0019-postgres-outage.md).
+"""
 
 from __future__ import annotations
 
