@@ -19,8 +19,10 @@ from app.feed.impressions import ImpressionLog
 from app.feed.sessions import FeedSessionStore, OpenSessions
 from app.timelines.store import TimelineStore
 
-# Where each reply is in `FirstReads.replies`.
+# Where each reply is in `FirstReads.replies`: the impressions take the session's place when
+# no open session is read.
 TOKEN, TIMELINE, SESSION = 0, 1, 2
+SEEN = SESSION
 
 
 class FirstReads:
@@ -86,7 +88,7 @@ class FirstReadsPipeline:
             pipe.execute_command(*self.feed_sessions.renew_command(viewer_id, open_.session_id))
         elif ranked and self.impressions.enabled:
             # No session to reuse: this page ranks, and ranking reads the impressions.
-            reads.seen = SESSION
+            reads.seen = SEEN
             pipe.execute_command(*self.impressions.seen_command(viewer_id))
         try:
             reads.replies = await self.deadline.within(pipe.execute(raise_on_error=False))
