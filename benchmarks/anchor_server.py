@@ -45,8 +45,8 @@ from app.db.models import FANOUT_PULL
 from app.errors import AppError, Unauthenticated
 from app.feed.cursor import CursorCodec, SessionPosition, fingerprint
 from app.feed.modes import FeedMode
+from app.feed.page import FeedPage
 from app.feed.rows import _PAGE_ROWS, FeedRow
-from app.feed.service import FeedPage
 from app.feed.sessions import FeedSessionStore
 from app.state import AppState, create_state
 

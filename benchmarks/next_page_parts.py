@@ -5,7 +5,7 @@ each tree with the same venv, alternating, and compare).
     python -m benchmarks.next_page_parts [--pages 20000] [--rounds 5] [--earlier 400]
 
 Parts: `cursors` (20 session-position cursors signed, as feed_connection does), `posts`
-(20 Post objects over FeedPost rows), `served` (app.feed.service._already_served of a page
+(20 Post objects over FeedPost rows), `served` (app.feed.page.already_served of a page
 at session position --earlier), `page` (decision 0058: a FeedService page of 20 rows, its
 authors and likes, to the registered Feed document's rendered dict by the compiled plan,
 cursors included: the row plan where the tree has one, else FeedPost copies, PostEdge and
@@ -30,7 +30,7 @@ from app.api.fast.compiler import compile_documents
 from app.api.schema import feed
 from app.api.schema.types import FeedConnection, Post, PostEdge, page_info
 from app.config import Settings
-from app.feed import service
+from app.feed import page as feed_page
 from app.feed.cursor import CursorCodec, SessionPosition, fingerprint
 from app.feed.modes import FeedMode
 from app.feed.rows import FeedAuthor, FeedPost, FeedRow, PageExtras
@@ -60,7 +60,7 @@ def parts(earlier: int) -> dict[str, Callable[[], object]]:
         (FeedRow(ids[earlier + n], 1, 0, 0, 1, "public", when, None, "b"), positions[n])
         for n in range(20)
     ]
-    served = service._already_served
+    served = feed_page.already_served
     if "end" in inspect.signature(served).parameters:  # this change: no slice
 
         def served_page() -> object:
@@ -129,8 +129,8 @@ def _page_render(
         if n % 3 == 0:
             extras.liked.add(post_id)
 
-    def fresh() -> service.FeedPage:
-        return service.FeedPage(list(rows), True, "k3YbJx0f2cQ1u9W8rT5vZa", False, extras=extras)
+    def fresh() -> feed_page.FeedPage:
+        return feed_page.FeedPage(list(rows), True, "k3YbJx0f2cQ1u9W8rT5vZa", False, extras=extras)
 
     rows_plan = getattr(plan, "rows", None)
     if rows_plan is not None:  # this change: the row plan

@@ -18,7 +18,7 @@ Lag as the replica itself measures it (no round trip to the primary):
   lag until it is replayed, which sends reads to the primary for one check.
 Staleness served is thus at most MAX_LAG + CHECK seconds. Who must never see stale data
 (authorization, the viewer's own writes) does not read here at all: the callers say which
-reads come here (app.feed.service, app.fanout.service)."""
+reads come here (app.feed.filter, app.fanout.service)."""
 
 from __future__ import annotations
 

@@ -20,20 +20,31 @@ graph, blocks, tombstones and visibility. A cached pull list that holds a since-
 or blocked author only proposes candidates the filter then drops.
 
 When Redis cannot say (no token), the context is read from PostgreSQL and not cached.
+`ViewerContexts` is the read path's stage that reads a context through this cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
 
-from app.feed.rows import ViewerContext
+from redis.exceptions import RedisError
+
+from app.feed import rows as sql
+from app.feed.constants import CONTEXT_CACHE_MAX, EPOCH_SECONDS, MAX_ID, RECENT_WINDOW
+from app.feed.deadline import SourceDeadline
+from app.feed.rows import Reads, ViewerContext
+from app.observability.metrics import FEED_CACHE
 from app.redis_scripts import AnyRedis
 
-EPOCH_SECONDS = 1.0  # how stale the process's view of the pull-mode users may be
-MAX_ENTRIES = 10_000  # viewers' contexts per process (oldest dropped first)
+_CONTEXT_HIT = FEED_CACHE.labels("viewer_context", "hit")
+_CONTEXT_MISS = FEED_CACHE.labels("viewer_context", "miss")
+NOT_READ = object()  # `ViewerContexts.read_context`: the token was not read in advance
 
 
 def version_key(viewer_id: int) -> str:
@@ -88,7 +99,7 @@ class ContextCache:
     """viewer -> their first pages' contexts (one per affinity flag), each under the token it
     was read under; bounded, every entry lives `ttl_seconds` at most."""
 
-    def __init__(self, ttl_seconds: float, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(self, ttl_seconds: float, max_entries: int = CONTEXT_CACHE_MAX) -> None:
         self.ttl = ttl_seconds
         self.max_entries = max_entries
         self._entries: dict[tuple[int, bool], _Entry] = {}
@@ -126,3 +137,62 @@ class ContextCache:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+class ViewerContexts:
+    """The read path's context stage: a viewer's graph, affinity and newest own posts, a
+    first page's from the `ContextCache` while its token holds."""
+
+    def __init__(
+        self, reads: Reads, redis: AnyRedis, ttl_seconds: int, deadline: SourceDeadline
+    ) -> None:
+        self.reads = reads
+        self.deadline = deadline
+        # First pages' viewer contexts while nothing they are read from changed (decision
+        # 0047).
+        self.cache = ContextCache(ttl_seconds)
+        self.versions = ContextVersions(redis, ttl_seconds)  # beside the sessions (same role)
+        self.modes_epoch = ModesEpoch(partial(sql.modes_epoch, reads))
+
+    async def changed(self, viewer_id: int) -> None:
+        """The viewer followed, unfollowed, blocked, unblocked or posted (committed): their
+        next first page reads its context afresh, in every process. Redis failing here
+        leaves cached copies for at most FEED_CONTEXT_TTL_SECONDS (decision 0047)."""
+        self.cache.forget(viewer_id)
+        if self.cache.ttl > 0:
+            with contextlib.suppress(RedisError, OSError):
+                await self.versions.bump(viewer_id)
+
+    async def read_context(
+        self,
+        viewer_id: int,
+        affinity: bool,
+        before: int,
+        limit: int,
+        version: object = NOT_READ,
+    ) -> ViewerContext:
+        """Graph, affinity, and the viewer's newest `limit` posts below `before`; a first
+        page's from the context cache while its token holds.
+        `version`: the token as read in advance (None: it could not be), or `NOT_READ`."""
+        recent = datetime.now(UTC) - RECENT_WINDOW
+        cache = self.cache
+        if before != MAX_ID or cache.ttl <= 0:
+            return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        # The token is read before the context is: a change committed after the context was
+        # read has replaced the token by then (see the module doc).
+        if version is NOT_READ:
+            try:
+                version = await self.deadline.within(self.versions.current(viewer_id))
+            except (RedisError, TimeoutError, OSError):
+                version = None
+        if not isinstance(version, bytes):
+            return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        token = (version, await self.modes_epoch.current(), affinity, limit)
+        context = cache.get(viewer_id, token)
+        if context is not None:
+            _CONTEXT_HIT.inc()
+            return context
+        _CONTEXT_MISS.inc()
+        context = await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+        cache.put(viewer_id, token, context)
+        return context

@@ -11,12 +11,14 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Generic, TypeVar
 
+from app.feed.constants import HOT_CACHE_MAX
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
 class CoalescingCache(Generic[K, V]):
-    def __init__(self, ttl_seconds: float, max_entries: int = 50_000) -> None:
+    def __init__(self, ttl_seconds: float, max_entries: int = HOT_CACHE_MAX) -> None:
         self.ttl = ttl_seconds
         self.max_entries = max_entries
         self._values: dict[K, tuple[float, V]] = {}

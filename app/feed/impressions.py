@@ -2,15 +2,16 @@
 (`reportImpressions`), kept so that RANKED can put posts already seen behind unseen ones.
 
 Off the request path: `record` only adds ids to an in-process buffer; a flush, scheduled
-FLUSH_SECONDS after the first id of a batch (sooner when MAX_PENDING ids wait), writes every
-buffered viewer in one pipelined round trip (one script call per viewer). Bounded: one zset
-per viewer, `imp:{viewer}` (member = post id, score = ms of the latest impression), never
-over its newest `IMPRESSIONS_MAX` members, expiring `IMPRESSIONS_TTL_SECONDS` after its last
-write (docs/decisions/0010-impressions.md has the figures).
+IMPRESSIONS_FLUSH_SECONDS (app.feed.constants) after the first id of a batch (sooner when
+IMPRESSIONS_MAX_PENDING ids wait), writes every buffered viewer in one pipelined round trip
+(one script call per viewer). Bounded: one zset per viewer, `imp:{viewer}` (member = post
+id, score = ms of the latest impression), never over its newest `IMPRESSIONS_MAX` members,
+expiring `IMPRESSIONS_TTL_SECONDS` after its last write (docs/decisions/0010-impressions.md
+has the figures).
 
 Best effort by design: a failed flush drops its batch (counted), a failed read means no
-demotion, and a process that stops loses at most FLUSH_SECONDS of impressions. A ranking
-that misses a few impressions shows a seen post early once; it never fails a page.
+demotion, and a process that stops loses at most IMPRESSIONS_FLUSH_SECONDS of impressions.
+A ranking that misses a few impressions shows a seen post early once; it never fails a page.
 """
 
 from __future__ import annotations
@@ -26,15 +27,16 @@ from prometheus_client import Counter
 from redis.exceptions import RedisError
 
 from app.errors import BadInput
+from app.feed.constants import (
+    IMPRESSIONS_FLUSH_SECONDS,
+    IMPRESSIONS_MAX_PENDING,
+    IMPRESSIONS_MAX_PER_VIEWER_BATCH,
+    MAX_REPORTED,
+)
 from app.posts.ids import parse_post_id
 from app.redis_scripts import AnyRedis, LuaScript, run_script_many
 
 log = logging.getLogger("app.feed.impressions")
-
-FLUSH_SECONDS = 0.25  # a batch collects this long before its one round trip
-MAX_PENDING = 5_000  # ids buffered in a process; past it the batch is flushed at once
-MAX_PER_VIEWER_BATCH = 1_000  # ids of one viewer per batch (the newest win)
-MAX_REPORTED = 100  # post ids per reportImpressions call
 
 IMPRESSIONS = Counter(
     "feed_impressions_total",
@@ -122,12 +124,14 @@ class ImpressionLog:
             batch.pop(post_id, None)  # re-inserted: the dict stays oldest impression first
             batch[post_id] = ms
         self._count += len(batch) - before
-        if len(batch) > MAX_PER_VIEWER_BATCH:  # keep the newest impressions of this batch
-            drop = len(batch) - MAX_PER_VIEWER_BATCH
+        if (
+            len(batch) > IMPRESSIONS_MAX_PER_VIEWER_BATCH
+        ):  # keep the newest impressions of this batch
+            drop = len(batch) - IMPRESSIONS_MAX_PER_VIEWER_BATCH
             for post_id in list(batch)[:drop]:
                 del batch[post_id]
             self._count -= drop
-        self._schedule(0.0 if self._count >= MAX_PENDING else FLUSH_SECONDS)
+        self._schedule(0.0 if self._count >= IMPRESSIONS_MAX_PENDING else IMPRESSIONS_FLUSH_SECONDS)
 
     def pending(self, viewer_id: int) -> set[int]:
         """This process's buffered, not yet written impressions of a viewer."""

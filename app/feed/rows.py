@@ -38,6 +38,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from app.db.errors import ended, unavailable, unreachable
 from app.db.models import FANOUT_PULL
+from app.feed.constants import AFFINITY_COMMENTS, AFFINITY_LIKES, MAX_ID
 from app.posts.ids import created_ms
 from app.posts.visibility import alive_sql, home_feed_sql, reaches_followers_sql
 
@@ -136,14 +137,16 @@ _CONTEXT_SOURCES = f"""
     SELECT 2, o.id, 0 FROM ({_own_posts_sql("$3", "$4", "$5")}) o
 """
 _OWN_POSTS_BEFORE = f"SELECT array_agg(id) FROM ({_own_posts_sql('$2', '$3', '$4')}) o"
-_CONTEXT_AFFINITY = """
+_CONTEXT_AFFINITY = f"""
     UNION ALL
     SELECT 3, l.author_id, count(*) FROM (
-        SELECT author_id FROM likes WHERE user_id = $1 ORDER BY post_id DESC LIMIT 500
+        SELECT author_id FROM likes WHERE user_id = $1
+        ORDER BY post_id DESC LIMIT {AFFINITY_LIKES}
     ) l GROUP BY l.author_id
     UNION ALL
     SELECT 4, c.post_author_id, count(*) FROM (
-        SELECT post_author_id FROM comments WHERE author_id = $1 ORDER BY id DESC LIMIT 200
+        SELECT post_author_id FROM comments WHERE author_id = $1
+        ORDER BY id DESC LIMIT {AFFINITY_COMMENTS}
     ) c GROUP BY c.post_author_id
 """
 # One row per kind with two arrays (a heavy viewer's context is hundreds of rows otherwise).
@@ -256,7 +259,7 @@ class ViewerContext:
     pull_authors: list[int]  # followees to pull from: pull mode, just followed, just switched
     own_posts: list[int]  # the viewer's newest `own_limit` posts below `own_before`
     affinity: dict[int, int]  # empty unless asked for (RANKED first pages)
-    own_before: int = 2**63 - 1
+    own_before: int = MAX_ID
     own_limit: int = 0
 
     def own_below(self, before: int) -> list[int] | None:
@@ -437,7 +440,7 @@ async def viewer_context(
     recent: datetime,
     own: int,
     affinity: bool = True,
-    own_before: int = 2**63 - 1,
+    own_before: int = MAX_ID,
 ) -> ViewerContext:
     """Pull sources, the viewer's newest `own` posts below `own_before` and (if `affinity`)
     per-author engagement, in one query."""

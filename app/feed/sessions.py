@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.feed.constants import OPEN_SESSIONS_MAX
 from app.redis_scripts import AnyRedis, LuaScript, run_script
 
 _ID = struct.Struct(">Q")
-OPEN_MAX = 20_000  # viewers whose open session a process remembers (~5 MB); oldest go first
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ class OpenSessions:
     In process on purpose: deciding costs no I/O. A viewer whose refresh lands on another
     API process simply gets a new session there, as before."""
 
-    def __init__(self, max_age_seconds: float, max_entries: int = OPEN_MAX) -> None:
+    def __init__(self, max_age_seconds: float, max_entries: int = OPEN_SESSIONS_MAX) -> None:
         self.max_age = max_age_seconds
         self.max_entries = max_entries
         self._open: dict[int, OpenSession] = {}

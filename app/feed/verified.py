@@ -20,9 +20,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from app.feed.constants import VERIFIED_ROWS_MAX
 from app.feed.rows import FeedAuthor, FeedRow
-
-MAX_ROWS = 100_000  # rows held at most (~50 MB); the oldest windows go first past it
 
 
 @dataclass(slots=True)
@@ -42,7 +41,7 @@ class VerifiedWindow:
 class VerifiedPages:
     """viewer -> their last session page's `VerifiedWindow`, for `ttl_seconds` at most."""
 
-    def __init__(self, ttl_seconds: float, max_rows: int = MAX_ROWS) -> None:
+    def __init__(self, ttl_seconds: float, max_rows: int = VERIFIED_ROWS_MAX) -> None:
         self.ttl = ttl_seconds
         self.max_rows = max_rows
         self._windows: OrderedDict[int, VerifiedWindow] = OrderedDict()

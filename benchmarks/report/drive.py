@@ -26,7 +26,7 @@ PERIODIC = ("cron:", "reconcile_fanouts:", "review_fanout_modes:")
 HUGE = 2_000_000_000  # a follower count no author reaches
 ACTIVE_SQL = "last_active_at >= now() - make_interval(days => 30)"
 LAG_SAMPLE_SECONDS = 0.5
-AUTHOR_CACHE_SECONDS = 2.5  # app.feed.service: the author-index cache's TTL (2 s) and a margin
+AUTHOR_CACHE_SECONDS = 2.5  # app.feed.constants: the author-index cache's TTL (2 s) and a margin
 
 
 @dataclass(frozen=True)

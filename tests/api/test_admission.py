@@ -1,6 +1,6 @@
 """Overload: admission control (app.api.transports.admission) on a real uvicorn process with
 MAX_IN_FLIGHT=2, and the feed's source timeouts, which a busy process must not mistake for
-a slow Redis (app.feed.service `_in_time`).
+a slow Redis (app.feed.deadline `SourceDeadline.within`).
 
 Slow requests without mocks: `logIn` marks the user active with an UPDATE of their row, and
 the test holds that row locked, so every logIn of the user waits in PostgreSQL, in flight,
@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from app.api.transports.admission import QUEUE_FACTOR, RETRY_AFTER_SECONDS, Slots
-from app.feed.service import LoadTimeout, LoopLag
+from app.feed.deadline import LoadTimeout, LoopLag
 from tests.conftest import TEST_DATABASE_URL, TEST_DB
 from tests.helpers import PASSWORD, eventually, gql, make_user
 from tests.realtime.live import LiveClient
@@ -259,24 +259,24 @@ async def busy_loop(block_seconds: float) -> AsyncIterator[None]:
 
 
 async def test_a_late_read_degrades_only_when_the_loop_was_responsive(state) -> None:
-    feed = state.feed
-    saved = feed.source_timeout
-    feed.source_timeout = 0.1
+    deadline = state.feed.deadline
+    saved = deadline.timeout
+    deadline.timeout = 0.1
     try:
         # A responsive loop: the source itself is slow, so the page goes without it.
         started = time.perf_counter()
         with pytest.raises(TimeoutError) as caught:
-            await feed._in_time(asyncio.sleep(5))
+            await deadline.within(asyncio.sleep(5))
         assert not isinstance(caught.value, LoadTimeout)
         assert time.perf_counter() - started < 0.5
         # A saturated loop (timers 40 ms late): the same wait is the process's, not Redis's.
         async with busy_loop(0.04):
-            assert await feed._in_time(asyncio.sleep(0.35, result="read")) == "read"
+            assert await deadline.within(asyncio.sleep(0.35, result="read")) == "read"
             with pytest.raises(LoadTimeout):  # bounded all the same: PATIENCE more at most
-                await feed._in_time(asyncio.sleep(30))
+                await deadline.within(asyncio.sleep(30))
     finally:
-        feed.source_timeout = saved
-    assert feed.loop_lag.recent() < 1.0
+        deadline.timeout = saved
+    assert deadline.loop_lag.recent() < 1.0
 
 
 async def test_loop_lag_measures_a_blocked_loop() -> None:

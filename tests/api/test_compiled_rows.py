@@ -24,8 +24,8 @@ from app.api.schema import feed
 from app.api.schema.feed import ROW_READS
 from app.db.models import FANOUT_PULL
 from app.feed.cursor import CursorCodec, SessionPosition
+from app.feed.page import FeedPage
 from app.feed.rows import FeedAuthor, FeedRow, PageExtras
-from app.feed.service import FeedPage
 from tests.api.differential import gql_text
 from tests.api.test_compiled_documents import Gen, _compile
 

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from app.feed import rows
-from app.feed.context_cache import EPOCH_SECONDS, version_key
+from app.feed.constants import EPOCH_SECONDS
+from app.feed.context_cache import version_key
 from app.feed.rows import PageExtras
 from app.feed.sessions import _key
 from app.realtime.keys import reset_key

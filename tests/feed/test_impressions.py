@@ -9,7 +9,8 @@ owner module), never with a sleep.
 
 from __future__ import annotations
 
-from app.feed.impressions import MAX_REPORTED, impressions_key
+from app.feed.constants import MAX_REPORTED
+from app.feed.impressions import impressions_key
 from tests.helpers import eventually, followed_pair, gql, ids, make_user, post
 
 

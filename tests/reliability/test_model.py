@@ -52,7 +52,7 @@ from hypothesis.stateful import (
 from app.config import get_settings
 from app.fanout import lanes
 from app.fanout.__main__ import pin as pin_author
-from app.feed.service import PULL_PER_AUTHOR
+from app.feed.constants import PULL_PER_AUTHOR
 from jobs.worker import REVIEW
 from tests.helpers import (
     fanout_mode,

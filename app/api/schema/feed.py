@@ -27,8 +27,8 @@ from app.api.schema.types import (
 from app.db.models import FANOUT_PULL
 from app.feed import modes
 from app.feed.cursor import CursorCodec, fingerprint
+from app.feed.page import FeedPage
 from app.feed.rows import FeedRow, PageExtras
-from app.feed.service import FeedPage
 from app.observability.metrics import FEED_LATENCY
 
 T = TypeVar("T")
