@@ -34,13 +34,8 @@ from strawberry.http import process_result
 
 from app.api.endpoint.schema import build_schema
 from app.api.fast.compiled_http import COMPILED, FALLBACK
-from app.api.fast.compiler import (
-    MIRRORED_EXTENSIONS,
-    TEXT_LABEL,
-    TextPlans,
-    compile_documents,
-    extension_names,
-)
+from app.api.fast.compiler import MIRRORED_EXTENSIONS, compile_documents, extension_names
+from app.api.fast.text_plans import TEXT_LABEL, TextPlans
 from app.api.schema.context import Context
 from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.trusted import Registered

@@ -64,22 +64,24 @@ from graphql import (
     is_object_type,
 )
 
-from app.api.fast.adapter import (
-    BASIC_RESOLVER,
-    SYNC_RESOLVER,
-    BaseExecutor,
+from app.api.upstream.graphql import (
     FieldDetailsList,
     GroupedFieldSet,
     Path,
-    StrawberryField,
     Undefined,
-    enum_class,
     forget_subfield_memo,
     gather_with_cancel,
+    to_nodes,
+)
+from app.api.upstream.strawberry import (
+    BASIC_RESOLVER,
+    SYNC_RESOLVER,
+    BaseExecutor,
+    StrawberryField,
+    enum_class,
     make_info,
     strawberry_field,
     strawberry_schema,
-    to_nodes,
 )
 
 # Step kinds.
