@@ -251,7 +251,8 @@ class FastExecutor(EventScopedExecutor):
 
     def build_per_event_executor(self, payload: Any) -> Any:
         executor = super().build_per_event_executor(payload)
-        executor._plans = {}
+        # A copy of this class: its own memo, fresh (not an upstream private).
+        executor._plans = {}  # noqa: SLF001
         return executor
 
     def _plan(self, parent_type: GraphQLObjectType, fields: GroupedFieldSet) -> list[_Step]:

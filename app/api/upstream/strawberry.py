@@ -61,6 +61,7 @@ __all__ = [
     "SYNC_RESOLVER",
     "TRANSPORT_WS_HANDLER_OVERRIDES",
     "UNSET",
+    "VIEW_CALLS",
     "VIEW_OVERRIDES",
     "WEBSOCKET_ADAPTER_OVERRIDES",
     "BaseExecutor",
@@ -113,8 +114,9 @@ VIEW_OVERRIDES = (
     "create_websocket_response",
     "parse_http_body",
     "should_render_graphql_ide",
-    "pick_websocket_subprotocol",
 )
+# ... and those it calls (app.api.endpoint.view, app.api.endpoint.live_sockets).
+VIEW_CALLS = ("pick_websocket_subprotocol", "request_adapter_class", "allow_queries_via_get")
 # strawberry.asgi.ASGIWebSocketAdapter, by app.api.endpoint.websocket.TextFrameAdapter:
 WEBSOCKET_ADAPTER_OVERRIDES = ("iter_json", "send_json", "close")
 # BaseGraphQLTransportWSHandler, by app.api.endpoint.websocket.FeedTransportWSHandler:
