@@ -1,4 +1,4 @@
-"""The plan's generated render (app.api.fast.compiler's `_generate`, decision 0052) gives what
+"""The plan's generated render (app.api.fast.codegen's `_generate`, decision 0052) gives what
 the step walker (`_render`) gives, and refuses (NotCompilable) what it refuses. Over HTTP,
 against the regular path, tests/api/test_compiled_documents.py compares the bytes."""
 
