@@ -101,11 +101,12 @@ lint: $(STAMP)
 	if [ -n "$$dead" ]; then echo "$$dead"; echo "dead code: delete it, or add a name only" \
 	  "a framework calls to vulture_whitelist.py"; exit 1; fi; echo "vulture: no dead code"
 
-# The fast engine's equality tests (tests/api) against the newest Strawberry and graphql-core
-# in a scratch virtualenv (.run/canary-venv); the result goes to docs/canary.md (commit it).
-# It says whether the Strawberry pin in pyproject.toml can move (app/api/fast/README.md).
+# The fence's and the fast engine's tests against the newest release of every upstream whose
+# internals are used (docs/decisions/0071), in a scratch virtualenv (.run/canary-venv); the
+# result goes to docs/canary.md (commit it). It says whether the pins in pyproject.toml can
+# move. ONLY=starlette (a name from devtools/canary.py's LIBRARIES) upgrades that one alone.
 canary: $(STAMP)
-	$(PY) -m devtools.canary
+	$(PY) -m devtools.canary $(if $(ONLY),--only $(ONLY))
 
 schema: $(STAMP)
 	$(PY) -m app.api.endpoint.export_schema

@@ -27,9 +27,11 @@ from functools import partial
 from typing import Any
 
 from app.api.endpoint.schema import build_schema
-from app.api.fast.adapter import graphql_schema
-from app.api.fast.compiler import Step, _generate, _render, compile_documents
+from app.api.fast.codegen import _generate
+from app.api.fast.compiler import compile_documents
+from app.api.fast.plan import Step, _render
 from app.api.schema.types import FeedConnection, Post, PostEdge, page_info
+from app.api.upstream.strawberry import graphql_schema
 from app.config import Settings
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras
 

@@ -37,9 +37,9 @@ async def run(args: argparse.Namespace) -> None:
     os.environ["DATABASE_URL"] = dsn
     os.environ["REDIS_URL"] = args.redis_url
     from app.api.endpoint.schema import build_schema
-    from app.api.fast.adapter import graphql_schema
     from app.api.fast.compiler import compile_documents
     from app.api.schema.context import Context
+    from app.api.upstream.strawberry import graphql_schema
     from app.config import Settings
     from app.state import create_state
     from benchmarks.feed_read import pick_viewers

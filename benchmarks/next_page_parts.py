@@ -25,10 +25,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from app.api.endpoint.schema import build_schema
-from app.api.fast.adapter import graphql_schema
 from app.api.fast.compiler import compile_documents
 from app.api.schema import feed
 from app.api.schema.types import FeedConnection, Post, PostEdge, page_info
+from app.api.upstream.strawberry import graphql_schema
 from app.config import Settings
 from app.feed import page as feed_page
 from app.feed.cursor import CursorCodec, SessionPosition, fingerprint

@@ -7,7 +7,7 @@ Two uvicorn processes (httptools + uvloop, one worker each, `--log-level warning
 feed_wrk starts the API) serve the same ASGI app: a POST answered with a fixed JSON body of
 --bytes (a 20-post feed page is ~9 KB) and the compiled path's two headers. One answers it
 with two sends (`http.response.start`, then `http.response.body`: how uvicorn writes any
-ASGI response, head and body each a send(2)), the other with app.api.fast.adapter's
+ASGI response, head and body each a send(2)), the other with app.api.upstream.uvicorn's
 `write_response` (both in one). wrk drives each in turn, --pairs times, alternating which
 goes first; the figure is each server's CPU (utime + stime) per response over its runs, and
 the median of the pairs' ratios. Nothing else runs in those processes: no database, no
@@ -49,7 +49,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while (await receive()).get("more_body"):
         pass
     if MODE == "one":
-        from app.api.fast.adapter import uvicorn_http_cycle, write_response
+        from app.api.upstream.uvicorn import uvicorn_http_cycle, write_response
 
         cycle = uvicorn_http_cycle(send)
         if cycle is not None and write_response(cycle, 200, _HEADERS, _BODY):

@@ -1,19 +1,23 @@
-"""`make canary`: the fast engine's equality tests against the newest Strawberry and graphql-core.
+"""`make canary`: the fence's and the fast engine's tests against the newest release of every
+upstream whose internals the service uses.
 
-Why: the fast engine (app/api/fast/) relies on Strawberry's and graphql-core's internals
-(app/api/fast/adapter.py), so pyproject.toml pins Strawberry below the next minor release.
-This shows whether the pin can move: a scratch virtualenv (.run/canary-venv) gets exactly the
-project's lock, then the newest releases of the two libraries (with whatever they need), and
-runs the adapter's assumption tests, graphql-core's execution tests pointed at the fast
-executor and the differential tests (tests/api) through the launcher (`make test`'s way to
+Why: the service relies on internals of Strawberry, graphql-core, uvicorn, `websockets`,
+Starlette and prometheus_client (each behind its adapter: app/api/upstream,
+app/realtime/prometheus_internals.py; docs/decisions/0071), so pyproject.toml pins each to
+the range tested. This shows whether a pin can move: a scratch virtualenv (.run/canary-venv)
+gets exactly the project's lock, then the newest releases of the upstreams (all of them, or
+those named with --only; with whatever they need), and runs the adapters' assumption tests,
+graphql-core's execution tests pointed at the fast executor, the differential tests
+(tests/api) and the socket-memory tests through the launcher (`make test`'s way to
 PostgreSQL and Redis). The outcome is written to docs/canary.md, committed like any doc: the
 last result, its date, the versions tried, the pinned ones, pass or fail and the failures.
 
-Usage: python -m devtools.canary   (exit status: pytest's)
+Usage: python -m devtools.canary [--only NAME ...]   (exit status: pytest's)
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -24,9 +28,19 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 VENV = PROJECT_ROOT / ".run" / "canary-venv"
 RECORD = PROJECT_ROOT / "docs" / "canary.md"
-LIBRARIES = ("strawberry-graphql", "graphql-core")
+# Every upstream whose internals are used (the `upstream-internals` contract in .importlinter).
+LIBRARIES = (
+    "strawberry-graphql",
+    "graphql-core",
+    "uvicorn",
+    "websockets",
+    "starlette",
+    "prometheus-client",
+)
 TESTS = (
     "tests/api/test_fast_adapter.py",
+    "tests/api/test_upstream_fence.py",
+    "tests/realtime/test_lean_sockets.py",
     "tests/api/graphql_core",
     "tests/api/test_fast_execution.py",
     "tests/api/test_compiled_documents.py",
@@ -62,13 +76,21 @@ def _pinned() -> dict[str, str]:
     return found
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=LIBRARIES,
+        help="upgrade only this upstream (repeatable; default: every one)",
+    )
+    upgraded = tuple(parser.parse_args(argv).only or LIBRARIES)
     if not VENV.exists():
         venv.create(VENV, with_pip=True)
     python = VENV / "bin" / "python"
     pip = (python, "-m", "pip", "install", "--disable-pip-version-check", "-q")
     _run(*pip, "--require-hashes", "-r", "requirements.lock")
-    _run(*pip, "--upgrade", *LIBRARIES)
+    _run(*pip, "--upgrade", *upgraded)
     _run(*pip, "--no-deps", "-e", ".")
     tried, pinned = _versions(python), _pinned()
     status, output = _stream(python, "-m", "devtools.launcher", "test", "-q", *TESTS)
@@ -77,7 +99,7 @@ def main() -> int:
         "no pytest summary",
     )
     failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)))
-    _record(tried, pinned, status, summary, failed)
+    _record(tried, pinned, upgraded, status, summary, failed)
     return status
 
 
@@ -100,22 +122,32 @@ def _stream(*args: str | Path) -> tuple[int, str]:
 
 
 def _record(
-    tried: dict[str, str], pinned: dict[str, str], status: int, summary: str, failed: list[str]
+    tried: dict[str, str],
+    pinned: dict[str, str],
+    upgraded: tuple[str, ...],
+    status: int,
+    summary: str,
+    failed: list[str],
 ) -> None:
     same = tried == pinned
     lines = [
         "# Upgrade canary: the last result",
         "",
-        "Written by `make canary` (devtools/canary.py): the fast engine's adapter, graphql-core",
-        "execution and differential tests (tests/api) against the newest Strawberry and",
-        "graphql-core in a scratch virtualenv. Pass means the pin in pyproject.toml can move to",
-        "these versions (then `make lock UPGRADE=1`); fail lists the tests to read first",
-        "(app/api/fast/adapter.py is where an upgrade is made).",
+        "Written by `make canary` (devtools/canary.py): the upstream adapters' assumption tests,",
+        "graphql-core execution, differential (tests/api) and socket-memory tests against the",
+        "newest release of each upstream whose internals the service uses, in a scratch",
+        "virtualenv. Pass means the pins in pyproject.toml can move to these versions (then",
+        "`make lock UPGRADE=1`); fail lists the tests to read first (the upstream's adapter,",
+        "app/api/upstream or app/realtime/prometheus_internals.py, is where an upgrade is made).",
         "",
         "| | |",
         "| --- | --- |",
         f"| date | {datetime.now(UTC):%Y-%m-%d %H:%M} UTC |",
-        *(f"| {n} tried | {tried.get(n, '?')} (pinned: {pinned[n]}) |" for n in LIBRARIES),
+        *(
+            f"| {n} {'tried' if n in upgraded else 'kept'} | {tried.get(n, '?')} "
+            f"(pinned: {pinned[n]}) |"
+            for n in LIBRARIES
+        ),
         f"| result | **{'pass' if status == 0 else 'fail'}** ({summary}) |",
         "",
     ]

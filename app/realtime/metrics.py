@@ -8,6 +8,9 @@ import time
 
 from prometheus_client import Counter, Gauge, Histogram
 
+# prometheus_client's adapter: the one module that reads its private fields.
+from app.realtime.prometheus_internals import observe_many
+
 SUBSCRIBERS = Gauge(
     "feed_realtime_subscribers",
     "Live feedUpdates subscriptions (summed over live processes in multiprocess mode)",
@@ -98,14 +101,3 @@ def flush_deliveries() -> None:
         if published_ms:
             observe_many(LATENCY, max(0.0, now - published_ms / 1000), frames)
     _tally.clear()
-
-
-def observe_many(histogram: Histogram, amount: float, times: int) -> None:
-    """`histogram.observe(amount)` `times` times, in one go: the sum and one bucket grow
-    (prometheus_client's Histogram internals `_sum`, `_upper_bounds`, `_buckets`, as its
-    own `observe` uses them; tests/realtime/test_lean_sockets.py checks they still are)."""
-    histogram._sum.inc(amount * times)
-    for i, bound in enumerate(histogram._upper_bounds):
-        if amount <= bound:
-            histogram._buckets[i].inc(times)
-            break

@@ -34,13 +34,8 @@ from strawberry.http import process_result
 
 from app.api.endpoint.schema import build_schema
 from app.api.fast.compiled_http import COMPILED, FALLBACK
-from app.api.fast.compiler import (
-    MIRRORED_EXTENSIONS,
-    TEXT_LABEL,
-    TextPlans,
-    compile_documents,
-    extension_names,
-)
+from app.api.fast.compiler import MIRRORED_EXTENSIONS, compile_documents, extension_names
+from app.api.fast.text_plans import TEXT_LABEL, TextPlans
 from app.api.schema.context import Context
 from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.trusted import Registered
@@ -457,12 +452,12 @@ VARIABLE_VALUES: list[Any] = [
 def test_compiled_variables_coerce_as_graphql_core_does(type_name: str) -> None:
     from graphql import coerce_input_value
 
-    from app.api.fast import compiler
+    from app.api.fast import coercion
 
     schema = PLAIN._schema
     graphql_type = schema.get_type(type_name)
     assert graphql_type is not None
-    coerce = compiler._nullable(compiler._input(schema, type_name))
+    coerce = coercion._nullable(coercion._input(schema, type_name))
     members = getattr(graphql_type, "wrapped_cls", None)
     accepted = 0
     for value in VARIABLE_VALUES:

@@ -1,4 +1,4 @@
-"""The plan's generated render (app.api.fast.compiler's `_generate`, decision 0052) gives what
+"""The plan's generated render (app.api.fast.codegen's `_generate`, decision 0052) gives what
 the step walker (`_render`) gives, and refuses (NotCompilable) what it refuses. Over HTTP,
 against the regular path, tests/api/test_compiled_documents.py compares the bytes."""
 
@@ -8,14 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.api.endpoint.schema import build_schema
-from app.api.fast.adapter import graphql_schema
-from app.api.fast.compiler import (
-    CompiledQuery,
-    NotCompilable,
-    _generate,
-    _render,
-    compile_documents,
-)
+from app.api.fast.codegen import _generate
+from app.api.fast.compiler import compile_documents
+from app.api.fast.plan import CompiledQuery, NotCompilable, _render
+from app.api.upstream.strawberry import graphql_schema
 from app.config import Settings
 from benchmarks.compiled_render import page
 

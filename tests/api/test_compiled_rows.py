@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from app.api.fast.compiler import NotCompilable, _generate
+from app.api.fast.codegen import _generate
+from app.api.fast.plan import NotCompilable
 from app.api.schema import feed
 from app.api.schema.feed import ROW_READS
 from app.db.models import FANOUT_PULL

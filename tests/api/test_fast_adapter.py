@@ -1,4 +1,5 @@
-"""Each assumption app.api.fast.adapter makes about Strawberry, graphql-core and uvicorn.
+"""Each assumption the adapters in app.api.upstream make about Strawberry, graphql-core and
+uvicorn.
 
 One test per assumption, against the installed libraries: an upgrade that renames a
 resolver wrapper, moves a module, changes an executor method's parameters or uvicorn's
@@ -21,9 +22,11 @@ import strawberry
 from graphql import execute_sync, parse
 from strawberry.types import Info
 
-from app.api.fast import adapter
 from app.api.fast.raw_frames import RawFrames
 from app.api.schema.types import PAGE_EXTRAS
+from app.api.upstream import graphql as graphql_internals
+from app.api.upstream import strawberry as strawberry_internals
+from app.api.upstream import uvicorn as uvicorn_internals
 
 
 @strawberry.enum
@@ -73,7 +76,7 @@ class Subscription:
 
 
 SCHEMA = strawberry.Schema(query=Query, subscription=Subscription)
-GRAPHQL = adapter.graphql_schema(SCHEMA)
+GRAPHQL = strawberry_internals.graphql_schema(SCHEMA)
 
 
 def _field(type_name: str, name: str) -> Any:
@@ -84,17 +87,17 @@ def _field(type_name: str, name: str) -> Any:
 
 
 def test_strawberry_names_a_basic_fields_resolver() -> None:
-    assert _field("Thing", "name").resolve.__name__ == adapter.BASIC_RESOLVER
+    assert _field("Thing", "name").resolve.__name__ == strawberry_internals.BASIC_RESOLVER
 
 
 def test_strawberry_names_a_sync_resolvers_wrapper() -> None:
-    assert _field("Thing", "upper").resolve.__name__ == adapter.SYNC_RESOLVER
-    assert _field("Thing", "later").resolve.__name__ != adapter.SYNC_RESOLVER
+    assert _field("Thing", "upper").resolve.__name__ == strawberry_internals.SYNC_RESOLVER
+    assert _field("Thing", "later").resolve.__name__ != strawberry_internals.SYNC_RESOLVER
 
 
 def test_the_graphql_schema_points_back_to_strawberrys() -> None:
-    assert adapter.strawberry_schema(GRAPHQL) is SCHEMA
-    assert adapter.strawberry_schema(parse_schema()) is None
+    assert strawberry_internals.strawberry_schema(GRAPHQL) is SCHEMA
+    assert strawberry_internals.strawberry_schema(parse_schema()) is None
 
 
 def parse_schema() -> Any:
@@ -104,21 +107,21 @@ def parse_schema() -> Any:
 
 
 def test_a_graphql_field_keeps_its_strawberry_field_and_metadata() -> None:
-    definition = adapter.strawberry_field(_field("Thing", "tagged"))
-    assert isinstance(definition, adapter.StrawberryField)
+    definition = strawberry_internals.strawberry_field(_field("Thing", "tagged"))
+    assert isinstance(definition, strawberry_internals.StrawberryField)
     assert definition.python_name == "tagged"
     assert definition.metadata[PAGE_EXTRAS] is _read
     assert definition.base_resolver is None
     assert definition.default_resolver(Thing(name="a", shade=Shade.DARK), "name") == "a"
-    resolver = adapter.strawberry_field(_field("Thing", "seen"))
+    resolver = strawberry_internals.strawberry_field(_field("Thing", "seen"))
     assert resolver is not None and resolver.base_resolver is not None
-    arguments = adapter.strawberry_field(_field("Query", "thing"))
+    arguments = strawberry_internals.strawberry_field(_field("Query", "thing"))
     assert arguments is not None and [a.python_name for a in arguments.arguments] == ["size"]
 
 
 def test_a_strawberry_enum_keeps_its_python_class() -> None:
-    assert adapter.enum_class(GRAPHQL.get_type("Shade")) is Shade
-    assert adapter.enum_class(GRAPHQL.get_type("String")) is None
+    assert strawberry_internals.enum_class(GRAPHQL.get_type("Shade")) is Shade
+    assert strawberry_internals.enum_class(GRAPHQL.get_type("String")) is None
 
 
 def test_strawberrys_datetime_serializes_with_the_one_isoformat_caller() -> None:
@@ -127,10 +130,12 @@ def test_strawberrys_datetime_serializes_with_the_one_isoformat_caller() -> None
     from app.api.endpoint.schema import build_schema
     from app.config import Settings
 
-    date_time = adapter.graphql_schema(build_schema(Settings())).get_type("DateTime")
-    assert date_time is not None and date_time.serialize is adapter.STRAWBERRY_ISOFORMAT  # type: ignore[attr-defined]
+    date_time = strawberry_internals.graphql_schema(build_schema(Settings())).get_type("DateTime")
+    assert (
+        date_time is not None and date_time.serialize is strawberry_internals.STRAWBERRY_ISOFORMAT
+    )  # type: ignore[attr-defined]
     moment = datetime(2026, 12, 2, 1, 2, 3, 4, tzinfo=UTC)
-    assert adapter.STRAWBERRY_ISOFORMAT(moment) == datetime.isoformat(moment)
+    assert strawberry_internals.STRAWBERRY_ISOFORMAT(moment) == datetime.isoformat(moment)
 
 
 def test_info_is_built_from_graphql_cores_resolve_info() -> None:
@@ -138,12 +143,12 @@ def test_info_is_built_from_graphql_cores_resolve_info() -> None:
     result = SCHEMA.execute_sync("query Q($n: Int = 2) { thing(size: $n) { seen } }")
     assert result.errors is None and result.data == {"thing": {"seen": "seen"}}
     (info,) = seen
-    raw = adapter.raw_info(info)
+    raw = strawberry_internals.raw_info(info)
     assert raw.field_name == "seen" and raw.parent_type.name == "Thing"
-    assert adapter.variable_values(info) == {"n": 2}
-    field = adapter.strawberry_field(_field("Thing", "seen"))
+    assert strawberry_internals.variable_values(info) == {"n": 2}
+    field = strawberry_internals.strawberry_field(_field("Thing", "seen"))
     assert field is not None
-    rebuilt = adapter.make_info(SCHEMA.config.info_class, raw, field)
+    rebuilt = strawberry_internals.make_info(SCHEMA.config.info_class, raw, field)
     assert isinstance(rebuilt, Info)
     assert (rebuilt.field_name, rebuilt.python_name, rebuilt.path) == (
         info.field_name,
@@ -202,12 +207,12 @@ EXECUTOR_METHODS = {
 
 def test_the_executor_methods_keep_their_parameters() -> None:
     for name, parameters in EXECUTOR_METHODS.items():
-        method = getattr(adapter.BaseExecutor, name)
+        method = getattr(strawberry_internals.BaseExecutor, name)
         assert list(inspect.signature(method).parameters) == parameters, name
 
 
 def _executor(document: str) -> Any:
-    executor = adapter.BaseExecutor.build(GRAPHQL, parse(document))
+    executor = strawberry_internals.BaseExecutor.build(GRAPHQL, parse(document))
     assert not isinstance(executor, list), executor
     return executor
 
@@ -218,7 +223,7 @@ def test_grouped_field_sets_map_response_names_to_field_details() -> None:
     set, new defer usages, ...), to_nodes gives the FieldNodes."""
     calls: list[tuple[str, Any]] = []
 
-    class Recording(adapter.BaseExecutor):  # type: ignore[misc]
+    class Recording(strawberry_internals.BaseExecutor):  # type: ignore[misc]
         def execute_fields(
             self, parent_type: Any, source: Any, path: Any, grouped: Any, position: Any
         ) -> Any:
@@ -241,7 +246,7 @@ def test_grouped_field_sets_map_response_names_to_field_details() -> None:
     assert (query, thing) == ("Query", "Thing")
     assert list(root) == ["t"] and list(grouped) == ["name", "n", "shade"]
     assert len(collected) >= 2 and collected[0] == grouped and not collected[1]
-    nodes = adapter.to_nodes(grouped["n"])
+    nodes = graphql_internals.to_nodes(grouped["n"])
     assert [n.name.value for n in nodes] == ["name"] and grouped["n"][0].node is nodes[0]
     assert executor.middleware_manager is None or not executor.middleware_manager.middlewares
 
@@ -254,14 +259,14 @@ def test_per_event_executors_share_the_subfield_memo() -> None:
     memo = executor._relevant_sub_fields
     copy = executor.build_per_event_executor(Thing(name="a", shade=Shade.DARK))
     assert copy._relevant_sub_fields is memo
-    adapter.forget_subfield_memo(copy)
+    graphql_internals.forget_subfield_memo(copy)
     assert copy._relevant_sub_fields is not memo and copy._relevant_sub_fields == {}
 
 
 def test_a_per_event_executor_runs_one_event() -> None:
     executor = _executor("subscription { things { name } }")
     event = executor.build_per_event_executor(Thing(name="b", shade=Shade.DARK))
-    result = adapter.execute_subscription_event(event)
+    result = graphql_internals.execute_subscription_event(event)
     assert not inspect.isawaitable(result)
     assert result.data == {"things": {"name": "b"}} and not result.errors  # type: ignore[union-attr]
 
@@ -271,7 +276,7 @@ async def test_gather_with_cancel_gathers_in_order() -> None:
         await asyncio.sleep(0)
         return n
 
-    assert await adapter.gather_with_cancel(value(1), value(2)) == [1, 2]
+    assert await graphql_internals.gather_with_cancel(value(1), value(2)) == [1, 2]
 
 
 # -- uvicorn ---------------------------------------------------------------------------------
@@ -290,8 +295,8 @@ async def test_uvicorns_websocket_send_is_its_sansio_protocols() -> None:
             return
         await receive()  # websocket.connect
         await send({"type": "websocket.accept"})
-        found["protocol"] = adapter.uvicorn_protocol(send)
-        found["transport"] = adapter.uvicorn_transport(send)
+        found["protocol"] = uvicorn_internals.uvicorn_protocol(send)
+        found["transport"] = uvicorn_internals.uvicorn_transport(send)
         raw = RawFrames.for_send(send)
         found["raw"] = raw is not None and raw.write(orjson.dumps({"raw": True}))
         while (await receive())["type"] != "websocket.disconnect":
@@ -320,8 +325,8 @@ async def test_uvicorns_websocket_send_is_its_sansio_protocols() -> None:
         server.should_exit = True
         await serving
     protocol = found["protocol"]
-    assert type(protocol).__name__ == adapter.UVICORN_SANSIO_PROTOCOL
-    assert all(hasattr(protocol, name) for name in adapter.UVICORN_SANSIO_ATTRIBUTES)
+    assert type(protocol).__name__ == uvicorn_internals.UVICORN_SANSIO_PROTOCOL
+    assert all(hasattr(protocol, name) for name in uvicorn_internals.UVICORN_SANSIO_ATTRIBUTES)
     assert found["transport"] is protocol.transport
     assert found["raw"] is True and orjson.loads(frame) == {"raw": True}
 
@@ -362,17 +367,19 @@ async def test_uvicorns_http_cycle_takes_a_whole_response_in_one_write() -> None
         while (await receive()).get("more_body"):
             pass
         if scope["path"] == "/raw":
-            cycle = adapter.uvicorn_http_cycle(send)
+            cycle = uvicorn_internals.uvicorn_http_cycle(send)
             assert cycle is not None
             assert cycle.scope is scope  # why app.web takes it out of the scope when done
             transport = cycle.transport
             write = transport.write
             transport.write = lambda data: (writes.append(data), write(data))
             try:
-                assert adapter.write_response(cycle, 200, headers, body)
+                assert uvicorn_internals.write_response(cycle, 200, headers, body)
             finally:
                 del transport.write
-            assert not adapter.write_response(cycle, 200, headers, body)  # already answered
+            assert not uvicorn_internals.write_response(
+                cycle, 200, headers, body
+            )  # already answered
             return
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -420,4 +427,4 @@ async def test_uvicorns_http_cycle_takes_a_whole_response_in_one_write() -> None
     finally:
         server.should_exit = True
         await serving
-    assert adapter.uvicorn_http_cycle(lambda message: None) is None  # not uvicorn's
+    assert uvicorn_internals.uvicorn_http_cycle(lambda message: None) is None  # not uvicorn's

@@ -202,7 +202,7 @@ async def test_a_head_over_the_bound_is_refused(api: ApiServer) -> None:
 
 
 async def test_compiled_answers_are_whole_http_responses(api: ApiServer) -> None:
-    """The compiled path writes its response itself under uvicorn (app.api.fast.adapter's
+    """The compiled path writes its response itself under uvicorn (app.api.upstream.uvicorn's
     write_response, decision 0063): pipelined requests on one kept-alive connection each get
     a whole response (status line, uvicorn's server and date headers, content-length, body),
     and `Connection: close` gets the header and the connection closed, as uvicorn's sends do."""

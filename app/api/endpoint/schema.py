@@ -8,7 +8,6 @@ import strawberry
 from graphql import ASTValidationRule, GraphQLError, NoSchemaIntrospectionCustomRule
 from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter
-from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext
 
 from app.api.endpoint.subscriptions import Subscription
@@ -29,6 +28,11 @@ from app.api.transports.trusted import (
     DocumentRegistry,
     DocumentValidationCache,
     RegisteredDocuments,
+)
+from app.api.upstream.strawberry import (
+    CannotGetOperationTypeError,
+    InvalidOperationTypeError,
+    graphql_schema,
 )
 from app.config import Settings
 from app.errors import AppError, BadInput
@@ -116,6 +120,6 @@ def build_schema(
         ],
     )
     # Parsed and validated once here, with the same token limit and rules as a request.
-    documents.register(schema._schema, operations(), limits, MAX_TOKENS)
+    documents.register(graphql_schema(schema), operations(), limits, MAX_TOKENS)
     schema.documents = documents
     return schema

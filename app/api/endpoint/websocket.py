@@ -32,25 +32,7 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from strawberry.asgi import ASGIWebSocketAdapter
 from strawberry.exceptions import ConnectionRejectionError
-from strawberry.http.exceptions import (
-    NonJsonMessageReceived,
-    NonTextMessageReceived,
-    WebSocketDisconnected,
-)
-from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
-    BaseGraphQLTransportWSHandler,
-    Operation,
-    _OperationStreamClosed,
-)
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
-    CompleteMessage,
-    ConnectionInitMessage,
-    Message,
-    SubscribeMessage,
-)
-from strawberry.types.execution import ExecutionResult, PreExecutionError
-from strawberry.types.unset import UnsetType
-from strawberry.utils.aio import aclosing
+from strawberry.types import ExecutionResult
 
 from app.api.endpoint.subscriptions import OperationContext, SocketContext
 from app.api.transports.admission import MESSAGE as OVERLOADED_MESSAGE
@@ -63,14 +45,29 @@ from app.api.transports.socket_limits import (
     user_socket_caps,
 )
 from app.api.transports.trusted import DocumentRefused
+from app.api.upstream.starlette import server_receive
+from app.api.upstream.strawberry import (
+    BaseGraphQLTransportWSHandler,
+    CompleteMessage,
+    ConnectionInitMessage,
+    Message,
+    NonJsonMessageReceived,
+    NonTextMessageReceived,
+    Operation,
+    OperationStreamClosed,
+    PreExecutionError,
+    SubscribeMessage,
+    UnsetType,
+    WebSocketDisconnected,
+    aclosing,
+)
 from app.auth import revocation
 from app.errors import BadInput, Overloaded, Unavailable
 from app.realtime.leases import Cap, CapReached, Hold
 
 if TYPE_CHECKING:
-    from strawberry.schema.schema import StreamResult
-
     from app.api.endpoint.schema import FeedSchema
+    from app.api.upstream.strawberry import StreamResult
 
 CLOSE_TOO_BIG = 1009  # RFC 6455: a message too big to process
 CLOSE_FORBIDDEN = 4403
@@ -195,7 +192,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
         refusals): an idle socket waits here for hours, and every coroutine or generator on
         its task's stack is held as long (decision 0055)."""
         ws = self.websocket.ws
-        receive = ws._receive  # the server's; Starlette's `receive` checks are made below
+        receive = server_receive(ws)  # the server's; Starlette's `receive` checks are made below
         connected = WebSocketState.CONNECTED
         try:
             settings = self.context.state.settings
@@ -415,7 +412,7 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             await operation.send_operation_message(
                 CompleteMessage(id=operation.id, type="complete")
             )
-        except _OperationStreamClosed:
+        except OperationStreamClosed:
             return
         except asyncio.CancelledError:
             if operation.id in self._handed_off:

@@ -11,7 +11,7 @@ checked (app.api.schema.context.http_context), the NUL and lone-surrogate check 
 negotiated media type (app.api.transports.http_media), with the status the regular path would give.
 
 A document sent as text that is not registered gets the same treatment once it has been
-planned (app.api.fast.compiler's TextPlans: on its second sighting, bounded, the regular
+planned (app.api.fast.text_plans' TextPlans: on its second sighting, bounded, the regular
 path's parse, caps and validation first; decision 0045); until then, and when it cannot be
 planned, it goes to the regular path.
 
@@ -31,7 +31,7 @@ answers it as before. It then times the requests it answers itself into `latency
 times the rest), so /graphql's latency histogram still counts each request once.
 
 Its response goes out in one transport write under uvicorn (decision 0063): app.web puts
-uvicorn's request cycle in the scope (RAW_RESPONSE_KEY) and app.api.fast.adapter's
+uvicorn's request cycle in the scope (RAW_RESPONSE_KEY) and app.api.upstream.uvicorn's
 `write_response` writes the bytes uvicorn's two sends (head, then body) would, at once;
 elsewhere, or when uvicorn's send must do more (writes paused, access log on), the two sends.
 """
@@ -48,14 +48,15 @@ from prometheus_client import Counter, Histogram
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.fast.adapter import write_response
-from app.api.fast.compiler import TEXT_LABEL, CompiledQuery, NotCompilable, TextPlans
+from app.api.fast.plan import CompiledQuery, NotCompilable
+from app.api.fast.text_plans import TEXT_LABEL, TextPlans
 from app.api.schema.context import Context, http_context
 from app.api.schema.cost import limit_reads, unstorable
 from app.api.transports import http_media
 from app.api.transports.admission import replay_body
 from app.api.transports.route_path import route_path
 from app.api.transports.trusted import DocumentRefused, DocumentRegistry
+from app.api.upstream.uvicorn import write_response
 from app.errors import AppError
 from app.state import AppState
 
@@ -68,7 +69,7 @@ FALLBACK = Counter(
     "Compiled requests answered by the regular path after all: a value the plan cannot render",
     ["operation"],
 )
-# uvicorn's request cycle (app.api.fast.adapter.uvicorn_http_cycle), put in the scope by
+# uvicorn's request cycle (app.api.upstream.uvicorn.uvicorn_http_cycle), put in the scope by
 # app.web.FeedApp: where it is, a response goes out in one transport write (write_response).
 RAW_RESPONSE_KEY = "feed.raw_response"
 _JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8"})

@@ -43,22 +43,17 @@ documents through both and compares the responses, including errors.
 from __future__ import annotations
 
 import enum
-import keyword
 import logging
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from graphql import (
-    ASTValidationRule,
     DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
     GraphQLBoolean,
-    GraphQLEnumType,
     GraphQLError,
     GraphQLID,
     GraphQLInt,
@@ -68,55 +63,46 @@ from graphql import (
     GraphQLSchema,
     GraphQLString,
     InlineFragmentNode,
-    ListTypeNode,
     NamedTypeNode,
-    NonNullTypeNode,
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
-    ValueNode,
     VariableNode,
-    located_error,
-    parse,
-    value_from_ast_untyped,
 )
-from graphql.language import EnumValueNode
-from strawberry.schema.schema import validate_document
 
-from app.api.fast.adapter import (
-    STRAWBERRY_ISOFORMAT,
-    Undefined,
-    enum_class,
-    strawberry_field,
-    strawberry_schema,
+from app.api.fast.codegen import _generate
+from app.api.fast.coercion import _Int32, _literal, _variable
+from app.api.fast.executor import LEAF, LIST, MISS, OBJECT, TYPENAME, classify_field, completion
+from app.api.fast.plan import (
+    _ABSENT,
+    EXTRAS,
+    CompiledQuery,
+    NotCompilable,
+    RootResolver,
+    RowPlan,
+    RowRoot,
+    Step,
+    _never_awaitable,
 )
-from app.api.fast.executor import (
-    LEAF,
-    LIST,
-    MISS,
-    OBJECT,
-    TYPENAME,
-    classify_field,
-    completion,
-)
-from app.api.schema.context import Context
 from app.api.schema.feed import (
     ROW_READS,
-    RowRead,
     complete_page_extras,
     complete_row_extras,
     feed_connection,
     feed_rows,
 )
 from app.api.schema.types import PAGE_EXTRAS
-from app.api.transports.document_limits import measure, operation_name_error, shape_error
 from app.api.transports.trusted import Registered
+from app.api.upstream.graphql import Undefined
+from app.api.upstream.strawberry import (
+    STRAWBERRY_ISOFORMAT,
+    enum_class,
+    strawberry_field,
+    strawberry_schema,
+)
 
 log = logging.getLogger("app.api")
 
-EXTRAS = 10  # a field read from the page's extras (its type's PAGE_EXTRAS declaration)
-
-RootResolver = Callable[..., Awaitable[Any]]
 # Root fields a compiled document may select: the function the field's resolver calls.
 ROOTS: dict[str, RootResolver] = {"feed": feed_connection}
 
@@ -140,10 +126,6 @@ MIRRORED_EXTENSIONS: Mapping[str, str] = {
 }
 
 
-class NotCompilable(Exception):
-    """A document (or a value at run time) this module does not handle."""
-
-
 def extension_names(schema: Any) -> list[str]:
     """The class names of a Strawberry schema's extensions (factories are called once)."""
     names = []
@@ -157,293 +139,8 @@ def extension_names(schema: Any) -> list[str]:
     return names
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    key: str  # response key
-    kind: int
-    attribute: str  # the Python attribute read (basic fields)
-    non_null: bool
-    complete: Any  # a leaf's completion; an object's or a list item's steps
-    type_name: str  # the parent type's name (__typename)
-    # A leaf of graphql-core's own String, ID or Boolean: a value of exactly this Python
-    # type is its own serialization (serialize_string/_id/_boolean return it unchanged),
-    # so it skips the completion call; any other value takes `complete`.
-    same: type | None = None
-    # For LEAF steps whose serialization of a value of exactly type `same` is known without
-    # the completion (_quick: Int in range, Strawberry's DateTime, an enum's members): that
-    # function; None with `same` set: the value itself.
-    convert: Callable[[Any], Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RowPlan:
-    root: RootResolver  # the root field's value as rows (app.api.schema.feed.feed_rows)
-    extras: Callable[[Context, Any], Awaitable[None]] | None  # fills the page's extras
-    render: Callable[[Any, Any], dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class RowRoot:
-    """A root whose value also comes as rows, with how each type's fields read them."""
-
-    root: RootResolver
-    extras: Callable[[Context, Any], Awaitable[None]]
-    reads: Mapping[str, Mapping[str, RowRead]]
-
-
 # Roots whose value also comes as rows (decision 0058): `feed`, as FeedRows.
 ROW_ROOTS: dict[str, RowRoot] = {"feed": RowRoot(feed_rows, complete_row_extras, ROW_READS)}
-
-
-@dataclass(frozen=True, slots=True)
-class Variable:
-    coerce: Callable[[Any], Any]  # the JSON value -> the resolver's argument; raises
-    default: Any  # the operation's default (already converted), or _ABSENT
-
-
-_ABSENT = object()
-
-
-@dataclass(frozen=True)
-class CompiledQuery:
-    entry: Registered
-    operation_name: str | None
-    variables: Mapping[str, Variable]
-    root_key: str
-    root_node: FieldNode
-    root: RootResolver
-    # python name -> (None, the literal or default) or (variable, the argument's default)
-    arguments: Mapping[str, tuple[str | None, Any]]
-    steps: tuple[Step, ...]
-    process_errors: Callable[[list[GraphQLError]], None]  # the schema's error policy
-    extras: Callable[[Context, Any], Awaitable[None]] | None  # fills the page's extras
-    # `steps` as straight-line code (_generate): what _render does, without the loop over
-    # steps and the per-step branching. None: _render walks the steps.
-    render: Callable[[Any, Any], dict[str, Any]] | None = None
-    # The row plan (ROW_ROOTS): the root's value as rows (no objects per post), its extras'
-    # completion and its generated render (`_generate` with `reads`); None when the root
-    # has none or the selection reads a field its table lacks. Preferred by `execute`.
-    rows: RowPlan | None = None
-
-    def arguments_for(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The root resolver's keyword arguments for already coerced variable `values`."""
-        kwargs: dict[str, Any] = {}
-        for name, (variable, value) in self.arguments.items():
-            if variable is None:
-                kwargs[name] = value
-            elif variable in values:
-                kwargs[name] = values[variable]
-            elif self.variables[variable].default is not _ABSENT:
-                kwargs[name] = self.variables[variable].default
-            elif value is not _ABSENT:
-                kwargs[name] = value
-        return kwargs
-
-    async def execute(self, context: Context, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The response body as the regular path makes it: {"data": ...} or, when the root
-        field fails, {"data": null, "errors": [...]} through the schema's error policy.
-        Raises NotCompilable when the root field's value is one the plan cannot render
-        (the caller answers with the regular path)."""
-        rows = self.rows
-        root, extras = (self.root, self.extras) if rows is None else (rows.root, rows.extras)
-        try:
-            value = await root(context, **self.arguments_for(values))
-        except Exception as exc:  # as graphql-core locates a resolver's error
-            return {"data": None, "errors": [self.field_error(exc)]}
-        try:
-            if extras is not None:
-                await extras(context, value)
-            render = self.render if rows is None else rows.render
-            body = (
-                render(value, value.extras)
-                if render is not None
-                else _render(self.steps, value, value.extras)
-            )
-            return {"data": {self.root_key: body}}
-        except NotCompilable:
-            raise
-        except Exception as exc:  # graphql-core would locate it deeper: not ours to answer
-            raise NotCompilable(f"rendering failed: {exc!r}") from exc
-
-    def field_error(self, exc: Exception) -> dict[str, Any]:
-        error = located_error(exc, [self.root_node], [self.root_key])
-        self.process_errors([error])
-        return dict(error.formatted)
-
-
-def _never_awaitable(value: Any) -> bool:
-    return False
-
-
-def _leaf_value(step: Step, complete: Any, value: Any) -> Any:
-    coerced = complete(value, _never_awaitable)
-    if coerced is MISS:
-        raise NotCompilable(f"{step.type_name}.{step.key} = {value!r}")
-    return coerced
-
-
-def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for step in steps:
-        kind = step.kind
-        if kind == TYPENAME:
-            out[step.key] = step.type_name
-            continue
-        if kind == EXTRAS:
-            read, complete = step.complete
-            value = read(source, extras)
-            if value is None:
-                raise NotCompilable(f"{step.type_name}.{step.key}: not in the page's extras")
-            if type(value) is step.same:
-                out[step.key] = value
-                continue
-            out[step.key] = (
-                _render(complete, value, extras)
-                if type(complete) is tuple
-                else (_leaf_value(step, complete, value))
-            )
-            continue
-        value = getattr(source, step.attribute)
-        if value is None:
-            if step.non_null:
-                raise NotCompilable(f"null {step.type_name}.{step.key}")
-            out[step.key] = None
-        elif kind == LEAF:
-            if type(value) is step.same:
-                convert = step.convert
-                out[step.key] = value if convert is None else convert(value)
-            else:
-                out[step.key] = _leaf_value(step, step.complete, value)
-        elif kind == OBJECT:
-            out[step.key] = _render(step.complete, value, extras)
-        else:  # LIST of objects
-            out[step.key] = [_render(step.complete, item, extras) for item in value]
-    return out
-
-
-def _generate(
-    steps: tuple[Step, ...], reads: Mapping[str, Mapping[str, RowRead]] | None = None
-) -> Callable[[Any, Any], dict[str, Any]]:
-    """`_render(steps, source, extras)` as generated Python: one function per object level,
-    each step's value read into a local in step order, then one dict display. Same values,
-    same order, the same NotCompilable cases (a null where the type forbids one, an extras
-    read that finds nothing, a leaf its completion refuses). Only names made here go into the
-    source: response keys, messages, steps and functions are passed as constants (`names`),
-    and an attribute is read by name only when it is a plain identifier (else `getattr`).
-
-    With `reads` (app.api.schema.feed's ROW_READS), a row plan: each field's value is read
-    as `reads[type][attribute]` says, from the rows that stand in for the objects (FeedRows,
-    (cursor, row) edges, FeedRow, the author's row), then completed as above; a field the
-    table lacks raises NotCompilable here (the plan then renders from objects)."""
-    names: dict[str, Any] = {
-        "NotCompilable": NotCompilable,
-        "_leaf_value": _leaf_value,
-        "_type": type,
-        "_getattr": getattr,
-    }
-    lines: list[str] = []
-
-    def const(value: Any) -> str:
-        name = f"c{len(names)}"
-        names[name] = value
-        return name
-
-    def level(steps: tuple[Step, ...]) -> str:
-        fn = f"r{len(names)}"
-        names[fn] = None  # reserved; the function itself lands here after exec
-        body: list[str] = []
-        items: list[str] = []
-        for i, step in enumerate(steps):
-            key = const(step.key)
-            local = f"v{i}"
-            if step.kind == TYPENAME:
-                items.append(f"{key}: {const(step.type_name)}")
-                continue
-            items.append(f"{key}: {local}")
-            missing = const(f"{step.type_name}.{step.key}: not in the page's extras")
-            null = const(f"null {step.type_name}.{step.key}")
-            row = _row_read(reads, step) if reads is not None else None
-            if step.kind == EXTRAS:
-                read, complete = step.complete
-                if row is not None:
-                    if not callable(row.source):
-                        raise NotCompilable(f"{step.type_name}.{step.key}: not an extras read")
-                    read = row.source
-                body.append(f"    v = {const(read)}(src, extras)")
-                body.append(f"    if v is None: raise NotCompilable({missing})")
-                if type(complete) is tuple:
-                    sub = level(complete)
-                    other = f"{sub}(v, extras)"
-                else:
-                    other = f"_leaf_value({const(step)}, {const(complete)}, v)"
-                if step.same is not None:
-                    body.append(f"    {local} = v if _type(v) is {const(step.same)} else {other}")
-                else:
-                    body.append(f"    {local} = {other}")
-                continue
-            if row is not None:
-                body.append(f"    v = {_row_expression(row, step, const)}")
-            else:
-                body.append(f"    v = {_attribute_expression(step.attribute, const)}")
-            body.append("    if v is None:")
-            if step.non_null:
-                body.append(f"        raise NotCompilable({null})")
-            else:
-                body.append(f"        {local} = None")
-            if step.kind == LEAF:
-                leaf = f"_leaf_value({const(step)}, {const(step.complete)}, v)"
-                if isinstance(step.convert, _Int32):  # the range check inline, no call
-                    body.append(f"    elif _type(v) is int and {_INT_MIN} <= v <= {_INT_MAX}:")
-                    body.append(f"        {local} = v")
-                elif step.same is not None:
-                    body.append(f"    elif _type(v) is {const(step.same)}:")
-                    if step.convert is None:
-                        body.append(f"        {local} = v")
-                    else:
-                        body.append(f"        {local} = {const(step.convert)}(v)")
-                body.append("    else:")
-                body.append(f"        {local} = {leaf}")
-            elif step.kind == OBJECT:
-                body.append("    else:")
-                body.append(f"        {local} = {level(step.complete)}(v, extras)")
-            else:  # LIST of objects
-                sub = level(step.complete)
-                body.append("    else:")
-                body.append(f"        {local} = [{sub}(item, extras) for item in v]")
-        lines.append(f"def {fn}(src, extras):")
-        lines.extend(body)
-        lines.append(f"    return {{{', '.join(items)}}}")
-        return fn
-
-    root = level(steps)
-    exec(compile("\n".join(lines), "<compiled render>", "exec"), names)
-    render: Callable[[Any, Any], dict[str, Any]] = names[root]
-    return render
-
-
-def _attribute_expression(attribute: str, const: Callable[[Any], str]) -> str:
-    if attribute.isidentifier() and not keyword.iskeyword(attribute):
-        return f"src.{attribute}"
-    return f"_getattr(src, {const(attribute)})"
-
-
-def _row_read(reads: Mapping[str, Mapping[str, RowRead]], step: Step) -> RowRead:
-    found = reads.get(step.type_name, {}).get(step.attribute)
-    if found is None:
-        raise NotCompilable(f"{step.type_name}.{step.key}: no row read")
-    return found
-
-
-def _row_expression(row: RowRead, step: Step, const: Callable[[Any], str]) -> str:
-    """A basic field's value read from its row, as `row` says (see RowRead)."""
-    source = row.source
-    if type(source) is int:
-        value = f"src[{source}]"
-    elif type(source) is str:
-        value = _attribute_expression(source, const)
-    else:
-        raise NotCompilable(f"{step.type_name}.{step.key}: an extras read for a plain field")
-    return value if row.convert is None else f"{const(row.convert)}({value})"
 
 
 # -- compiling -----------------------------------------------------------------------------
@@ -473,92 +170,6 @@ def compile_documents(
         except NotCompilable:
             continue
     return compiled
-
-
-TEXT_LABEL = "(text)"  # the operation label of plans made from unregistered text
-_SEEN = object()  # a text sighted once: planned if it comes again
-
-
-class TextPlans:
-    """Plans for documents sent as unregistered text (GraphiQL, ad-hoc clients), made once
-    per distinct text and kept in a bounded LRU (decision 0045).
-
-    A text is planned on its second sighting: the first is only remembered in a doorkeeper
-    (a bounded LRU of texts seen once), so a client sending endless distinct texts costs one
-    dictionary insert each and never evicts a plan. Planning does what the regular path does
-    before execution, in its order: parse with the token limit (MaxTokensLimiter), the
-    document caps and the operation-name rule (DocumentLimits), validation with the
-    registered documents' rules (graphql's and the schema's limits); a text that fails any of
-    them, or that the compiler cannot plan, is remembered as None (the regular path answers
-    it, errors and all). Texts longer than `max_chars`, or naming no root this module plans,
-    are never planned nor remembered. A schema with an extension this module does not
-    mirror plans nothing, as compile_documents.
-    """
-
-    def __init__(
-        self,
-        schema: GraphQLSchema,
-        rules: Sequence[type[ASTValidationRule]],
-        max_tokens: int,
-        process_errors: Callable[[list[GraphQLError]], None],
-        entries: int,
-        max_chars: int,
-    ) -> None:
-        self.schema = schema
-        self.rules = tuple(rules)
-        self.max_tokens = max_tokens
-        self.process_errors = process_errors
-        self.entries = entries if not unmirrored_extensions(schema) else 0
-        self.max_chars = max_chars
-        self._plans: OrderedDict[str, CompiledQuery | None] = OrderedDict()
-        self._seen: OrderedDict[str, object] = OrderedDict()
-        self.planned = 0  # texts planned (successfully or not): what the bound must keep low
-
-    def __len__(self) -> int:
-        return len(self._plans)
-
-    def get(self, text: str) -> CompiledQuery | None:
-        """The plan of `text`, made on its second sighting; None: the regular path answers."""
-        plans = self._plans
-        try:
-            plan = plans[text]
-        except KeyError:
-            pass
-        else:
-            plans.move_to_end(text)
-            return plan
-        if not self.entries or len(text) > self.max_chars:
-            return None
-        seen = self._seen
-        if seen.pop(text, None) is None:
-            if not any(root in text for root in ROOTS):  # cannot be a plannable document
-                return None
-            seen[text] = _SEEN
-            if len(seen) > self.entries:
-                seen.popitem(last=False)
-            return None
-        plan = self._plan(text)
-        plans[text] = plan
-        if len(plans) > self.entries:
-            plans.popitem(last=False)
-        return plan
-
-    def _plan(self, text: str) -> CompiledQuery | None:
-        self.planned += 1
-        try:
-            document = parse(text, max_tokens=self.max_tokens)
-        except GraphQLError:
-            return None
-        shape = measure(document)
-        if shape_error(shape) or operation_name_error(shape, None):
-            return None
-        if validate_document(self.schema, document, self.rules):
-            return None
-        entry = Registered(TEXT_LABEL, text, "", document)
-        try:
-            return _compile(self.schema, entry, self.process_errors)
-        except NotCompilable:
-            return None
 
 
 def _compile(
@@ -783,94 +394,3 @@ def _object_type(type_: Any) -> GraphQLObjectType:
     if not isinstance(inner, GraphQLObjectType) or inner.is_type_of:
         raise NotCompilable("root type")
     return inner
-
-
-# -- variables and arguments ---------------------------------------------------------------
-
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-
-
-class _Int32:
-    """An Int leaf's serialization of an `int` (`_quick`): the value within 32 bits, else
-    NotCompilable (serialize_int refuses it). `_generate` writes the range check inline."""
-
-    __slots__ = ("where",)
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def __call__(self, value: int) -> int:
-        if _INT_MIN <= value <= _INT_MAX:
-            return value
-        raise NotCompilable(f"{self.where} = {value!r}")
-
-
-def _int(value: Any) -> int:
-    if type(value) is not int or not _INT_MIN <= value <= _INT_MAX:
-        raise ValueError
-    return value
-
-
-def _str(value: Any) -> str:
-    if type(value) is not str:
-        raise ValueError
-    return value
-
-
-def _bool(value: Any) -> bool:
-    if type(value) is not bool:
-        raise ValueError
-    return value
-
-
-_SCALARS: dict[str, Callable[[Any], Any]] = {"Int": _int, "String": _str, "Boolean": _bool}
-
-
-def _input(schema: GraphQLSchema, name: str) -> Callable[[Any], Any]:
-    """A nullable named input type's plain coercion: a JSON value to what the resolver
-    gets (a Strawberry enum's member for an enum); ValueError for anything else."""
-    if name in _SCALARS:
-        return _SCALARS[name]
-    named = schema.get_type(name)
-    members = enum_class(named)  # a Strawberry enum's Python class
-    if not isinstance(named, GraphQLEnumType) or members is None:
-        raise NotCompilable(f"input type {name}")
-    values = named.values
-    by_name = {graphql_name: members(value.value) for graphql_name, value in values.items()}
-
-    def enum(value: Any) -> Any:
-        if type(value) is not str or value not in by_name:
-            raise ValueError
-        return by_name[value]
-
-    return enum
-
-
-def _nullable(coerce: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    return lambda value: None if value is None else coerce(value)
-
-
-def _variable(schema: GraphQLSchema, type_node: Any, default: ValueNode | None) -> Variable:
-    if isinstance(type_node, (NonNullTypeNode, ListTypeNode)):
-        raise NotCompilable("only nullable named variable types")
-    coerce = _nullable(_input(schema, type_node.name.value))
-    return Variable(coerce, _ABSENT if default is None else _convert(coerce, default))
-
-
-def _convert(coerce: Callable[[Any], Any], node: ValueNode) -> Any:
-    """A literal (default or argument) through the same coercion as a JSON value."""
-    if isinstance(node, EnumValueNode):
-        return coerce(node.value)
-    value = value_from_ast_untyped(node)
-    try:
-        return coerce(value)
-    except ValueError:
-        raise NotCompilable("literal") from None
-
-
-def _literal(schema: GraphQLSchema, type_: Any, node: ValueNode) -> Any:
-    inner = type_.of_type if isinstance(type_, GraphQLNonNull) else type_
-    name = getattr(inner, "name", None)
-    if name is None:
-        raise NotCompilable("argument type")
-    return _convert(_nullable(_input(schema, name)), node)

@@ -64,22 +64,24 @@ from graphql import (
     is_object_type,
 )
 
-from app.api.fast.adapter import (
-    BASIC_RESOLVER,
-    SYNC_RESOLVER,
-    BaseExecutor,
+from app.api.upstream.graphql import (
     FieldDetailsList,
     GroupedFieldSet,
     Path,
-    StrawberryField,
     Undefined,
-    enum_class,
     forget_subfield_memo,
     gather_with_cancel,
+    to_nodes,
+)
+from app.api.upstream.strawberry import (
+    BASIC_RESOLVER,
+    SYNC_RESOLVER,
+    BaseExecutor,
+    StrawberryField,
+    enum_class,
     make_info,
     strawberry_field,
     strawberry_schema,
-    to_nodes,
 )
 
 # Step kinds.
@@ -249,7 +251,8 @@ class FastExecutor(EventScopedExecutor):
 
     def build_per_event_executor(self, payload: Any) -> Any:
         executor = super().build_per_event_executor(payload)
-        executor._plans = {}
+        # A copy of this class: its own memo, fresh (not an upstream private).
+        executor._plans = {}  # noqa: SLF001
         return executor
 
     def _plan(self, parent_type: GraphQLObjectType, fields: GroupedFieldSet) -> list[_Step]:

@@ -30,9 +30,10 @@ import orjson
 from graphql import DocumentNode, GraphQLError, OperationDefinitionNode
 from strawberry.types import Info
 
-from app.api.fast.adapter import execute_subscription_event, raw_info, variable_values
 from app.api.fast.raw_frames import RawFrames
 from app.api.schema.types import FeedUpdate
+from app.api.upstream.graphql import execute_subscription_event
+from app.api.upstream.strawberry import raw_info, variable_values
 from app.realtime.counts import FeedCount
 from app.realtime.metrics import prepared_written
 

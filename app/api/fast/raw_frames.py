@@ -23,7 +23,7 @@ from typing import Any
 
 from websockets.protocol import State
 
-from app.api.fast.adapter import uvicorn_protocol
+from app.api.upstream.uvicorn import uvicorn_protocol
 
 _TEXT_FIN = 0x81
 SCOPE_KEY = "feed.raw_frames"  # where app.web's LiveSockets puts a socket's RawFrames

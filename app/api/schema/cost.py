@@ -42,11 +42,10 @@ from graphql import (
     value_from_ast_untyped,
 )
 from strawberry.extensions import SchemaExtension
-from strawberry.schema.schema_converter import GraphQLCoreConverter
-from strawberry.types.graphql import OperationType
 
 from app.api.schema.context import Context
 from app.api.schema.resolvers import PAGE_MAX
+from app.api.upstream.strawberry import GraphQLCoreConverter, OperationType
 from app.errors import BadInput
 from app.observability.metrics import QUERY_COST_REFUSED
 from app.ratelimit import read_budgets, read_meter

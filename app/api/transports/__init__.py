@@ -1,4 +1,4 @@
 """HTTP and websocket pieces that know no schema: media types, admission (bodies, slots),
-connection guards, socket caps, document limits, trusted documents and the GraphiQL page.
-The bottom of app/api: the engine and the endpoint import them, never the other way
-(docs/decisions/0051)."""
+connection guards, socket caps, document limits, trusted documents, the GraphiQL page and
+the socket-memory swap. Below the engine and the endpoint, which import them, never the other
+way (docs/decisions/0051); above only the upstream adapters (app.api.upstream)."""

@@ -43,9 +43,8 @@ from typing import Any
 import orjson
 from prometheus_client import Counter
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.middleware.proxy_headers import _TrustedHosts
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.api.upstream.uvicorn import HttpToolsProtocol, TrustedHosts
 from app.client_address import budget_address
 from app.config import Settings
 from app.errors import RateLimited
@@ -66,8 +65,8 @@ _open: Tally[str] = Tally()  # this process's open HTTP connections per client a
 
 
 @lru_cache(maxsize=4)
-def _trusted_proxies(allowed: str | tuple[str, ...]) -> _TrustedHosts:
-    return _TrustedHosts(list(allowed) if isinstance(allowed, tuple) else allowed)
+def _trusted_proxies(allowed: str | tuple[str, ...]) -> TrustedHosts:
+    return TrustedHosts(list(allowed) if isinstance(allowed, tuple) else allowed)
 
 
 def _too_many_connections_body(cap: int) -> bytes:

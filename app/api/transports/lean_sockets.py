@@ -8,17 +8,14 @@ replaced here, in place, with the same behaviour:
   Event with a fourth) and its `writable` Event (a fifth deque): `LeanQueue` and
   `LeanEvent` below do what uvicorn asks of them (put_nowait/get/empty; set/clear/wait/
   is_set) with a list each, empty most of the time;
-- `websockets`' `ServerProtocol.parse` generator keeps the handshake's `Request` (its
-  header map and lines, ~2 KB) in a local variable for as long as the connection lives,
-  because it goes on to parse frames in the same generator. Once the socket is open and
-  its parser waits between frames, the parser is replaced by the frame loop alone
-  (`Protocol.parse`), which is what the old one runs from then on.
+- `websockets`' `ServerProtocol.parse` generator keeps the handshake's `Request` (~2 KB)
+  for as long as the connection lives: `drop_handshake_request`, in the `websockets`
+  adapter (app.api.upstream.websockets), replaces it once the socket is open.
 
 Upstream internals used (each checked before use; anything else is left alone, as under
 another server or protocol): uvicorn's `WebSocketsSansIOProtocol.queue` and `.writable`
-(read through app.api.fast.adapter.uvicorn_protocol, which checks the protocol's type and
-attributes), `websockets.protocol.Protocol.parse` and `.parser`, and the generator frames
-`Protocol.parse` -> `StreamReader.at_eof` that say the parser waits between frames.
+(read through app.api.upstream.uvicorn.uvicorn_protocol, which checks the protocol's type and
+attributes) and whether asyncio's Queue and Event have waiters (app.api.upstream.asyncio).
 tests/realtime/test_lean_sockets.py fails when one of these changes.
 """
 
@@ -27,13 +24,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Generic, TypeVar
 
-from websockets.protocol import Protocol, State
-from websockets.streams import StreamReader
+from app.api.upstream.asyncio import has_waiters
+from app.api.upstream.websockets import drop_handshake_request
+
+__all__ = ["LeanEvent", "LeanQueue", "drop_handshake_request", "lighten"]
 
 T = TypeVar("T")
-
-_FRAME_LOOP = Protocol.parse.__code__
-_WAIT_BETWEEN_FRAMES = StreamReader.at_eof.__code__
 
 
 def _wake_first(waiters: list[asyncio.Future[None]]) -> None:
@@ -130,7 +126,7 @@ def lighten(protocol: Any) -> bool:
     queue, writable = protocol.queue, protocol.writable
     if type(queue) is not asyncio.Queue or type(writable) is not asyncio.Event:
         return False
-    if getattr(queue, "_getters", None) or getattr(writable, "_waiters", None):
+    if has_waiters(queue) or has_waiters(writable):
         return False  # someone waits already: not the moment
     lean: LeanQueue[Any] = LeanQueue()
     while not queue.empty():
@@ -138,24 +134,3 @@ def lighten(protocol: Any) -> bool:
     protocol.queue = lean
     protocol.writable = LeanEvent(writable.is_set())
     return True
-
-
-def drop_handshake_request(conn: Any) -> bool:
-    """Replace an open connection's parser with the frame loop it runs anyway, dropping the
-    handshake Request its generator holds. Only while it waits between frames (nothing
-    half-read in its locals). False: left alone (try again later)."""
-    if not isinstance(conn, Protocol) or conn.state is not State.OPEN:
-        return False
-    parser = conn.parser
-    loop = getattr(parser, "gi_yieldfrom", None)
-    if getattr(loop, "gi_code", None) is _FRAME_LOOP:
-        waiting = getattr(loop, "gi_yieldfrom", None)
-        reader = conn.reader
-        idle = not reader.buffer and not reader.eof
-        if getattr(waiting, "gi_code", None) is _WAIT_BETWEEN_FRAMES and idle:
-            fresh = Protocol.parse(conn)
-            next(fresh)  # runs to the wait for the next frame's first byte
-            conn.parser = fresh
-            parser.close()
-            return True
-    return False

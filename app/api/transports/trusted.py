@@ -44,9 +44,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.http import GraphQLRequestData
-from strawberry.schema.schema import validate_document
 
 from app.api.transports.document_limits import measure, operation_name_error, shape_error
+from app.api.upstream.strawberry import validate_document
 from app.errors import BadInput, PersistedQueryNotFound
 from app.operation_documents import DOCUMENT_ID_PREFIX, sha256_hex
 

@@ -34,8 +34,8 @@ from typing import Any
 
 import pytest
 
-from app.api.fast.adapter import BaseExecutor
 from app.api.fast.executor import FastExecutor
+from app.api.upstream.strawberry import BaseExecutor
 
 # The module, not the `execute` function the package exports under the same name.
 graphql_execute = importlib.import_module("graphql.execution.execute")
