@@ -50,7 +50,7 @@ DEMO_SUFFIXES = (".js", ".css", ".html", ".svg", ".png", ".ico")
 
 
 def demo_dir() -> Path:
-    """Where the demo page (frontend-demo/) is read from: the wheel's copy, else the source tree's."""
+    """Where the demo page (frontend-demo/) is read from: the wheel's copy, else the tree's."""
     return shipped_dir("frontend-demo")
 
 
