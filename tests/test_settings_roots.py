@@ -18,7 +18,7 @@ ROOTS = {
     "jobs/worker.py",  # ARQ reads its settings classes at import
 }
 SERVICE = ("app", "jobs")
-SETTINGS_NAMES = {"get_settings", "Settings"}
+SETTINGS_NAMES = {"get_settings", "read_settings", "Settings"}
 
 
 def _is_program(tree: ast.Module) -> bool:

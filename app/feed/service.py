@@ -54,7 +54,7 @@ from prometheus_client import Counter, Histogram
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import FaultSwitches, Settings
 from app.db.replica import REPLICA_STALE_ROWS, ReplicaRouter
 from app.errors import CursorExpired, Unavailable
 from app.feed import rows as sql
@@ -468,12 +468,16 @@ class FeedService:
         reset_new_posts: Callable[[int], Awaitable[None]],
         read_counter: ReadCounter,
         replica: ReplicaRouter | None = None,
+        faults: FaultSwitches | None = None,
     ) -> None:
         self.sessions = sessions
+        # Test-only faults (app.config.FaultSwitches; all off unless the root hands them),
+        # read at use: tests switch them live.
+        self.faults = faults or FaultSwitches.model_construct()
         # Candidate-gathering reads counted for the fan-out control plane's read cost.
         self.read_counter = read_counter
         # The read path only SELECTs: autocommit Core (see app.feed.rows), same engine.
-        self.reads = Reads(sessions.kw["bind"], skip_filter=settings.feed_fault_skip_filter)
+        self.reads = Reads(sessions.kw["bind"], skip_filter=self.faults.feed_fault_skip_filter)
         self.read_sessions = read_sessions(sessions)
         # Session pages' bodies and authors from a replica that keeps up (decision 0043).
         self.replica = replica
@@ -577,7 +581,7 @@ class FeedService:
             self.read_counter.count()  # no I/O: pulled sources are read on these pages
             ranked_first = cursor is None and mode == FeedMode.RANKED
             before = cursor.post_id if isinstance(cursor, Keyset) else MAX_ID
-            if isinstance(cursor, Keyset) and self.settings.feed_fault_repeat_post:
+            if isinstance(cursor, Keyset) and self.faults.feed_fault_repeat_post:
                 before += 1  # test-only fault (app.config): an inclusive cursor repeats a post
             if ranked_first:
                 limit = int(self.settings.feed_session_size * CANDIDATE_SLACK)
