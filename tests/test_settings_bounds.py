@@ -34,21 +34,36 @@ def _numeric(cls: type[Settings] | type[LauncherSettings]) -> Iterator[tuple[str
             yield name, info
 
 
-def _bounds(info: FieldInfo) -> tuple[float | None, bool, float | None]:
-    """(lower bound, whether the lower bound itself is allowed, upper bound)."""
+def _bounds(info: FieldInfo) -> tuple[float | None, bool, float | None, bool]:
+    """(lower bound, whether it is allowed, upper bound, whether it is allowed)."""
     low: float | None = None
-    inclusive = True
     high: float | None = None
+    low_in = high_in = True
     for meta in info.metadata:
         if isinstance(meta, annotated_types.Ge):
             low = float(meta.ge)  # type: ignore[arg-type]
         elif isinstance(meta, annotated_types.Gt):
-            low, inclusive = float(meta.gt), False  # type: ignore[arg-type]
+            low, low_in = float(meta.gt), False  # type: ignore[arg-type]
         elif isinstance(meta, annotated_types.Le):
             high = float(meta.le)  # type: ignore[arg-type]
         elif isinstance(meta, annotated_types.Lt):
-            high = float(meta.lt)  # type: ignore[arg-type]
-    return low, inclusive, high
+            high, high_in = float(meta.lt), False  # type: ignore[arg-type]
+    return low, low_in, high, high_in
+
+
+def documented_range(info: FieldInfo) -> str:
+    """How docs/API.md writes a setting's range: `[1, 100000]`, `(0, 300]`, `[0, 1)`; empty
+    for a setting that is not a number."""
+    if info.annotation not in (int, float):
+        return ""
+    low, low_in, high, high_in = _bounds(info)
+    if low is None or high is None:
+        return "unbounded"
+
+    def number(x: float) -> str:
+        return str(int(x)) if x == int(x) else str(x)
+
+    return f"{'[' if low_in else '('}{number(low)}, {number(high)}{']' if high_in else ')'}"
 
 
 NUMERIC = sorted(_numeric(Settings))
@@ -60,7 +75,7 @@ def test_every_numeric_setting_has_both_bounds_around_its_default(
 ) -> None:
     problems = []
     for name, info in _numeric(cls):
-        low, inclusive, high = _bounds(info)
+        low, inclusive, high, _ = _bounds(info)
         if low is None or high is None:
             problems.append(f"{name.upper()}: no {'lower' if low is None else 'upper'} bound")
             continue
@@ -75,7 +90,7 @@ def test_every_numeric_setting_has_both_bounds_around_its_default(
 def test_out_of_bounds_values_stop_the_start_up_naming_the_variable(
     name: str, info: FieldInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    low, inclusive, high = _bounds(info)
+    low, inclusive, high, _ = _bounds(info)
     assert low is not None and high is not None
     variable = name.upper()
     refused = ["-1", str(high * 10 + 1)]
@@ -172,3 +187,19 @@ def test_every_block_has_a_heading() -> None:
     lines = source.splitlines()[settings.lineno - 1 : settings.end_lineno]
     headings = [line for line in lines if line.strip().startswith("# ---- ")]
     assert len(headings) >= 8
+
+
+def test_every_range_is_documented() -> None:
+    """docs/API.md's configuration tables give each number's range as the code bounds it."""
+    section = (PROJECT_ROOT / "docs" / "API.md").read_text().split("## Configuration", 1)[1]
+    documented = {}
+    for line in section.split("\n## ", 1)[0].splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 4:
+            documented[cells[0].strip("`")] = cells[2]
+    wrong = []
+    for cls in (Settings, LauncherSettings):
+        for name, info in _numeric(cls):
+            if documented.get(name.upper()) != documented_range(info):
+                wrong.append(f"{name.upper()}: {documented.get(name.upper())!r}")
+    assert not wrong, f"docs/API.md '## Configuration', column 'range': {wrong}"
