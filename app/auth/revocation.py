@@ -43,19 +43,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.auth.constants import PRUNE_BATCH, VERSION_CACHE_SECONDS, VOUCH_SECONDS
 from app.auth.tokens import TokenClaims
 from app.coalesce import Coalesced
 from app.db.models import RevokedToken, User
 from app.errors import AppError, Unauthenticated
 from app.redis_scripts import AnyRedis
 
-# Every bump writes the cached version at once, so it is never stale while Redis answers; if
-# that write fails (Redis down during changePassword), a stale copy lives at most this long.
-VERSION_CACHE_SECONDS = 300
-# How long Redis vouches for a token PostgreSQL found not logged out (or that was just
-# issued) before asking again: one indexed read per token in use per hour at most.
-VOUCH_SECONDS = 3600
-PRUNE_BATCH = 100  # lapsed revocations deleted by each logOut
 REVOKED, VOUCHED = b"1", b"0"  # a token's mark in Redis (module doc)
 _REDIS_DOWN = (RedisError, OSError, TimeoutError)
 

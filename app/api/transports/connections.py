@@ -46,6 +46,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import _TrustedHosts
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.api.transports.constants import CONNECTIONS_RETRY_AFTER_SECONDS as RETRY_AFTER_SECONDS
+from app.api.transports.constants import HEAD_SLACK_BYTES
 from app.client_address import budget_address
 from app.config import Settings
 from app.errors import RateLimited
@@ -53,8 +55,6 @@ from app.errors import RateLimited
 SETTINGS_STATE_KEY = (
     "app.api.transports.connections.settings"  # in the ASGI lifespan state (app.web)
 )
-HEAD_SLACK_BYTES = 16 * 1024  # the head less its query string: h11's default bound for it
-RETRY_AFTER_SECONDS = 1
 
 REFUSED = Counter(
     "feed_connections_refused_total",
