@@ -203,3 +203,17 @@ def test_every_range_is_documented() -> None:
             if documented.get(name.upper()) != documented_range(info):
                 wrong.append(f"{name.upper()}: {documented.get(name.upper())!r}")
     assert not wrong, f"docs/API.md '## Configuration', column 'range': {wrong}"
+
+
+def test_constants_that_mirror_a_setting_default_equal_it() -> None:
+    """A few constants stand for a setting's default where the setting is not at hand (a
+    caller that does not pass it, the probe that reads no service settings)."""
+    from app import constants
+    from app.posts import constants as posts
+    from app.probe import constants as probe
+
+    defaults = {name: info.default for name, info in Settings.model_fields.items()}
+    assert defaults["idempotency_key_ttl_seconds"] == posts.IDEMPOTENCY_KEY_TTL_SECONDS
+    assert defaults["fanout_widenings_per_post_per_hour"] == posts.WIDENINGS_PER_POST_PER_HOUR
+    assert defaults["client_ipv6_prefix"] == constants.DEFAULT_IPV6_PREFIX
+    assert defaults["feed_authz_ttl_seconds"] == probe.DEGRADED_GRACE_SECONDS
