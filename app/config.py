@@ -608,6 +608,14 @@ class FaultSwitches(BaseSettings):
     feed_fault_repeat_post: bool = False
 
 
+@lru_cache
+def get_faults() -> FaultSwitches:
+    """The process's fault switches, read once, one object like `get_settings()`'s: every
+    state a process builds (the API's, each in-process worker's) sees a switch a test flips.
+    Only the composition root calls this."""
+    return FaultSwitches()
+
+
 class SettingsError(ValueError):
     """Settings that cannot start the service, each named by its variable."""
 

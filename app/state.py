@@ -16,7 +16,7 @@ from functools import partial
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.config import FaultSwitches, Settings, get_settings
+from app.config import FaultSwitches, Settings, get_faults, get_settings
 from app.db.engine import make_engine, make_sessionmaker
 from app.db.replica import ReplicaRouter, make_replica
 from app.fanout.control import published_costs
@@ -96,7 +96,7 @@ def create_state(
     """`roles`: Redis clients to use instead of building them from the settings (a root
     that already holds them); closed with the state either way."""
     settings = settings or get_settings()
-    faults = FaultSwitches()  # test-only; Settings refuses them with PROFILE=production
+    faults = get_faults()  # test-only; Settings refuses them with PROFILE=production
     engine = make_engine(settings, pool_size=pool_size)
     sessions = make_sessionmaker(engine)
     roles = roles or make_roles(settings)  # one client per distinct URL (decision 0041)

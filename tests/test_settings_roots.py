@@ -19,7 +19,7 @@ ROOTS = {
     "jobs/worker.py",  # ARQ reads its settings classes at import
 }
 SERVICE = ("app", "jobs")
-SETTINGS_NAMES = {"get_settings", "read_settings", "Settings"}
+SETTINGS_NAMES = {"get_settings", "read_settings", "get_faults", "Settings"}
 
 
 def _is_program(tree: ast.Module) -> bool:
