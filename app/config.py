@@ -14,7 +14,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -515,6 +522,24 @@ class Settings(BaseSettings):
             if isinstance(value, str) and value.strip().lower() != accepted:
                 raise ValueError(f"{name}={value!r} {why}")
         return data
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _name_the_variable(
+        cls, value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> object:
+        """A number refused by its bounds says which variable, whoever builds the settings
+        (`read_settings` names every other refusal too)."""
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            field = cls.model_fields.get(info.field_name or "")
+            if field is None or field.annotation not in (int, float):
+                raise
+            name = str(info.field_name).upper()
+            raise ValueError(
+                "; ".join(f"{name}={value!r}: {error['msg']}" for error in exc.errors())
+            ) from None
 
     @field_validator("profile", mode="before")
     @classmethod
