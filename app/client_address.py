@@ -22,8 +22,8 @@ from __future__ import annotations
 import ipaddress
 from functools import lru_cache
 
-DEFAULT_IPV6_PREFIX = 64  # one host's usual allocation (RFC 4291, SLAAC)
-CACHE_ENTRIES = 16_384
+from app.constants import CACHE_ENTRIES
+from app.constants import DEFAULT_IPV6_PREFIX as DEFAULT_IPV6_PREFIX
 
 
 @lru_cache(maxsize=CACHE_ENTRIES)

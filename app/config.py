@@ -1,6 +1,7 @@
 """Settings from the environment (names are part of the public contract: docs/API.md), one
-class for the whole service (live updates' REALTIME_* included), and the one place that turns
-a DATABASE_URL into the form each driver wants."""
+class for the whole service (live updates' REALTIME_* included) grouped by concern, the
+test-only fault switches apart (`FaultSwitches`), and the one place that turns a DATABASE_URL
+into the form each driver wants. Units and bounds: docs/decisions/0073-settings-by-concern.md."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -110,6 +118,25 @@ def dev_secret(path: Path) -> str:
 OTHER_VARIABLES = frozenset(
     {"RUN_DIR", "SEED_DEMO", "PROMETHEUS_MULTIPROC_DIR", "SETTINGS_NOT_OURS"}
 )
+# `make run`'s own settings (devtools.launcher.LauncherSettings; tests/test_settings_bounds.py
+# keeps the two lists equal): the launcher reads them, the service does not.
+LAUNCHER_VARIABLES = frozenset({"PORT", "API_WORKERS", "FANOUT_WORKERS"})
+# Old names still read, each as (today's field, factor to today's unit): operators set them.
+LEGACY_VARIABLES: dict[str, tuple[str, float]] = {
+    "TOKEN_CHECK_CACHE_MS": ("token_check_cache_seconds", 0.001),  # decision 0073
+}
+# Settings no longer read: each is still accepted with the one value it may hold today (so
+# existing deployments' environments keep starting), refused with the why otherwise.
+RETIRED_VARIABLES: dict[str, tuple[str, str]] = {
+    # Timelines are packed only since decision 0034 (the zset layout retired).
+    "TIMELINE_ENCODING": (
+        "packed",
+        "is no longer supported: timelines are stored packed only "
+        "(docs/decisions/0034-zset-timelines-retired.md). Remove the setting (or set it to "
+        "packed) and convert existing zset timelines with `python -m app.timelines convert` "
+        "(docs/operations.md, 'Upgrading from zset timelines')",
+    ),
+}
 # Prefixes an operator may put before a setting's name by habit; the service reads none.
 FOREIGN_PREFIXES = ("APP_", "HYBRIDFEED_")
 
@@ -176,10 +203,36 @@ def refuse_lookalikes(environ: Mapping[str, str], known: Iterable[str]) -> None:
         )
 
 
+# Names the bounds below use. Ceilings are generous: they only refuse a typo (an extra digit
+# or three), never a value an operator would mean.
+DAY = 86_400  # seconds
+COUNT_CEILING = 1_000_000_000  # counts of users, followers, posts, requests
+MS_CEILING = 60_000  # a budget or wait inside one operation: a minute at most
+
+
 class Settings(BaseSettings):
+    """The service's settings, one block per concern (decision 0073). Units: `_MS` is time one
+    operation may spend or wait (integer milliseconds), `_SECONDS` time something lives,
+    recurs or waits for a peer; every number has a lower and an upper bound
+    (tests/test_settings_bounds.py), and a value outside them stops the start-up with the
+    variable's name (`read_settings`)."""
+
     model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False)
 
+    # ---- Connections: PostgreSQL and Redis -------------------------------------------------
     database_url: str = ""
+    # A PostgreSQL connect gives up after this (UNAVAILABLE), where the driver waits 60 s.
+    database_connect_timeout_seconds: float = Field(default=5.0, gt=0, le=300)
+    # A streaming replica for the reads that tolerate lag (app.db.replica, decision 0043);
+    # empty = every read on DATABASE_URL. Reads go back to the primary while the replica is
+    # down or its replay lag is past DATABASE_REPLICA_MAX_LAG_SECONDS (measured at most every
+    # DATABASE_REPLICA_CHECK_SECONDS per process).
+    database_replica_url: str = ""
+    database_replica_max_lag_seconds: float = Field(default=5.0, gt=0, le=3600)
+    database_replica_check_seconds: float = Field(default=1.0, gt=0, le=3600)
+    # Session pages hydrated from the replica too (the primary still filters): off, because
+    # measured it cost the primary more CPU per page than it saved (decision 0043).
+    database_replica_feed_pages: bool = False
     redis_url: str = ""
     # Redis roles (docs/DEPLOYMENT.md, "Redis roles"; decision 0041): each empty = REDIS_URL,
     # and roles on one URL share one client. `redis+cluster://host:port` (TLS:
@@ -190,160 +243,12 @@ class Settings(BaseSettings):
     redis_queue_url: str = ""  # arq:*, fp:, fo:, ej:, rcn:, dl:, jf:
     redis_pubsub_url: str = ""  # the hub's channels and the live counts fu:, fur:, fuc:
     redis_limits_url: str = ""  # rl:, pg:, tv:, tr:, ws:
-    port: int = 8000  # the API's port under `make run` (devtools.launcher)
-    secret_key: str = Field(default_factory=_dev_secret)
-
-    # Capacity constants: each has an invariant checked below.
-    timeline_max: int = 800  # entries kept per home timeline (newest first)
-    # Redis layout of tl:{user} and posts:{author} (docs/decisions/0001-timeline-encoding.md):
-    # packed ids in a string (~9 B/entry), the only one since the zset layout was retired
-    # (decision 0034). Still accepted so existing deployments' environments keep starting;
-    # any other value is refused with the upgrade command (`_only_packed`).
-    timeline_encoding: Literal["packed"] = "packed"
-    # A fan-out batch's timeline writes confirmed by this many replicas of each master it
-    # wrote to (`WAIT`) before the job completes; fewer within TIMELINE_WAIT_MS fails the
-    # batch, which is retried (decision 0068). 0 = off (a plain server without replicas);
-    # docs/DEPLOYMENT.md recommends 1 on a cluster with a replica per master.
-    timeline_wait_replicas: int = Field(default=0, ge=0)
-    timeline_wait_ms: int = Field(default=1000, gt=0)
-    fanout_batch_size: int = 1000  # follower ids per page (one script call); jobs: 1-7 pages
-    fanout_pull_threshold: int = 10_000  # followers at/above which an author switches to pull
-    fanout_push_threshold: int = 8_000  # followers below which a pull author switches back
-    # The fan-out control plane (app.fanout.control, decision 0026): "cost" decides push or
-    # pull per author by cost and the freshness budget (thresholds when inputs are missing);
-    # "threshold" is the two constants above, exactly.
-    # The default since the read rate is measured (decision 0027); tests keep "threshold".
-    fanout_control: Literal["cost", "threshold"] = "cost"
-    fanout_window_seconds: int = Field(default=600, ge=10, le=3600)  # posting-rate window
-    fanout_hysteresis: float = Field(default=0.25, ge=0, lt=1)  # switch margin, cost terms
-    fanout_freshness_budget_seconds: float = Field(default=5.0, gt=0)  # post-to-visible
-    # Feed reads per active follower per window: what one pulled source costs readers. The
-    # prior: the control plane uses the measured rate (app.users.reads) once it has seen at
-    # least FANOUT_READ_RATE_MIN_READS reads in the window, this figure until then.
-    fanout_reads_per_active_follower: float = Field(default=2.0, ge=0)
-    fanout_read_rate_min_reads: int = Field(default=100, ge=1)
-    # Below this many active followers an author is never sent PULL by cost (a pin or the
-    # burst rule still can): pushing it costs little, pulling it costs every reader.
-    fanout_pull_min_active_followers: int = Field(default=1_000, ge=0)
-    # Top authors by estimated cost exported by the periodic pass (feed_fanout_author_cost).
-    fanout_cost_top_authors: int = Field(default=10, ge=0, le=100)
-    # Active followers counted at most (a bounded scan); above it the count reads ">= cap".
-    fanout_active_count_cap: int = Field(default=100_000, ge=1)
-    # The control plane's periodic pass (jobs.tasks.review_fanout_modes, a cron on the default
-    # lane): every so many seconds (0: off; run at the seconds of the minute divisible by it),
-    # at most so many authors whose inputs changed get their mode decided again.
-    fanout_review_seconds: int = Field(default=5, ge=0, le=60)
-    fanout_review_max_authors: int = Field(default=100, ge=1)
-    # Widenings (PRIVATE -> FOLLOWERS/PUBLIC) of one post that fan it out again, per rolling
-    # hour; a further one answers RATE_LIMITED (narrowing never does). Decision 0067.
-    fanout_widenings_per_post_per_hour: int = Field(default=3, ge=1, le=60)
-    # createPost's and addComment's idempotency keys are kept this long after their first
-    # use; past it the same key creates anew, and the worker's housekeeping deletes them.
-    idempotency_key_ttl_seconds: int = Field(default=86_400, ge=60)
-    # `make run` (devtools/launcher.py): API processes behind the one port (uvicorn --workers)
-    # and ARQ worker processes per lane. Per-process limits (connections per client address,
-    # admission slots) then hold per process; the socket caps hold across them (leases).
-    api_workers: int = Field(default=1, ge=1, le=64)
-    fanout_workers: int = Field(default=1, ge=1, le=64)
-    active_days: int = 30  # followers active within this window get pushed timelines
-    feed_session_size: int = 500  # ranked ids frozen per feed session
-    feed_session_ttl_seconds: int = 1800
-    # A RANKED refresh with nothing new answers from a session this young (0 = never).
-    feed_session_reuse_seconds: int = Field(default=300, ge=0)
-    # First pages reuse the viewer's context (pull sources, own posts, affinity) this long
-    # while their follows, blocks, posts and the pull-mode users are unchanged (0 = never;
-    # decision 0047).
-    feed_context_ttl_seconds: int = Field(default=60, ge=0, le=3600)
-    # PostgreSQL out of reach: session pages whose rows the filter checked this recently are
-    # still served, marked degraded; past it UNAVAILABLE (0 = never; decision 0019).
-    feed_authz_ttl_seconds: float = Field(default=5.0, ge=0, le=60)
-
-    # Limits that are not in the public contract but are explicit here.
-    author_posts_max: int = 200  # entries kept in posts:{author}
-    backfill_posts: int = 20  # newest posts copied into a timeline on follow
-    token_ttl_seconds: int = 7 * 24 * 3600
-    # An open websocket re-checks its token this often: a logged-out or outdated token's socket
-    # closes (4403) within this delay (decision 0013). HTTP requests check on every request.
-    token_recheck_seconds: float = Field(default=30.0, gt=0)
-    max_body_chars: int = 500
-    max_comment_chars: int = 500
-    max_query_depth: int = 10
-    max_request_bytes: int = 64 * 1024
-    rate_limit_writes_per_minute: int = 120
-    # Every per-address budget counts an IPv6 client by its first this many bits (a host
-    # holds a /64), IPv4 by its address (app.client_address); 128 = each address alone.
-    client_ipv6_prefix: int = Field(default=64, ge=32, le=128)
-    # Queries (app.api.schema.cost): per user, and per client IP whoever asks (0 = no limit).
-    rate_limit_reads_per_minute: int = Field(default=1200, ge=0)
-    rate_limit_reads_per_ip_per_minute: int = Field(default=6000, ge=0)
-    # signUp per client address whatever token is sent: the write budget per minute above,
-    # and these ceilings on attempts (each an Argon2 hash) per hour and per day.
-    rate_limit_signups_per_ip_per_hour: int = Field(default=20, ge=1)
-    rate_limit_signups_per_ip_per_day: int = Field(default=50, ge=1)
-    # logIn attempts per client IP, whatever token is sent.
-    rate_limit_login_per_ip_per_minute: int = Field(default=60, ge=1)
-    # Password guesses (logIn, changePassword's old password) per account, app.auth.guesses
-    # and docs/decisions/0020: failures per (account, client address) within the window;
-    # failures per account per hour across addresses, past the first DELAY_AFTER of them
-    # each further try waits 1, 2, 4 ... s (at most DELAY_MAX) after the last failure.
-    rate_limit_login_failures_per_handle_and_ip: int = Field(default=10, ge=1)
-    rate_limit_login_failure_window_seconds: int = Field(default=900, ge=1)
-    rate_limit_login_failures_per_handle_per_hour: int = Field(default=100, ge=1)
-    rate_limit_login_delay_after_failures: int = Field(default=20, ge=0)
-    rate_limit_login_delay_max_seconds: int = Field(default=60, ge=1)
-    # Argon2 hashes (64 MiB each) at once per process, and how long one more may wait for
-    # a slot before the request answers OVERLOADED (app.passwords): short, so a request
-    # does not hold its admission slot queueing for a hash.
-    password_hash_concurrency: int = Field(default=2, ge=1)
-    password_hash_wait_ms: int = Field(default=100, ge=0)
-    # Argon2 hashes per minute per account and per client address (IPv6 by /64), every
-    # hashing mutation alike (signUp, logIn, changePassword: one per hash; app.auth.hashes);
-    # past either RATE_LIMITED with retryAfter, before any hash. 0 = no limit.
-    rate_limit_hashes_per_account_per_minute: int = Field(default=10, ge=0)
-    rate_limit_hashes_per_ip_per_minute: int = Field(default=30, ge=0)
-    # Hashing mutation fields (signUp, logIn, changePassword) one document may hold; more are
-    # refused BAD_USER_INPUT before anything runs (app.api.transports.hashing_fields).
-    hashing_fields_per_document: int = Field(default=1, ge=1)
-    # The largest query cost accepted (docs/decisions/0012-query-cost.md).
-    query_cost_limit: int = Field(default=5000, ge=1)
-    # Open RANKED feed sessions kept per viewer; a new one past this ends the oldest.
-    feed_sessions_per_viewer: int = Field(default=10, ge=1)
-    # Impressions kept per viewer (app.feed.impressions; 0 = none recorded, no demotion) and
-    # how long a viewer's impressions outlive their last one (docs/decisions/0010: up to 128
-    # a zset stays a ~3 KB listpack; past it, a ~120 B-per-entry skiplist).
-    impressions_max: int = Field(default=128, ge=0)
-    impressions_ttl_seconds: int = Field(default=3 * 86_400, ge=1)
     # Every Redis command (and connect) gives up after this: a hung Redis fails fast.
-    redis_socket_timeout_seconds: float = Field(default=2.0, gt=0)
-    redis_connect_timeout_seconds: float = Field(default=1.0, gt=0)
-    # A PostgreSQL connect gives up after this (UNAVAILABLE), where the driver waits 60 s.
-    database_connect_timeout_seconds: float = Field(default=5.0, gt=0)
-    # A streaming replica for the reads that tolerate lag (app.db.replica, decision 0043);
-    # empty = every read on DATABASE_URL. Reads go back to the primary while the replica is
-    # down or its replay lag is past DATABASE_REPLICA_MAX_LAG_SECONDS (measured at most every
-    # DATABASE_REPLICA_CHECK_SECONDS per process).
-    database_replica_url: str = ""
-    database_replica_max_lag_seconds: float = Field(default=5.0, gt=0)
-    database_replica_check_seconds: float = Field(default=1.0, gt=0)
-    # Session pages hydrated from the replica too (the primary still filters): off, because
-    # measured it cost the primary more CPU per page than it saved (decision 0043).
-    database_replica_feed_pages: bool = False
-    # Authors with this many followers have their batches on the big lane.
-    big_author_followers: int = 5_000
-    feed_source_timeout_ms: int = 250  # per Redis candidate source on the read path
-    ranking_budget_ms: int = 50  # past this, RANKED falls back to freshness (degraded)
-    # Admission control (transports.admission): GraphQL HTTP requests running at once per process
-    # (0 = no limit), and how long one over it may wait for a slot before 503 OVERLOADED.
-    max_in_flight: int = Field(default=16, ge=0)
-    admission_wait_ms: int = Field(default=500, ge=0)
-    # Slow clients (docs/decisions/0016): a GraphQL body must arrive within this of its
-    # headers (before it may take a slot; 408 past it), and a request's head within this of
-    # the connection's start or its previous response (the connection is closed past it).
-    request_body_timeout_seconds: float = Field(default=10.0, gt=0)
-    request_header_timeout_seconds: float = Field(default=10.0, gt=0)
-    # Open HTTP connections per client address and API process (0 = no cap); past it a
-    # request is answered 429 RATE_LIMITED and its connection closed (transports.connections).
-    max_connections_per_client: int = Field(default=32, ge=0)
+    redis_socket_timeout_seconds: float = Field(default=2.0, gt=0, le=300)
+    redis_connect_timeout_seconds: float = Field(default=1.0, gt=0, le=300)
+
+    # ---- Profile, keys and tokens ------------------------------------------------------------
+    secret_key: str = Field(default_factory=_dev_secret)
     # `production` turns the developer surfaces off: GraphiQL, introspection, /metrics
     # without METRICS_TOKEN (docs/API.md, "Production profile").
     # Exactly one of the two (any other value, `prod` or `Production`, stops the start-up),
@@ -354,41 +259,154 @@ class Settings(BaseSettings):
     allow_development_on_network: bool = False
     # Set: /metrics wants `Authorization: Bearer <METRICS_TOKEN>` (in any profile).
     metrics_token: str = ""
-    lag_threshold_seconds: float = 5.0  # lane lag above which reads pull recent posts too
-    job_timeout_seconds: int = 60  # a killed worker's job is retried this long + 10 s later
-    # Job retries (jobs/reliability.py, docs/decisions/0011-job-retries.md): a failed job runs
-    # again after base * 2^(try-1) s (capped), up to job_max_tries tries, then is a dead letter.
-    job_max_tries: int = Field(default=8, ge=1)
-    job_retry_base_seconds: float = Field(default=1.0, ge=0)
-    job_retry_max_seconds: float = Field(default=60.0, ge=0)
-    # Test-only: workers read injected faults from Redis (jobs/faults.py). Never in production.
-    job_fault_hook: bool = False
-    # Test-only read-path faults (app/feed/) for the synthetic probe's tests
-    # (tests/probe/test_probe.py): the authoritative filter lets every candidate through; a
-    # keyset cursor is inclusive, so a next page repeats the post the previous one ended at.
-    # Refused with PROFILE=production.
-    feed_fault_skip_filter: bool = False
-    feed_fault_repeat_post: bool = False
-    # The synthetic probe's canaries (app.probe, decision 0065): their posts are deleted (rows,
-    # not tombstones) this long after they were made, by a job every CANARY_PRUNE_MINUTES
-    # minutes on the default lane (0: never), at most CANARY_PRUNE_BATCH posts a run. Longer
-    # than the reconciler's window, so no event of a pruned post is re-run.
-    canary_posts_retention_seconds: int = Field(default=6 * 3600, ge=60)
-    canary_prune_minutes: int = Field(default=10, ge=0, le=60)
-    canary_prune_batch: int = Field(default=20_000, ge=1)
-    # ARQ's `expires`: a job still queued this long after it was due is dropped by ARQ unrun
-    # (its default, a day, is shorter than an outage may be; decision 0021).
-    job_expires_seconds: int = Field(default=7 * 24 * 3600, ge=3600)
-    # Reconciler (jobs/reconcile.py, every minute): events published this long ago and within
-    # the window whose jobs never completed (fan-outs, backfills, cleanups, post changes) are
-    # re-run, at most so many per run and so many times per post or job.
-    reconcile_grace_seconds: int = Field(default=60, ge=0)
-    reconcile_window_seconds: int = Field(default=3600, ge=60)
-    reconcile_max_posts: int = Field(default=100, ge=1)
-    reconcile_max_attempts: int = Field(default=3, ge=1)
-    reconcile_max_events: int = Field(default=20_000, ge=1)  # events checked per pass
     # Refuse documents other than graphql/operations/ ones (app.api.transports.trusted): production.
     trusted_documents_only: bool = False
+    token_ttl_seconds: int = Field(default=7 * DAY, ge=1, le=365 * DAY)
+    # How long this process trusts a token that passed the revocation check
+    # (app.auth.revocation; 0 = ask Redis on every request). TOKEN_CHECK_CACHE_MS, its name in
+    # milliseconds before decision 0073, is still read (`LEGACY_VARIABLES`).
+    token_check_cache_seconds: float = Field(default=1.0, ge=0, le=60)
+    # An open websocket re-checks its token this often: a logged-out or outdated token's socket
+    # closes (4403) within this delay (decision 0013). HTTP requests check on every request.
+    token_recheck_seconds: float = Field(default=30.0, gt=0, le=DAY)
+
+    # ---- Timelines and the fan-out write path ------------------------------------------------
+    timeline_max: int = Field(default=800, ge=1, le=100_000)  # entries per home timeline
+    # A fan-out batch's timeline writes confirmed by this many replicas of each master it
+    # wrote to (`WAIT`) before the job completes; fewer within TIMELINE_WAIT_MS fails the
+    # batch, which is retried (decision 0068). 0 = off (a plain server without replicas);
+    # docs/DEPLOYMENT.md recommends 1 on a cluster with a replica per master.
+    timeline_wait_replicas: int = Field(default=0, ge=0, le=16)
+    timeline_wait_ms: int = Field(default=1000, ge=1, le=MS_CEILING)
+    author_posts_max: int = Field(default=200, ge=1, le=100_000)  # entries in posts:{author}
+    backfill_posts: int = Field(default=20, ge=0, le=10_000)  # newest posts copied on follow
+    active_days: int = Field(default=30, ge=1, le=3650)  # who gets pushed timelines
+    # follower ids per page (one script call); jobs: 1-7 pages
+    fanout_batch_size: int = Field(default=1000, ge=1, le=100_000)
+    # followers at/above which an author switches to pull, below which a pull author switches
+    # back (0 with a pull threshold of 1: pull-only, decision 0037)
+    fanout_pull_threshold: int = Field(default=10_000, ge=1, le=COUNT_CEILING)
+    fanout_push_threshold: int = Field(default=8_000, ge=0, le=COUNT_CEILING)
+    # The fan-out control plane (app.fanout.control, decision 0026): "cost" decides push or
+    # pull per author by cost and the freshness budget (thresholds when inputs are missing);
+    # "threshold" is the two constants above, exactly.
+    # The default since the read rate is measured (decision 0027); tests keep "threshold".
+    fanout_control: Literal["cost", "threshold"] = "cost"
+    fanout_window_seconds: int = Field(default=600, ge=10, le=3600)  # posting-rate window
+    fanout_hysteresis: float = Field(default=0.25, ge=0, lt=1)  # switch margin, cost terms
+    fanout_freshness_budget_seconds: float = Field(default=5.0, gt=0, le=3600)  # to visible
+    # Feed reads per active follower per window: what one pulled source costs readers. The
+    # prior: the control plane uses the measured rate (app.users.reads) once it has seen at
+    # least FANOUT_READ_RATE_MIN_READS reads in the window, this figure until then.
+    fanout_reads_per_active_follower: float = Field(default=2.0, ge=0, le=100_000)
+    fanout_read_rate_min_reads: int = Field(default=100, ge=1, le=COUNT_CEILING)
+    # Below this many active followers an author is never sent PULL by cost (a pin or the
+    # burst rule still can): pushing it costs little, pulling it costs every reader.
+    fanout_pull_min_active_followers: int = Field(default=1_000, ge=0, le=COUNT_CEILING)
+    # Top authors by estimated cost exported by the periodic pass (feed_fanout_author_cost).
+    fanout_cost_top_authors: int = Field(default=10, ge=0, le=100)
+    # Active followers counted at most (a bounded scan); above it the count reads ">= cap".
+    fanout_active_count_cap: int = Field(default=100_000, ge=1, le=COUNT_CEILING)
+    # The control plane's periodic pass (jobs.tasks.review_fanout_modes, a cron on the default
+    # lane): every so many seconds (0: off; run at the seconds of the minute divisible by it),
+    # at most so many authors whose inputs changed get their mode decided again.
+    fanout_review_seconds: int = Field(default=5, ge=0, le=60)
+    fanout_review_max_authors: int = Field(default=100, ge=1, le=100_000)
+    # Widenings (PRIVATE -> FOLLOWERS/PUBLIC) of one post that fan it out again, per rolling
+    # hour; a further one answers RATE_LIMITED (narrowing never does). Decision 0067.
+    fanout_widenings_per_post_per_hour: int = Field(default=3, ge=1, le=60)
+    # Authors with this many followers have their batches on the big lane.
+    big_author_followers: int = Field(default=5_000, ge=1, le=COUNT_CEILING)
+    # lane lag above which reads pull recent posts too
+    lag_threshold_seconds: float = Field(default=5.0, gt=0, le=DAY)
+
+    # ---- Feed reads ------------------------------------------------------------------------
+    feed_session_size: int = Field(default=500, ge=1, le=100_000)  # ranked ids per session
+    feed_session_ttl_seconds: int = Field(default=1800, ge=1, le=7 * DAY)
+    # Open RANKED feed sessions kept per viewer; a new one past this ends the oldest.
+    feed_sessions_per_viewer: int = Field(default=10, ge=1, le=1000)
+    # A RANKED refresh with nothing new answers from a session this young (0 = never).
+    feed_session_reuse_seconds: int = Field(default=300, ge=0, le=DAY)
+    # First pages reuse the viewer's context (pull sources, own posts, affinity) this long
+    # while their follows, blocks, posts and the pull-mode users are unchanged (0 = never;
+    # decision 0047).
+    feed_context_ttl_seconds: int = Field(default=60, ge=0, le=3600)
+    # PostgreSQL out of reach: session pages whose rows the filter checked this recently are
+    # still served, marked degraded; past it UNAVAILABLE (0 = never; decision 0019).
+    feed_authz_ttl_seconds: float = Field(default=5.0, ge=0, le=60)
+    # per Redis candidate source on the read path
+    feed_source_timeout_ms: int = Field(default=250, ge=1, le=MS_CEILING)
+    # past this, RANKED falls back to freshness (degraded)
+    ranking_budget_ms: int = Field(default=50, ge=1, le=MS_CEILING)
+    # Impressions kept per viewer (app.feed.impressions; 0 = none recorded, no demotion) and
+    # how long a viewer's impressions outlive their last one (docs/decisions/0010: up to 128
+    # a zset stays a ~3 KB listpack; past it, a ~120 B-per-entry skiplist).
+    impressions_max: int = Field(default=128, ge=0, le=100_000)
+    impressions_ttl_seconds: int = Field(default=3 * DAY, ge=1, le=365 * DAY)
+
+    # ---- Writes: content and idempotency -----------------------------------------------------
+    max_body_chars: int = Field(default=500, ge=1, le=1_000_000)
+    max_comment_chars: int = Field(default=500, ge=1, le=1_000_000)
+    # createPost's and addComment's idempotency keys are kept this long after their first
+    # use; past it the same key creates anew, and the worker's housekeeping deletes them.
+    idempotency_key_ttl_seconds: int = Field(default=DAY, ge=60, le=365 * DAY)
+
+    # ---- Requests: size, shape, admission, slow clients ------------------------------------
+    max_query_depth: int = Field(default=10, ge=1, le=1000)
+    max_request_bytes: int = Field(default=64 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # The largest query cost accepted (docs/decisions/0012-query-cost.md).
+    query_cost_limit: int = Field(default=5000, ge=1, le=COUNT_CEILING)
+    # Hashing mutation fields (signUp, logIn, changePassword) one document may hold; more are
+    # refused BAD_USER_INPUT before anything runs (app.api.transports.hashing_fields).
+    hashing_fields_per_document: int = Field(default=1, ge=1, le=100)
+    # Admission control (transports.admission): GraphQL HTTP requests running at once per process
+    # (0 = no limit), and how long one over it may wait for a slot before 503 OVERLOADED.
+    max_in_flight: int = Field(default=16, ge=0, le=100_000)
+    admission_wait_ms: int = Field(default=500, ge=0, le=MS_CEILING)
+    # Slow clients (docs/decisions/0016): a GraphQL body must arrive within this of its
+    # headers (before it may take a slot; 408 past it), and a request's head within this of
+    # the connection's start or its previous response (the connection is closed past it).
+    request_body_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    request_header_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    # Open HTTP connections per client address and API process (0 = no cap); past it a
+    # request is answered 429 RATE_LIMITED and its connection closed (transports.connections).
+    max_connections_per_client: int = Field(default=32, ge=0, le=100_000)
+    # Every per-address budget counts an IPv6 client by its first this many bits (a host
+    # holds a /64), IPv4 by its address (app.client_address); 128 = each address alone.
+    client_ipv6_prefix: int = Field(default=64, ge=32, le=128)
+
+    # ---- Rate limits and the password hashes -------------------------------------------------
+    rate_limit_writes_per_minute: int = Field(default=120, ge=1, le=COUNT_CEILING)
+    # Queries (app.api.schema.cost): per user, and per client IP whoever asks (0 = no limit).
+    rate_limit_reads_per_minute: int = Field(default=1200, ge=0, le=COUNT_CEILING)
+    rate_limit_reads_per_ip_per_minute: int = Field(default=6000, ge=0, le=COUNT_CEILING)
+    # signUp per client address whatever token is sent: the write budget per minute above,
+    # and these ceilings on attempts (each an Argon2 hash) per hour and per day.
+    rate_limit_signups_per_ip_per_hour: int = Field(default=20, ge=1, le=COUNT_CEILING)
+    rate_limit_signups_per_ip_per_day: int = Field(default=50, ge=1, le=COUNT_CEILING)
+    # logIn attempts per client IP, whatever token is sent.
+    rate_limit_login_per_ip_per_minute: int = Field(default=60, ge=1, le=COUNT_CEILING)
+    # Password guesses (logIn, changePassword's old password) per account, app.auth.guesses
+    # and docs/decisions/0020: failures per (account, client address) within the window;
+    # failures per account per hour across addresses, past the first DELAY_AFTER of them
+    # each further try waits 1, 2, 4 ... s (at most DELAY_MAX) after the last failure.
+    rate_limit_login_failures_per_handle_and_ip: int = Field(default=10, ge=1, le=COUNT_CEILING)
+    rate_limit_login_failure_window_seconds: int = Field(default=900, ge=1, le=DAY)
+    rate_limit_login_failures_per_handle_per_hour: int = Field(default=100, ge=1, le=COUNT_CEILING)
+    rate_limit_login_delay_after_failures: int = Field(default=20, ge=0, le=COUNT_CEILING)
+    rate_limit_login_delay_max_seconds: int = Field(default=60, ge=1, le=DAY)
+    # Argon2 hashes per minute per account and per client address (IPv6 by /64), every
+    # hashing mutation alike (signUp, logIn, changePassword: one per hash; app.auth.hashes);
+    # past either RATE_LIMITED with retryAfter, before any hash. 0 = no limit.
+    rate_limit_hashes_per_account_per_minute: int = Field(default=10, ge=0, le=COUNT_CEILING)
+    rate_limit_hashes_per_ip_per_minute: int = Field(default=30, ge=0, le=COUNT_CEILING)
+    # Argon2 hashes (64 MiB each) at once per process, and how long one more may wait for
+    # a slot before the request answers OVERLOADED (app.passwords): short, so a request
+    # does not hold its admission slot queueing for a hash.
+    password_hash_concurrency: int = Field(default=2, ge=1, le=64)
+    password_hash_wait_ms: int = Field(default=100, ge=0, le=MS_CEILING)
+
+    # ---- GraphQL execution -----------------------------------------------------------------
     # GraphQL attribute fields without graphql-core's per-field machinery (app.api.fast.executor).
     fast_execution: bool = True
     # Registered feed documents over HTTP answered by compiled code (app.api.fast.compiler).
@@ -398,74 +416,130 @@ class Settings(BaseSettings):
     # COMPILED_TEXT_MAX_CHARS characters each (docs/decisions/0045-text-plans.md).
     compiled_text_plans: int = Field(default=64, ge=0, le=100_000)
     compiled_text_max_chars: int = Field(default=10_000, ge=0, le=1_000_000)
-    # How long this process trusts a token that passed the revocation check (app.auth.revocation).
-    token_check_cache_ms: int = Field(default=1000, ge=0, le=60_000)
 
-    # Live updates (app.realtime, api.endpoint.websocket; env REALTIME_*, docs/API.md). Tests shrink
-    # them. At most one frame per subscriber per interval; updates inside it are merged
-    # (coalesced). The first update after a quiet interval goes out at once (no added latency).
-    realtime_coalesce_ms: int = 250
+    # ---- Jobs: timeouts, retries, expiry, the reconciler -----------------------------------
+    # a killed worker's job is retried this long + 10 s later
+    job_timeout_seconds: int = Field(default=60, ge=1, le=DAY)
+    # Job retries (jobs/reliability.py, docs/decisions/0011-job-retries.md): a failed job runs
+    # again after base * 2^(try-1) s (capped), up to job_max_tries tries, then is a dead letter.
+    job_max_tries: int = Field(default=8, ge=1, le=100)
+    job_retry_base_seconds: float = Field(default=1.0, ge=0, le=3600)
+    job_retry_max_seconds: float = Field(default=60.0, ge=0, le=DAY)
+    # ARQ's `expires`: a job still queued this long after it was due is dropped by ARQ unrun
+    # (its default, a day, is shorter than an outage may be; decision 0021).
+    job_expires_seconds: int = Field(default=7 * DAY, ge=3600, le=365 * DAY)
+    # Reconciler (jobs/reconcile.py, every minute): events published this long ago and within
+    # the window whose jobs never completed (fan-outs, backfills, cleanups, post changes) are
+    # re-run, at most so many per run and so many times per post or job.
+    reconcile_grace_seconds: int = Field(default=60, ge=0, le=DAY)
+    reconcile_window_seconds: int = Field(default=3600, ge=60, le=30 * DAY)
+    reconcile_max_posts: int = Field(default=100, ge=1, le=1_000_000)
+    reconcile_max_attempts: int = Field(default=3, ge=1, le=100)
+    reconcile_max_events: int = Field(default=20_000, ge=1, le=10_000_000)  # per pass
+
+    # ---- The synthetic probe's canaries ------------------------------------------------------
+    # The synthetic probe's canaries (app.probe, decision 0065): their posts are deleted (rows,
+    # not tombstones) this long after they were made, by a job every CANARY_PRUNE_MINUTES
+    # minutes on the default lane (0: never), at most CANARY_PRUNE_BATCH posts a run. Longer
+    # than the reconciler's window, so no event of a pruned post is re-run. The one setting in
+    # minutes: the step of a cron's minute field (as FANOUT_REVIEW_SECONDS steps its seconds).
+    canary_posts_retention_seconds: int = Field(default=6 * 3600, ge=60, le=365 * DAY)
+    canary_prune_minutes: int = Field(default=10, ge=0, le=60)
+    canary_prune_batch: int = Field(default=20_000, ge=1, le=10_000_000)
+
+    # ---- Live updates (app.realtime, api.endpoint.websocket; env REALTIME_*, docs/API.md) ----
+    # Tests shrink them. At most one frame per subscriber per interval; updates inside it are
+    # merged (coalesced). The first update after a quiet interval goes out at once (no added
+    # latency).
+    realtime_coalesce_ms: int = Field(default=250, ge=0, le=MS_CEILING)
     # A subscriber whose pending update was not taken by its socket for this long is stuck
     # (its socket's send buffer is full): it is dropped and its socket closed (1013).
-    realtime_stall_seconds: float = 10.0
+    realtime_stall_seconds: float = Field(default=10.0, gt=0, le=3600)
     # Kernel send buffer and transport high-water mark per websocket (bytes; 0 = leave the
     # kernel's autotuning, up to ~4 MB a socket). Frames are ~150 B: 32 KiB is ~200 frames.
-    realtime_socket_send_buffer: int = 32 * 1024
+    realtime_socket_send_buffer: int = Field(default=32 * 1024, ge=0, le=64 * 1024 * 1024)
     # New-post ids kept per user; the count saturates here ("200+" is plenty for a banner).
-    realtime_count_max: int = 200
+    realtime_count_max: int = Field(default=200, ge=1, le=100_000)
     # Counts of users who never come back expire; a reconnect after that starts from zero.
-    realtime_count_ttl_seconds: int = 7 * 24 * 3600
+    realtime_count_ttl_seconds: int = Field(default=7 * DAY, ge=1, le=365 * DAY)
     # A user counts as online this long after their last socket closed: short reconnects keep
     # their running count without a rebuild.
-    realtime_online_grace_seconds: float = 300.0
+    realtime_online_grace_seconds: float = Field(default=300.0, ge=0, le=DAY)
     # How often each hub re-reads which pull-mode authors its subscribers follow.
-    realtime_refresh_seconds: float = 30.0
+    realtime_refresh_seconds: float = Field(default=30.0, gt=0, le=3600)
     # Pub/sub channel namespace; empty = the Redis database number (channels ignore databases).
     realtime_namespace: str = ""
     # Concurrent pull-mode deliveries per process (each is one SQL check + one Redis call).
-    realtime_author_concurrency: int = 8
+    realtime_author_concurrency: int = Field(default=8, ge=1, le=1000)
     # Live frames rendered once per distinct update and written straight to each socket
     # (app.api.fast.live_frames); off = Strawberry's per-event execution for every frame (the
     # benchmark's baseline, and a fallback should a client ever need it).
     realtime_prepared_frames: bool = True
     # A socket that has not sent connection_init by then is closed (4408).
-    realtime_connection_init_timeout_seconds: float = 10.0
+    realtime_connection_init_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
     # Caps (decision 0017; 0 = off). Open sockets per account (from connection_ack) and per
     # client address (from the upgrade), across every API process: past them a socket is
     # closed with 4429.
-    realtime_sockets_per_user: int = Field(default=8, ge=0)
-    realtime_sockets_per_ip: int = Field(default=64, ge=0)
+    realtime_sockets_per_user: int = Field(default=8, ge=0, le=100_000)
+    realtime_sockets_per_ip: int = Field(default=64, ge=0, le=100_000)
     # Live subscriptions (`feedUpdates`) running at once per account and per address; past
     # them a `subscribe` is answered with an `error` message (RATE_LIMITED, the limit).
-    realtime_subscriptions_per_user: int = Field(default=16, ge=0)
-    realtime_subscriptions_per_ip: int = Field(default=128, ge=0)
+    realtime_subscriptions_per_user: int = Field(default=16, ge=0, le=100_000)
+    realtime_subscriptions_per_ip: int = Field(default=128, ge=0, le=100_000)
     # Subscriptions started per minute per account and per address (each costs a Redis
     # SUBSCRIBE, a count rebuild and SQL): past them, RATE_LIMITED with retryAfter.
-    realtime_subscribes_per_minute: int = Field(default=60, ge=0)
-    realtime_subscribes_per_ip_per_minute: int = Field(default=300, ge=0)
+    realtime_subscribes_per_minute: int = Field(default=60, ge=0, le=COUNT_CEILING)
+    realtime_subscribes_per_ip_per_minute: int = Field(default=300, ge=0, le=COUNT_CEILING)
     # Operations running at once on one socket (queries, mutations, subscriptions).
-    realtime_operations_per_socket: int = Field(default=10, ge=1)
+    realtime_operations_per_socket: int = Field(default=10, ge=1, le=1000)
     # A held socket or subscription counts this long after its process was last heard of
     # (renewed every third of it): a crashed process's sockets stop counting by then.
-    realtime_lease_seconds: float = Field(default=60.0, gt=0)
+    realtime_lease_seconds: float = Field(default=60.0, gt=0, le=3600)
     # From this many subscribers on, the hub moves the process's long-lived objects out of
     # the garbage collector's walks (gc.freeze, decision 0039): a full collection over
     # thousands of sockets paused the loop for 0.5-1.8 s, inside whatever broadcast ran.
     # 0 = off.
-    realtime_gc_freeze_subscribers: int = Field(default=1000, ge=0)
+    realtime_gc_freeze_subscribers: int = Field(default=1000, ge=0, le=10_000_000)
 
-    @field_validator("timeline_encoding", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _only_packed(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() != "packed":
+    def _legacy_and_retired(cls, data: object) -> object:
+        """Old names keep working (`LEGACY_VARIABLES`, converted to today's unit) and retired
+        ones are refused unless they hold the one value still meant (`RETIRED_VARIABLES`)."""
+        if not isinstance(data, dict):
+            return data
+        environ = {name.upper(): value for name, value in os.environ.items()}
+        for old, (new, scale) in LEGACY_VARIABLES.items():
+            value = data.pop(old.lower(), None) or environ.get(old)
+            if value is None or new in data or new.upper() in environ:
+                continue
+            try:
+                data[new] = float(value) * scale
+            except ValueError:
+                raise ValueError(f"{old}={value!r} is not a number") from None
+        for name, (accepted, why) in RETIRED_VARIABLES.items():
+            value = data.pop(name.lower(), None) or environ.get(name)
+            if isinstance(value, str) and value.strip().lower() != accepted:
+                raise ValueError(f"{name}={value!r} {why}")
+        return data
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _name_the_variable(
+        cls, value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> object:
+        """A number refused by its bounds says which variable, whoever builds the settings
+        (`read_settings` names every other refusal too)."""
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            field = cls.model_fields.get(info.field_name or "")
+            if field is None or field.annotation not in (int, float):
+                raise
+            name = str(info.field_name).upper()
             raise ValueError(
-                f"TIMELINE_ENCODING={value!r} is no longer supported: timelines are stored "
-                "packed only (docs/decisions/0034-zset-timelines-retired.md). Remove the "
-                "setting (or set it to packed) and convert existing zset timelines with "
-                "`python -m app.timelines convert` (docs/operations.md, 'Upgrading from zset "
-                "timelines')"
-            )
-        return value.strip().lower() if isinstance(value, str) else value
+                "; ".join(f"{name}={value!r}: {error['msg']}" for error in exc.errors())
+            ) from None
 
     @field_validator("profile", mode="before")
     @classmethod
@@ -483,17 +557,6 @@ class Settings(BaseSettings):
         # as benchmarks.report compares it).
         if not 0 <= self.fanout_push_threshold < self.fanout_pull_threshold:
             raise ValueError("FANOUT_PUSH_THRESHOLD must be >= 0 and < FANOUT_PULL_THRESHOLD")
-        for name in ("timeline_max", "fanout_batch_size", "active_days", "feed_session_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name.upper()} must be positive")
-        if (
-            self.realtime_coalesce_ms < 0
-            or self.realtime_count_max <= 0
-            or self.realtime_count_ttl_seconds <= 0
-        ):
-            raise ValueError(
-                "REALTIME_COALESCE_MS >= 0, REALTIME_COUNT_MAX and REALTIME_COUNT_TTL_SECONDS > 0"
-            )
         if self.timeline_wait_replicas and (
             self.timeline_wait_ms >= self.redis_socket_timeout_seconds * 1000
         ):
@@ -526,10 +589,8 @@ class Settings(BaseSettings):
         if self.profile == "production":
             if "secret_key" not in self.model_fields_set:  # not the dev key of .run/
                 raise ValueError("PROFILE=production needs SECRET_KEY set")
-            if self.job_fault_hook:
-                raise ValueError("JOB_FAULT_HOOK is test-only: not with PROFILE=production")
-            for fault in ("feed_fault_skip_filter", "feed_fault_repeat_post"):
-                if getattr(self, fault):
+            for fault, on in FaultSwitches():
+                if on:
                     raise ValueError(f"{fault.upper()} is test-only: not with PROFILE=production")
         return self
 
@@ -555,11 +616,76 @@ class Settings(BaseSettings):
         return asyncpg_url(self.database_url)
 
 
+class FaultSwitches(BaseSettings):
+    """Test-only faults, apart from `Settings` so the service's settings hold only what an
+    operator sets (decision 0073). Read by the fault-injection code alone, handed down from the
+    composition root (`AppState.faults`); `Settings` refuses any of them on with
+    PROFILE=production. Iterating gives (name, on) pairs."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False)
+
+    # Workers read injected faults from Redis (jobs/faults.py).
+    job_fault_hook: bool = False
+    # Read-path faults (app/feed/) for the synthetic probe's tests (tests/probe/test_probe.py):
+    # the authoritative filter lets every candidate through; a keyset cursor is inclusive, so
+    # a next page repeats the post the previous one ended at.
+    feed_fault_skip_filter: bool = False
+    feed_fault_repeat_post: bool = False
+
+
+@lru_cache
+def get_faults() -> FaultSwitches:
+    """The process's fault switches, read once, one object like `get_settings()`'s: every
+    state a process builds (the API's, each in-process worker's) sees a switch a test flips.
+    Only the composition root calls this."""
+    return FaultSwitches()
+
+
+class SettingsError(ValueError):
+    """Settings that cannot start the service, each named by its variable."""
+
+
+def _described(error: ValidationError) -> str:
+    """One line per refused setting: the variable, the value given, what it must be."""
+    lines = []
+    for item in error.errors():
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["loc"]:
+            name = str(item["loc"][0]).upper()
+            if name not in message:
+                message = f"{name}={item.get('input')!r}: {message}"
+        lines.append(message)
+    return "invalid settings (docs/API.md, 'Configuration'):\n  " + "\n  ".join(lines)
+
+
+def setting_names() -> set[str]:
+    """Every variable name the service and its tools read as a setting: the look-alike
+    check's known names."""
+    fields = set(Settings.model_fields) | set(FaultSwitches.model_fields)
+    return (
+        {name.upper() for name in fields}
+        | set(LEGACY_VARIABLES)
+        | set(RETIRED_VARIABLES)
+        | LAUNCHER_VARIABLES
+    )
+
+
+def read_settings() -> Settings:
+    """The settings from this process's environment, read now (uncached: `get_settings` is
+    the roots' cached call). A variable that looks like a setting but is none stops it
+    (`refuse_lookalikes`), and so does a value outside its bounds or an invariant broken,
+    with a `SettingsError` naming each variable."""
+    refuse_lookalikes(os.environ, setting_names())
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(_described(exc)) from None
+
+
 @lru_cache
 def get_settings() -> Settings:
-    """The process's settings, read once. Only the roots call this (app/web.py, app/state.py,
-    jobs/worker.py, programs' entry modules: tests/test_settings_roots.py); everything else
-    is handed its settings (docs/ARCHITECTURE.md). A variable that looks like a setting but
-    is none stops it (`refuse_lookalikes`)."""
-    refuse_lookalikes(os.environ, Settings.model_fields)
-    return Settings()
+    """The process's settings, read once (`read_settings`). Only the roots call this
+    (app/web.py, app/state.py, jobs/worker.py, programs' entry modules:
+    tests/test_settings_roots.py); everything else is handed its settings
+    (docs/ARCHITECTURE.md)."""
+    return read_settings()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from redis.exceptions import RedisError
 
+from app.constants import LOCAL_MAX_BUCKETS
 from app.errors import RateLimited
 from app.observability.metrics import RATE_LIMIT_FALLBACK, RATE_LIMITED
 from app.redis_scripts import AnyRedis
@@ -24,8 +25,6 @@ allowed per window, 0 = no limit)."""
 
 Window = tuple[str, str, int, int]
 """A budget with its own window: (kind, bucket, calls allowed, window seconds)."""
-
-LOCAL_MAX_BUCKETS = 100_000  # fallback counters kept in process (~10 MB at worst)
 
 
 class LocalWindows:

@@ -10,13 +10,13 @@ in docs/ARCHITECTURE.md, and a part can be built alone in a test.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.config import Settings, get_settings
+from app.config import FaultSwitches, Settings, get_faults, get_settings
 from app.db.engine import make_engine, make_sessionmaker
 from app.db.replica import ReplicaRouter, make_replica
 from app.fanout.control import published_costs
@@ -46,6 +46,8 @@ class AppState:
     activity: Activity
     passwords: PasswordGate
     replica: ReplicaRouter | None = None  # DATABASE_REPLICA_URL (decision 0043)
+    # Test-only faults (JOB_FAULT_HOOK, FEED_FAULT_*), apart from the settings (decision 0073).
+    faults: FaultSwitches = field(default_factory=FaultSwitches.model_construct)
 
     @property
     def redis(self) -> Redis:
@@ -94,6 +96,7 @@ def create_state(
     """`roles`: Redis clients to use instead of building them from the settings (a root
     that already holds them); closed with the state either way."""
     settings = settings or get_settings()
+    faults = get_faults()  # test-only; Settings refuses them with PROFILE=production
     engine = make_engine(settings, pool_size=pool_size)
     sessions = make_sessionmaker(engine)
     roles = roles or make_roles(settings)  # one client per distinct URL (decision 0041)
@@ -128,6 +131,7 @@ def create_state(
         reset_new_posts=partial(reset_new_post_count, roles.pubsub, settings),
         read_counter=ReadCounter(roles.sessions),
         replica=replica if settings.database_replica_feed_pages else None,
+        faults=faults,
     )
     return AppState(
         settings=settings,
@@ -140,4 +144,5 @@ def create_state(
         activity=activity,
         passwords=PasswordGate(settings.password_hash_concurrency, settings.password_hash_wait_ms),
         replica=replica,
+        faults=faults,
     )

@@ -23,11 +23,9 @@ from __future__ import annotations
 import unicodedata
 from enum import Enum
 
+from app.constants import COMBINING_RUN_MAX
 from app.errors import BadInput
 
-# Stacked marks a script needs stay well below this (Vietnamese, Thai, Hebrew with points
-# and cantillation: 2-4 after NFC); Zalgo text piles tens on one letter.
-COMBINING_RUN_MAX = 4
 _BIDI_FORMATTING = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _BODY_CONTROLS_ALLOWED = frozenset("\n\t")
 _BODY_ALLOWED = {ord(c): "x" for c in _BODY_CONTROLS_ALLOWED}  # printable stand-ins

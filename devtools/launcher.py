@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import shutil
@@ -30,11 +31,33 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.config import PROJECT_ROOT, asyncpg_url, get_settings
+from app.config import PROJECT_ROOT, SettingsError, asyncpg_url, get_settings
 from app.probe.settings import get_probe_settings
 from devtools import provision
+
+
+class LauncherSettings(BaseSettings):
+    """`make run`'s own settings: what the launcher starts, not what the service does, so
+    apart from the service's `Settings` (decision 0073). Their names are listed in
+    app.config.LAUNCHER_VARIABLES for the look-alike check."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", case_sensitive=False)
+
+    port: int = Field(default=8000, ge=1, le=65_535)  # the API's port
+    # API processes behind the one port (uvicorn --workers) and ARQ worker processes per
+    # lane. Per-process limits (connections per client address, admission slots) then hold
+    # per process; the socket caps hold across them (leases).
+    api_workers: int = Field(default=1, ge=1, le=64)
+    fanout_workers: int = Field(default=1, ge=1, le=64)
+
+
+@functools.cache
+def get_launcher_settings() -> LauncherSettings:
+    """PORT, API_WORKERS, FANOUT_WORKERS, read once."""
+    return LauncherSettings()
 
 
 @dataclass
@@ -50,12 +73,11 @@ class ProcessSpec:
 
     def command(self, port: int) -> list[str]:
         """The argv to run, placeholders filled in."""
-        settings = get_settings()
         values = {
             "python": sys.executable,
             "port": port,
-            "max_bytes": settings.max_request_bytes,
-            "api_workers": settings.api_workers,
+            "max_bytes": get_settings().max_request_bytes,
+            "api_workers": get_launcher_settings().api_workers,
         }
         return [a.format(**values) for a in self.argv]
 
@@ -287,7 +309,7 @@ def _users_in(database_url: str) -> int:
 def _api_port() -> int:
     """PORT when it is set; left unset, the default or the next free port above it, said in
     the log (a second checkout's `make run` should not die on a busy 8000)."""
-    settings = get_settings()
+    settings = get_launcher_settings()
     if "port" in settings.model_fields_set:
         return settings.port
     return provision.free_port_from(settings.port, "API")
@@ -340,7 +362,7 @@ def _spawn(spec: ProcessSpec, env: dict[str, str], port: int) -> subprocess.Pope
 
 def _wanted_specs() -> list[ProcessSpec]:
     """PROCESSES that run, each lane's worker FANOUT_WORKERS times."""
-    copies = get_settings().fanout_workers
+    copies = get_launcher_settings().fanout_workers
     wanted = []
     for spec in PROCESSES:
         if spec.wanted is not None and not spec.wanted():
@@ -465,6 +487,7 @@ def cmd_run() -> int:
     try:
         get_settings()  # bad settings fail here, before anything starts
         get_probe_settings()  # and bad PROBE_* ones
+        get_launcher_settings()  # and bad PORT, API_WORKERS, FANOUT_WORKERS
         running = _live_runs()
         if running:
             log(f"`make run` is already running (launcher pid {running[0]}); `make stop` ends it")
@@ -492,7 +515,12 @@ def cmd_run() -> int:
         return _supervise(child_env, port, stop)
     except KeyboardInterrupt:
         return 0
-    except (provision.ProvisionError, subprocess.CalledProcessError, ValidationError) as exc:
+    except (
+        provision.ProvisionError,
+        subprocess.CalledProcessError,
+        ValidationError,
+        SettingsError,
+    ) as exc:
         log(f"error: {exc}")
         return 1
     finally:

@@ -72,7 +72,7 @@ def reliable(name: str, task: Task) -> Task:
             )
         try:
             async with asyncio.timeout(settings.job_timeout_seconds):
-                if settings.job_fault_hook:
+                if ctx["state"].faults.job_fault_hook:  # test-only (app.config.FaultSwitches)
                     await faults.check(ctx["redis"], name)
                 result = await task(ctx, *args, **kwargs)
         except Retry:

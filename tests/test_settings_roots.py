@@ -1,7 +1,8 @@
 """Settings reach the service's modules from the roots (docs/ARCHITECTURE.md, "Settings"):
 only the composition root, the ASGI app, the ARQ worker settings and programs' entry modules
-call `get_settings()` or build `Settings` themselves; every other module of app/ and jobs/ is
-handed its settings (an argument, `AppState.settings`, the worker's `ctx["state"]`).
+call `get_settings()` (or the uncached `read_settings()`) or build `Settings` themselves;
+every other module of app/ and jobs/ is handed its settings (an argument,
+`AppState.settings`, the worker's `ctx["state"]`).
 
 Read from the source with `ast` (no import): a call anywhere in a module counts, in a
 function or not, under any alias the module imported it as."""
@@ -18,7 +19,7 @@ ROOTS = {
     "jobs/worker.py",  # ARQ reads its settings classes at import
 }
 SERVICE = ("app", "jobs")
-SETTINGS_NAMES = {"get_settings", "Settings"}
+SETTINGS_NAMES = {"get_settings", "read_settings", "get_faults", "Settings"}
 
 
 def _is_program(tree: ast.Module) -> bool:
@@ -33,7 +34,8 @@ def _is_program(tree: ast.Module) -> bool:
 
 
 def settings_calls(source: str) -> list[int]:
-    """Lines where a module calls `get_settings()` or `Settings(...)` from app.config."""
+    """Lines where a module calls `get_settings()`, `read_settings()` or `Settings(...)` from
+    app.config."""
     tree = ast.parse(source)
     local: set[str] = set()
     modules: set[str] = set()

@@ -35,15 +35,12 @@ from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from app.auth.constants import ACCOUNT_WINDOW_SECONDS, KNOWN_ADDRESS_SECONDS, LOCAL_MAX_ENTRIES
 from app.client_address import DEFAULT_IPV6_PREFIX, budget_address
 from app.config import Settings
 from app.errors import RateLimited
 from app.observability.metrics import RATE_LIMIT_FALLBACK, RATE_LIMITED
 from app.redis_scripts import AnyRedis, LuaScript, run_script
-
-KNOWN_ADDRESS_SECONDS = 30 * 86_400  # how long a success makes an address the owner's
-ACCOUNT_WINDOW_SECONDS = 3600
-LOCAL_MAX_ENTRIES = 100_000  # fallback entries kept in process
 
 
 @dataclass(frozen=True)

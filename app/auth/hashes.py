@@ -13,13 +13,12 @@ taken. Fixed windows in Redis with the in-process fallback of app.ratelimit.
 
 from __future__ import annotations
 
+from app.auth.constants import HASH_WINDOW_SECONDS
 from app.auth.guesses import account_digest
 from app.client_address import budget_address
 from app.config import Settings
 from app.ratelimit import Window, check_windows
 from app.redis_scripts import AnyRedis
-
-WINDOW_SECONDS = 60
 
 
 def hash_windows(settings: Settings, handle: str, ip: str, hashes: int) -> list[Window]:
@@ -29,13 +28,13 @@ def hash_windows(settings: Settings, handle: str, ip: str, hashes: int) -> list[
         "hashes_account",
         f"hash-a{account_digest(handle)}",
         settings.rate_limit_hashes_per_account_per_minute,
-        WINDOW_SECONDS,
+        HASH_WINDOW_SECONDS,
     )
     address = (
         "hashes_ip",
         f"hash-ip{budget_address(ip, settings.client_ipv6_prefix)}",
         settings.rate_limit_hashes_per_ip_per_minute,
-        WINDOW_SECONDS,
+        HASH_WINDOW_SECONDS,
     )
     return [account, address] * max(1, hashes)
 

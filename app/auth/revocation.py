@@ -6,7 +6,7 @@ The hot path (every authenticated request) costs one pipelined Redis round trip:
 cached version and the token's deny-list entry. PostgreSQL is read only when the cached
 version is missing (first use, after its TTL, after Redis lost it) and while Redis fails.
 
-A token that passed is not checked again in the same process for TOKEN_CHECK_CACHE_MS (1 s
+A token that passed is not checked again in the same process for TOKEN_CHECK_CACHE_SECONDS (1 s
 by default; 0 checks every request): a client paging through its feed sends the same token
 several times a second, and that round trip was ~4% of a feed page's API CPU plus Redis
 work (docs/benchmarks.md, issue 10). The process that runs a logOut or changePassword
@@ -43,19 +43,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.auth.constants import PRUNE_BATCH, VERSION_CACHE_SECONDS, VOUCH_SECONDS
 from app.auth.tokens import TokenClaims
 from app.coalesce import Coalesced
 from app.db.models import RevokedToken, User
 from app.errors import AppError, Unauthenticated
 from app.redis_scripts import AnyRedis
 
-# Every bump writes the cached version at once, so it is never stale while Redis answers; if
-# that write fails (Redis down during changePassword), a stale copy lives at most this long.
-VERSION_CACHE_SECONDS = 300
-# How long Redis vouches for a token PostgreSQL found not logged out (or that was just
-# issued) before asking again: one indexed read per token in use per hour at most.
-VOUCH_SECONDS = 3600
-PRUNE_BATCH = 100  # lapsed revocations deleted by each logOut
 REVOKED, VOUCHED = b"1", b"0"  # a token's mark in Redis (module doc)
 _REDIS_DOWN = (RedisError, OSError, TimeoutError)
 
@@ -262,7 +256,7 @@ async def bump_version(session: AsyncSession, user_id: int) -> int:
 
 async def publish_version(redis: AnyRedis, user_id: int, version: int) -> None:
     """After the bump commits: every process sees the new version on its next check (past
-    TOKEN_CHECK_CACHE_MS in the other processes). A Redis that cannot take it now gets it
+    TOKEN_CHECK_CACHE_SECONDS in the other processes). A Redis that cannot take it now gets it
     from `retries` (until then its older copy lapses within VERSION_CACHE_SECONDS)."""
     passed.forget(user_id)
     await retries.write(redis, version_key(user_id), str(version).encode(), VERSION_CACHE_SECONDS)

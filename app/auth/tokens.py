@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import jwt
 
+from app.auth.constants import VERIFIED_MAX
 from app.config import Settings
 from app.errors import Unauthenticated
 
@@ -47,10 +48,8 @@ def verify_token(settings: Settings, token: str) -> tuple[int, int]:
     return claims.user_id, claims.expires_at
 
 
-# Tokens whose signature this process checked: (secret, token) -> claims. A signature
-# check cost ~4% of a feed page's API CPU and its answer for one token never changes; the
-# expiry is compared on every use. Oldest entries go first past VERIFIED_MAX.
-VERIFIED_MAX = 20_000
+# Tokens whose signature this process checked: (secret, token) -> claims. The expiry is
+# compared on every use. Oldest entries go first past VERIFIED_MAX (app.auth.constants).
 _verified: dict[tuple[str, str], TokenClaims] = {}
 
 

@@ -16,16 +16,17 @@ from collections.abc import Callable
 import asyncpg
 from sqlalchemy import exc as sa_exc
 
+from app.db.constants import CAUSE_CHAIN_MAX, UNAVAILABLE_RETRY_AFTER_SECONDS
 from app.errors import Unavailable
 
-RETRY_AFTER_SECONDS = 2  # extensions.retryAfter: a restart or failover takes about that long
+RETRY_AFTER_SECONDS = UNAVAILABLE_RETRY_AFTER_SECONDS
 MESSAGE = "The database is unavailable right now; nothing was changed unless said so. Retry."
 
 # SQLSTATEs that mean "this server or connection is going away", besides class 08
 # (connection exception): admin shutdown, crash shutdown, cannot connect now (starting up or
 # shutting down), idle session timeout, too many connections.
 _GONE = frozenset({"57P01", "57P02", "57P03", "57P05", "53300"})
-_CHAIN_MAX = 8  # causes followed: the driver's error sits one or two below SQLAlchemy's
+_CHAIN_MAX = CAUSE_CHAIN_MAX
 
 
 def unreachable(error: BaseException | None) -> bool:

@@ -5,7 +5,7 @@ a first page both from one Redis pipeline when it can (app.feed.first_reads)."""
 
 from __future__ import annotations
 
-from app.config import Settings
+from app.config import FaultSwitches, Settings
 from app.feed.aio import concurrently
 from app.feed.candidates import CandidateSources
 from app.feed.constants import CANDIDATE_SLACK, MAX_ID, OWN_PER_READ
@@ -27,6 +27,7 @@ class PageReader:
     def __init__(
         self,
         settings: Settings,
+        faults: FaultSwitches,
         contexts: ViewerContexts,
         candidates: CandidateSources,
         first_reads: FirstReadsPipeline,
@@ -36,6 +37,7 @@ class PageReader:
         read_counter: ReadCounter,
     ) -> None:
         self.settings = settings
+        self.faults = faults
         self.contexts = contexts
         self.candidates = candidates
         self.first_reads = first_reads
@@ -61,7 +63,7 @@ class PageReader:
             self.read_counter.count()  # no I/O: pulled sources are read on these pages
             ranked_first = cursor is None and mode == FeedMode.RANKED
             before = cursor.post_id if isinstance(cursor, Keyset) else MAX_ID
-            if isinstance(cursor, Keyset) and self.settings.feed_fault_repeat_post:
+            if isinstance(cursor, Keyset) and self.faults.feed_fault_repeat_post:
                 before += 1  # test-only fault (app.config): an inclusive cursor repeats a post
             if ranked_first:
                 limit = int(self.settings.feed_session_size * CANDIDATE_SLACK)

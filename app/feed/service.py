@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import FaultSwitches, Settings
 from app.db.replica import ReplicaRouter
 from app.feed.candidates import CandidateSources, LagSignal
 from app.feed.context_cache import ContextCache, ViewerContexts
@@ -73,6 +73,7 @@ class FeedService:
         reset_new_posts: Callable[[int], Awaitable[None]],
         read_counter: ReadCounter,
         replica: ReplicaRouter | None = None,
+        faults: FaultSwitches | None = None,
     ) -> None:
         self.settings = settings
         self.activity = activity
@@ -80,7 +81,10 @@ class FeedService:
         self.read_counter = read_counter
         self._reset_new_posts = reset_new_posts
         # The read path only SELECTs: autocommit Core (see app.feed.rows), same engine.
-        self.reads = Reads(sessions.kw["bind"], skip_filter=settings.feed_fault_skip_filter)
+        # Test-only faults (app.config.FaultSwitches; all off unless the root hands them),
+        # read at use: tests switch them live.
+        self.faults = faults or FaultSwitches.model_construct()
+        self.reads = Reads(sessions.kw["bind"], skip_filter=self.faults.feed_fault_skip_filter)
         self.deadline = SourceDeadline(settings.feed_source_timeout_ms / 1000)
         # Served and reported posts, written in batches off the request path; RANKED puts
         # the ones a viewer has seen behind the unseen (app.feed.impressions).
@@ -107,6 +111,7 @@ class FeedService:
         )
         self.reader: PageReader = PageReader(
             settings,
+            self.faults,
             self.contexts,
             candidates,
             first_reads,

@@ -13,24 +13,18 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import IdempotencyKey, Post, PostWidening, Visibility
 from app.errors import BadInput, Forbidden, NotFound, RateLimited
 from app.outbox import events
+from app.posts.constants import IDEMPOTENCY_KEY_MAX as IDEMPOTENCY_KEY_MAX
+from app.posts.constants import IDEMPOTENCY_KEY_TTL_SECONDS as IDEMPOTENCY_KEY_TTL_SECONDS
+from app.posts.constants import WIDENING_WINDOW as WIDENING_WINDOW
+from app.posts.constants import WIDENINGS_PER_POST_PER_HOUR
 from app.posts.ids import created_ms
 from app.posts.visibility import visible_to
 from app.text_rules import Kind, clean
 
-IDEMPOTENCY_KEY_MAX = 100
-# How long a key is kept after its first use (IDEMPOTENCY_KEY_TTL_SECONDS; docs/API.md,
-# "Retries and idempotency"): past it the key creates anew, and the worker deletes it.
-IDEMPOTENCY_KEY_TTL_SECONDS = 86_400
 # The one answer of a replayed key whose object was deleted since, at every creating
 # mutation (NOT_FOUND, as for a post or comment that is gone): never the tombstone as if
 # live, never a second object.
 DELETED_POST = "The post created with this idempotency key was deleted."
-
-
-# Widenings of one post that fan it out again are counted over this rolling window
-# (FANOUT_WIDENINGS_PER_POST_PER_HOUR of them; decision 0067).
-WIDENING_WINDOW = timedelta(hours=1)
-WIDENINGS_PER_POST_PER_HOUR = 3
 
 
 def key_expired(created_at: Any, ttl_seconds: int) -> ColumnElement[bool]:

@@ -18,15 +18,13 @@ from prometheus_client import start_http_server
 from app.config import get_settings
 from app.probe import metrics
 from app.probe.client import Api, ProbeError
+from app.probe.constants import HEARTBEAT_ROUNDS, READY_WAIT_SECONDS
 from app.probe.ledger import Ledger
 from app.probe.ring import Ring
 from app.probe.round import Round, Tally
 from app.probe.settings import canary_password, canary_prefix, get_probe_settings
 
 log = logging.getLogger("app.probe")
-
-READY_WAIT_SECONDS = 60.0  # --once/--rounds: how long the service may take to be ready
-HEARTBEAT_ROUNDS = 40  # continuous runs log every this many ok rounds (failed ones always)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

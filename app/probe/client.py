@@ -19,12 +19,11 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
+from app.probe.constants import ATTEMPTS, RETRY_CAP_SECONDS
 from app.probe.documents import local_document_ids
 
 PROTOCOL = "graphql-transport-ws"
 DOCUMENTS_PATH = "/graphql/documents.json"
-ATTEMPTS = 3  # a request refused as retryable (OVERLOADED, UNAVAILABLE, a dropped connection)
-RETRY_CAP_SECONDS = 2.0
 RETRYABLE = ("OVERLOADED", "UNAVAILABLE")
 
 

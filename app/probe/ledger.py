@@ -24,8 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-DEGRADED_GRACE_SECONDS = 5.0  # FEED_AUTHZ_TTL_SECONDS's default
-KEEP_POSTS = 2000
+from app.probe.constants import DEGRADED_GRACE_SECONDS, KEEP_POSTS
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.probe.client import Api, GraphQLFailure, ProbeError
+from app.probe.constants import MAX_PAGES, POLL_SECONDS, VISIBLE_FIRST, WARM_SECONDS
 from app.probe.ledger import Ledger
 from app.probe.metrics import KINDS
 from app.probe.ring import Canary, Ring
@@ -37,10 +38,6 @@ from app.probe.ring import Canary, Ring
 log = logging.getLogger("app.probe")
 
 RANKED, CHRONOLOGICAL = "RANKED", "CHRONOLOGICAL"
-POLL_SECONDS = 0.25  # between visibility reads when no frame announces anything
-VISIBLE_FIRST = 10  # a visibility read's page: this round's posts are at its top
-MAX_PAGES = 5  # pages per scroll
-WARM_SECONDS = 3.0  # a degraded first page is read again this long before the round goes on
 
 
 @dataclass

@@ -27,9 +27,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.redis_scripts import AnyRedis
 from app.timelines.store import TimelineStore
-
-TOUCH_EVERY_SECONDS = 3600
-RECENT_MAX = 50_000  # users the in-process gate remembers (~5 MB); the oldest go first
+from app.users.constants import RECENT_MAX
+from app.users.constants import TOUCH_EVERY_SECONDS as TOUCH_EVERY_SECONDS
 
 _TOUCH = text(
     """

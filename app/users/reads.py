@@ -24,12 +24,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.redis_scripts import AnyRedis
+from app.users.constants import ACTIVE_TTL_SECONDS, FLUSH_SECONDS, MINUTE_TTL_SECONDS
 
 log = logging.getLogger(__name__)
 
-FLUSH_SECONDS = 1.0
-MINUTE_TTL_SECONDS = 3600 + 120  # a window is at most an hour (FANOUT_WINDOW_SECONDS)
-ACTIVE_TTL_SECONDS = 60
 SINCE_KEY = "frr:{reads}:since"  # ms of the first minute ever counted: how much is observed
 ACTIVE_KEY = "frr:{reads}:active"  # users active within ACTIVE_DAYS, cached
 

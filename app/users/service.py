@@ -15,11 +15,12 @@ from app.db.models import User
 from app.errors import BadInput, Conflict, NotFound, Unauthenticated
 from app.passwords import PasswordGate, hash_password
 from app.text_rules import Kind, clean
+from app.users.constants import DISPLAY_NAME_MAX as DISPLAY_NAME_MAX
+from app.users.constants import PASSWORD_MAX as PASSWORD_MAX
+from app.users.constants import PASSWORD_MIN as PASSWORD_MIN
 
 _DUMMY_HASH = hash_password("not-a-real-password")
 HANDLE_RE = re.compile(r"^[a-z0-9_]{3,30}$")
-PASSWORD_MIN, PASSWORD_MAX = 8, 128
-DISPLAY_NAME_MAX = 80
 
 Transaction = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 """Opens one short transaction (the request context's `transaction`). The password flows

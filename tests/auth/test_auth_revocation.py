@@ -91,12 +91,12 @@ async def test_log_out_revokes_only_the_token_it_is_sent_with(client: httpx.Asyn
 async def test_another_process_revocation_holds_within_the_check_cache(
     client: httpx.AsyncClient, state
 ) -> None:
-    """A token that passed is trusted TOKEN_CHECK_CACHE_MS in this process; a logOut run by
+    """A token that passed is trusted TOKEN_CHECK_CACHE_SECONDS in this process; a logOut run by
     another process (its deny-list entry written, nothing forgotten here) holds after that,
     and with the cache off at once."""
     token, _ = await make_user(client, "eli")
     claims = token_claims(state.settings, token)
-    async with app_client(state, token_check_cache_ms=300) as cached:
+    async with app_client(state, token_check_cache_seconds=0.3) as cached:
         assert await viewer_codes(cached, token) == []
         await state.redis.set(revoked_key(claims.user_id, claims.token_id), b"1", ex=60)
         assert await viewer_codes(cached, token) == []  # trusted a little longer
@@ -107,7 +107,7 @@ async def test_another_process_revocation_holds_within_the_check_cache(
         await eventually(refused, within=3, interval=0.05, what="the cached check expired")
     other, _ = await make_user(client, "fay")
     claims = token_claims(state.settings, other)
-    async with app_client(state, token_check_cache_ms=0) as uncached:
+    async with app_client(state, token_check_cache_seconds=0) as uncached:
         assert await viewer_codes(uncached, other) == []
         await state.redis.set(revoked_key(claims.user_id, claims.token_id), b"1", ex=60)
         assert await viewer_codes(uncached, other) == ["UNAUTHENTICATED"]

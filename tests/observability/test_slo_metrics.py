@@ -51,7 +51,7 @@ async def _visible(client: httpx.AsyncClient, lane: str) -> tuple[float, float]:
 @pytest.fixture
 def faulty(state: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process workers read injected faults and retry after ~20 ms, 40 ms..."""
-    monkeypatch.setattr(state.settings, "job_fault_hook", True)
+    monkeypatch.setattr(state.faults, "job_fault_hook", True)
     monkeypatch.setattr(state.settings, "job_max_tries", 3)
     monkeypatch.setattr(state.settings, "job_retry_base_seconds", 0.02)
 
@@ -97,7 +97,7 @@ async def test_a_post_is_first_and_95_percent_visible_once_whatever_runs_again(
 async def test_95_percent_waits_for_a_dead_lettered_batch_and_counts_its_replay_once(
     client: httpx.AsyncClient, state: Any, pipeline: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(state.settings, "job_fault_hook", True)
+    monkeypatch.setattr(state.faults, "job_fault_hook", True)
     monkeypatch.setattr(state.settings, "job_max_tries", 1)  # a failure is a dead letter
     token, _, fans = await author_with_fans(client, 5)  # batches of 4 and 1
     await pipeline.settle()
@@ -277,7 +277,7 @@ async def test_a_read_path_that_repeats_posts_is_counted(
     await pipeline.settle()
     sample = 'feed_page_duplicates_total{mode="chronological"}'
     before = metric_value(await _metrics(client), sample)
-    monkeypatch.setattr(state.settings, "feed_fault_repeat_post", True)
+    monkeypatch.setattr(state.faults, "feed_fault_repeat_post", True)
 
     shown = await full_scroll(client, fan, mode="CHRONOLOGICAL", first=2)
     repeated = len(shown) - len(set(shown))

@@ -38,7 +38,7 @@ from tests.helpers import (
 @pytest.fixture
 def faulty(state: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The in-process workers read injected faults (jobs.faults) and retry quickly."""
-    monkeypatch.setattr(state.settings, "job_fault_hook", True)
+    monkeypatch.setattr(state.faults, "job_fault_hook", True)
     monkeypatch.setattr(state.settings, "job_max_tries", 3)
     monkeypatch.setattr(state.settings, "job_retry_base_seconds", 0.02)
 

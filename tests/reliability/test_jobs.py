@@ -45,7 +45,7 @@ WORKER_ENV = {"JOB_FAULT_HOOK": "1", "JOB_RETRY_BASE_SECONDS": "0.05"}
 def faulty(state: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The in-process workers (tests/pipeline.py) read injected faults, retry after ~20 ms,
     40 ms, ... and give up after 3 tries."""
-    monkeypatch.setattr(state.settings, "job_fault_hook", True)
+    monkeypatch.setattr(state.faults, "job_fault_hook", True)
     monkeypatch.setattr(state.settings, "job_max_tries", 3)
     monkeypatch.setattr(state.settings, "job_retry_base_seconds", 0.02)
 

@@ -117,7 +117,8 @@ async def test_ids_convert_exactly() -> None:
 
 
 def test_the_zset_setting_is_refused_with_the_upgrade_command() -> None:
-    """TIMELINE_ENCODING stays accepted (deployments set it), `packed` only."""
-    assert Settings(timeline_encoding="packed").timeline_encoding == "packed"
+    """TIMELINE_ENCODING stays accepted (deployments set it), `packed` only; it is a retired
+    variable, no longer a setting (app.config.RETIRED_VARIABLES, decision 0073)."""
+    assert "timeline_encoding" not in Settings(timeline_encoding="packed").model_dump()
     with pytest.raises(ValidationError, match=r"no longer supported.*app\.timelines convert"):
         Settings(timeline_encoding="zset")

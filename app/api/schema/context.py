@@ -71,7 +71,7 @@ async def http_context(state: AppState, request: Request) -> Context:
         return Context(state=state, request=request)
     try:
         token = header_claims(state.settings, header)
-        cache = state.settings.token_check_cache_ms / 1000
+        cache = state.settings.token_check_cache_seconds
         await revocation.check(state.roles.limits, state.sessions, token, cache)
     except AppError as exc:
         return Context(state=state, request=request, auth_error=exc)

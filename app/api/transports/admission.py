@@ -48,6 +48,7 @@ import orjson
 from prometheus_client import Counter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.transports.constants import OVERLOADED_RETRY_AFTER_SECONDS, QUEUE_FACTOR
 from app.api.transports.route_path import route_path
 from app.errors import BadInput, Overloaded
 
@@ -64,11 +65,10 @@ INPUT_REFUSED = Counter(
     ["reason"],
 )
 
-RETRY_AFTER_SECONDS = 1
+RETRY_AFTER_SECONDS = OVERLOADED_RETRY_AFTER_SECONDS  # the websocket's OVERLOADED says it too
 # Where a websocket finds the process's slots: each operation sent over a socket takes one
 # like an HTTP request (app.api.endpoint.websocket), so sockets cannot run work past admission.
 SLOTS_SCOPE_KEY = "feed.admission_slots"
-QUEUE_FACTOR = 4  # requests that may wait for a slot, per slot
 MESSAGE = "The server is at capacity and did not run this request; retry in a moment."
 _BODY = orjson.dumps({"errors": [{"message": MESSAGE, "extensions": {"code": Overloaded.code}}]})
 _HEADERS = [

@@ -44,6 +44,8 @@ import orjson
 from prometheus_client import Counter
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.transports.constants import CONNECTIONS_RETRY_AFTER_SECONDS as RETRY_AFTER_SECONDS
+from app.api.transports.constants import HEAD_SLACK_BYTES
 from app.api.upstream.uvicorn import HttpToolsProtocol, TrustedHosts
 from app.client_address import budget_address
 from app.config import Settings
@@ -52,8 +54,6 @@ from app.errors import RateLimited
 SETTINGS_STATE_KEY = (
     "app.api.transports.connections.settings"  # in the ASGI lifespan state (app.web)
 )
-HEAD_SLACK_BYTES = 16 * 1024  # the head less its query string: h11's default bound for it
-RETRY_AFTER_SECONDS = 1
 
 REFUSED = Counter(
     "feed_connections_refused_total",

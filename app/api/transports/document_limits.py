@@ -44,13 +44,14 @@ from graphql import (
 )
 from strawberry.extensions import SchemaExtension
 
+from app.api.transports.constants import (
+    MAX_ALIASES,
+    MAX_DEFINITIONS,
+    MAX_FIELD_REPEATS,
+    MAX_FRAGMENT_SPREADS,
+)
+from app.api.transports.constants import MAX_TOKENS as MAX_TOKENS
 from app.errors import BadInput
-
-MAX_TOKENS = 2000  # lexical tokens per document (graphql-core's parser stops there)
-MAX_DEFINITIONS = 25  # operations and fragments per document
-MAX_FRAGMENT_SPREADS = 50  # `...Name` occurrences per document
-MAX_FIELD_REPEATS = 5  # one response key in one selection set (inline fragments included)
-MAX_ALIASES = 20  # aliased fields per document, counted at every use of a fragment
 
 MULTIPLE_OPERATIONS = "Must provide operation name if query contains multiple operations."
 
