@@ -75,6 +75,10 @@ _.published_at
 _.WorkerSettings
 _.BigLaneWorkerSettings
 
+# pydantic: validators run by the model (app/config.py, Settings).
+_._legacy_and_retired
+_._name_the_variable
+
 # import-linter: a contract type named in .importlinter, its options and rendering hook
 # (devtools/upstream_contract.py).
 _.UpstreamInternalsContract
