@@ -31,7 +31,7 @@ from app.config import Settings
 from app.fanout import lanes
 from app.observability.metrics import FANOUT_RECONCILED, JOBS_DEAD_LETTERED
 from app.outbox import events
-from app.outbox.relay import Job, Published, jobs_for, published_events
+from app.relay import Job, Published, jobs_for, published_events
 from jobs import dead_letters, event_tracking, marks, tracking
 
 log = logging.getLogger("jobs.reconcile")
