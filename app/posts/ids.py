@@ -8,7 +8,6 @@ fixed-width strings, and the creation millisecond can be read back without a loo
 
 from __future__ import annotations
 
-
 EPOCH_MS = 1_420_070_400_000  # 2015-01-01T00:00:00Z
 SEQUENCE_BITS = 22
 ID_DIGITS = 19
