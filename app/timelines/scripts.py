@@ -120,8 +120,9 @@ end
 #   one slot to the right (growing the string by one entry);
 # - older than all of them: read the string, SETRANGE the post and everything after it.
 # PUSH_MANY as a fragment: the helpers, and `push_keys(last)` inserting the post into
-# KEYS[1..last] (the post and its parameters in ARGV[1..5], as PUSH_MANY takes them).
-# `app.realtime.counts.PUSH_AND_COUNT` appends the live counts of the same batch to it.
+# KEYS[1..last] (the post and its parameters in ARGV[1..PUSH_ARGS], as PUSH_MANY takes
+# them). `app.timelines.tails` builds the fan-out's fused call on it (decision 0070).
+PUSH_ARGS = 5
 PUSH_FRAGMENT = (
     _LIB
     + """

@@ -52,6 +52,7 @@ from app.timelines.scripts import (
     REBUILD,
     REMOVE,
 )
+from app.timelines.tails import Tail, fused_call
 
 T = TypeVar("T")
 
@@ -76,7 +77,7 @@ def timeline_key(user_id: int) -> str:
 
 
 # Where the user id sits in a timeline key, as Lua's string.sub(key, from, to) takes it
-# (`app.realtime.counts.PUSH_AND_COUNT` reads the recipients' ids from their keys).
+# (the live counts' tail reads the recipients' ids from their keys, `app.timelines.tails`).
 TIMELINE_ID_SPAN = (5, -2)
 
 # `timeline_key` as bytes, for the fan-out's 1,000-key script calls: redis-py encodes every
@@ -300,10 +301,24 @@ class TimelineStore:
         results = await self._eval_batches(PUSH_POSTS, self._batches(keys), args)
         return sum(int(r) for r in results)
 
-    def push_args(self, post_id: int, score_ms: int) -> list[Any]:
-        """PUSH_MANY's arguments for a fan-out into existing timelines (`push_to_timelines`),
-        for a script built on `PUSH_FRAGMENT` (app.realtime.counts.PUSH_AND_COUNT)."""
-        return self._push_args(post_id, score_ms, self.timeline_max, self.timeline_slack, True)
+    def runs_tails_with(self, redis: AnyRedis) -> bool:
+        """Can a tail reading keys of `redis` ride in `push_with_tails`? Only on the store's
+        own standalone server: a cluster spreads a batch's keys over slots."""
+        return self.redis is redis and not self._cluster
+
+    async def push_with_tails(
+        self, post_id: int, score_ms: int, user_ids: Sequence[int], tails: Sequence[Tail]
+    ) -> int:
+        """`push_to_timelines` of one post into existing timelines, then each tail
+        (`app.timelines.tails`), in one script call (decision 0070); each tail's answer is
+        left in its `reply`. One call whatever the number of users (the caller pages them):
+        a standalone server only (`runs_tails_with`). Returns how many timelines gained it."""
+        push = self._push_args(post_id, score_ms, self.timeline_max, self.timeline_slack, True)
+        script, keys, args = fused_call(timeline_keys(user_ids), push, tails)
+        reply = await run_script(self.redis, script, keys, args)
+        for tail, answer in zip(tails, reply[1:], strict=True):
+            tail.reply = answer
+        return int(reply[0])
 
     @staticmethod
     def _push_args(

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pytest
 
 from app.config import Settings
-from app.fanout.service import WITHDRAW_PAGE
+from app.fanout.constants import WITHDRAW_PAGE
 from app.realtime import counts
 from app.realtime.counts import (
     FeedCount,
