@@ -30,9 +30,9 @@ from app.observability.metrics import POST_FIRST_VISIBLE, POST_VISIBLE_95
 from app.posts.ids import created_ms
 from app.redis_scripts import LuaScript, run_script
 from app.timelines.tails import Tail, TailProgram
+from jobs import constants
 
 FIRST, P95 = "first", "p95"  # ms the post was first / 95% visible (set once)
-VISIBLE_SHARE_PERCENT = 95
 # What one run of the fan-out has counted so far; a re-run by the reconciler starts afresh.
 _PROGRESS_FIELDS = ("planned", "written", "split", "open")
 _CHUNK_PREFIX = "chunk-"
@@ -148,7 +148,7 @@ def _progress_args(job_id: str, now_ms: int, ttl: int, progress: Progress) -> li
         progress.written,
         "" if progress.chunk is None else progress.chunk,
         "" if progress.continues_after is None else progress.continues_after,
-        VISIBLE_SHARE_PERCENT,
+        constants.VISIBLE_SHARE_PERCENT,
     ]
 
 

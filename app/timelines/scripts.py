@@ -30,9 +30,6 @@ from app.posts.ids import EPOCH_MS
 from app.redis_scripts import LuaScript
 
 FORMAT_BYTE = b"\x01"
-# The fan-out's first read of a packed timeline: its newest entries, up to this many (64
-# bytes). A post that belongs among them is inserted without reading more.
-PROBE_ENTRIES = 8
 
 # Helpers shared by the scripts (Lua locals, compiled once per script).
 _LIB = f"""

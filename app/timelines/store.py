@@ -43,9 +43,8 @@ from redis.exceptions import RedisError, ResponseError
 from app.posts.ids import EPOCH_MS
 from app.posts.ids import created_ms as created_at_ms
 from app.redis_scripts import AnyRedis, LuaScript, run_script, run_script_many
-from app.timelines import packed
+from app.timelines import constants, packed
 from app.timelines.scripts import (
-    PROBE_ENTRIES,
     PUSH_ENTRIES,
     PUSH_MANY,
     PUSH_POSTS,
@@ -208,7 +207,7 @@ class TimelineStore:
         timeline_max: int,
         author_posts_max: int,
         *,
-        script_batch: int = 1000,
+        script_batch: int = constants.SCRIPT_BATCH,
         trim_slack: int | None = None,
     ) -> None:
         if timeline_max <= 0 or author_posts_max <= 0 or script_batch <= 0:
@@ -326,7 +325,7 @@ class TimelineStore:
     ) -> list[Any]:
         """PUSH_MANY's arguments."""
         _checked_ids([(post_id, score_ms)])
-        probe = str(-packed.ENTRY_BYTES * min(PROBE_ENTRIES, max_entries))
+        probe = str(-packed.ENTRY_BYTES * min(constants.PROBE_ENTRIES, max_entries))
         return [packed.pack_ids([post_id]), max_entries, 1 if only_existing else 0, slack, probe]
 
     async def confirm_replicated(
@@ -598,7 +597,7 @@ class TimelineStore:
         if not ids or not keys:
             return 0
         total = 0
-        for chunk in _chunks(ids, 1000):
+        for chunk in _chunks(ids, constants.REMOVE_IDS_PER_CALL):
             args = [max_entries, packed.pack_ids(chunk)]
             results = await self._eval_batches(REMOVE, self._batches(keys), args)
             total += sum(int(r) for r in results)
