@@ -135,7 +135,12 @@ return progress(pending, state, 0)
 # in one call (`app.timelines.tails`, decision 0070). Keys: fp:<post>, fo:<post>; args: as
 # _PROGRESS's. Answers as _PROGRESS.
 PROGRESS_TAIL = TailProgram(
-    "fanout_progress", "return progress(KEYS[k + 1], KEYS[k + 2], a)", prelude=_PROGRESS_FN
+    "fanout_progress",
+    """
+local pending, state = KEYS[k + 1], KEYS[k + 2]
+return progress(pending, state, a)
+""",
+    prelude=_PROGRESS_FN,
 )
 
 

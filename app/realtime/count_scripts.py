@@ -133,7 +133,8 @@ for i = 1, n do
   if ms and tonumber(ms) >= cutoff then
     local at = slot[i]
     if counting and at then
-      if count_user(KEYS[at], KEYS[at + 1], uids[i]) > 0 then published = published + 1 end
+      local key, marks = KEYS[at], KEYS[at + 1]
+      if count_user(key, marks, uids[i]) > 0 then published = published + 1 end
     else
       missed[#missed + 1] = i
     end
