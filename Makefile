@@ -30,11 +30,12 @@ $(STAMP): pyproject.toml $(LOCK)
 
 venv: $(STAMP)
 
-# After editing dependencies in pyproject.toml: re-resolve, pin and hash everything (app + dev
-# in $(LOCK), what `make run`/`make test` install; the app alone in $(APP_LOCK), same versions,
-# for deployments). UPGRADE=1 moves every pin to the newest allowed release.
+# After editing dependencies in pyproject.toml: re-resolve, pin and hash everything (app + dev +
+# embedded in $(LOCK), what `make run`/`make test` install; the app alone in $(APP_LOCK), same
+# versions, for deployments: no embedded servers, no dev tools). UPGRADE=1 moves every pin to
+# the newest allowed release.
 lock: $(STAMP)
-	$(UV_COMPILE) $(if $(UPGRADE),--upgrade) --extra dev -o $(LOCK) pyproject.toml
+	$(UV_COMPILE) $(if $(UPGRADE),--upgrade) --extra dev --extra embedded -o $(LOCK) pyproject.toml
 	$(UV_COMPILE) -c $(LOCK) -o $(APP_LOCK) pyproject.toml
 
 run: $(STAMP)
@@ -87,11 +88,18 @@ promtool:
 	    -o DPkg::Lock::Timeout=300 prometheus; \
 	fi
 
+# The dead-code check: vulture reads every folder (a name a test uses is used) and fails on
+# app/, jobs/ or devtools/; names only a framework calls are in vulture_whitelist.py.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy app jobs
+	@found=$$($(VENV)/bin/vulture --min-confidence 60 $(LINT_PATHS) vulture_whitelist.py); \
+	code=$$?; if [ $$code -ne 0 ] && [ $$code -ne 3 ]; then echo "$$found"; exit $$code; fi; \
+	dead=$$(echo "$$found" | grep -E '^(app|jobs|devtools)/'); \
+	if [ -n "$$dead" ]; then echo "$$dead"; echo "dead code: delete it, or add a name only" \
+	  "a framework calls to vulture_whitelist.py"; exit 1; fi; echo "vulture: no dead code"
 
 # The fast engine's equality tests (tests/api) against the newest Strawberry and graphql-core
 # in a scratch virtualenv (.run/canary-venv); the result goes to docs/canary.md (commit it).

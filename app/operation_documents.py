@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
+from pathlib import Path
 
 from graphql import (
     DefinitionNode,
@@ -25,7 +26,20 @@ from graphql.language import Visitor
 
 from app.config import PROJECT_ROOT
 
-OPERATIONS_DIR = PROJECT_ROOT / "graphql" / "operations"
+# The wheel carries the folders the service reads besides its code here (pyproject.toml's
+# [tool.hatch.build.targets.wheel.force-include]); a checkout has no such folder and reads them
+# where they are, so there is one copy of each (docs/decisions/0075-installed-package.md).
+SHIPPED_DIR = Path(__file__).resolve().parent / "_shipped"
+
+
+def shipped_dir(relative: str) -> Path:
+    """Where the folder `relative` (from the project root) is: inside the installed package
+    when installed from the wheel, else in the source tree."""
+    packaged = SHIPPED_DIR / relative
+    return packaged if packaged.is_dir() else PROJECT_ROOT / relative
+
+
+OPERATIONS_DIR = shipped_dir("graphql/operations")
 DOCUMENT_ID_PREFIX = "sha256:"
 
 
@@ -60,6 +74,9 @@ def operations() -> dict[str, str]:
     definitions: list[DefinitionNode] = []
     for path in sorted(OPERATIONS_DIR.glob("*.graphql")):
         definitions.extend(parse(path.read_text()).definitions)
+    if not definitions:
+        # Without them the compiled path and the trusted documents would be silently empty.
+        raise RuntimeError(f"no operation documents under {OPERATIONS_DIR}: a broken install")
     fragments = {d.name.value: d for d in definitions if isinstance(d, FragmentDefinitionNode)}
     result: dict[str, str] = {}
     for op in definitions:

@@ -74,16 +74,17 @@ from app.api.transports.trusted import (
 )
 from app.auth import revocation
 from app.auth.tokens import user_id_from_header
-from app.config import PROJECT_ROOT, REDIS_ROLES, Settings, get_settings
+from app.config import REDIS_ROLES, Settings, get_settings
 from app.errors import AppError
 from app.exposure import bind_hosts, check_start, may_see_details
 from app.fanout import lanes
 from app.observability.exposition import render as render_metrics
 from app.observability.metrics import GRAPHQL_LATENCY, READY
+from app.operation_documents import shipped_dir
 from app.realtime.hub import Hub
 from app.state import AppState, create_state
 
-DEMO_DIR = PROJECT_ROOT / "frontend-demo"
+DEMO_DIR = shipped_dir("frontend-demo")
 # What the demo page loads from /static (development only): its build script and anything
 # else in the folder are not served.
 DEMO_SUFFIXES = (".js", ".css", ".html", ".svg", ".png", ".ico")

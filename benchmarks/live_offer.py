@@ -21,7 +21,7 @@ from typing import Any
 
 from app.api.fast import live_frames
 from app.realtime.counts import FeedCount
-from app.realtime.hub import Subscriber
+from app.realtime.subscriber import Subscriber
 
 
 def _count_write() -> Any:

@@ -40,10 +40,6 @@ def issue_token(settings: Settings, user_id: int, version: int = 0) -> str:
     return jwt.encode(claims, settings.secret_key, algorithm=_ALGORITHM)
 
 
-def user_id_from_token(settings: Settings, token: str) -> int:
-    return verify_token(settings, token)[0]
-
-
 def verify_token(settings: Settings, token: str) -> tuple[int, int]:
     """(user id, expiry as a Unix time): a websocket outlives a request, so it needs the
     expiry to close itself when the token lapses."""

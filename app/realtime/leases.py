@@ -29,13 +29,13 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from app.coalesce import Coalesced
+from app.realtime.constants import LEASE_KEY_SLACK_MS, RENEW_BATCH
 from app.redis_scripts import AnyRedis, LuaScript, run_script_many
 
 log = logging.getLogger("app.realtime")
 
 SOCKETS = "s"
 SUBSCRIPTIONS = "f"
-RENEW_BATCH = 500  # keys renewed per pipeline
 
 _ACQUIRE = LuaScript(
     "lease_acquire",
@@ -172,7 +172,16 @@ class Leases:
                 self._hold_member(key, hold.member)
             going.append(i)
             calls += [
-                ([c.key], [now, c.limit, now + self.lease_ms, hold.member, self.lease_ms + 1000])
+                (
+                    [c.key],
+                    [
+                        now,
+                        c.limit,
+                        now + self.lease_ms,
+                        hold.member,
+                        self.lease_ms + LEASE_KEY_SLACK_MS,
+                    ],
+                )
                 for c in caps
             ]
         try:
@@ -260,7 +269,7 @@ class Leases:
             calls: list[tuple[list[str], list[object]]] = []
             for i in range(0, len(items), per_call):
                 batch = items[i : i + per_call]
-                args: list[object] = [until, self.lease_ms + 1000]
+                args: list[object] = [until, self.lease_ms + LEASE_KEY_SLACK_MS]
                 for _, members in batch:
                     args += [len(members), *members]
                 calls.append(([key for key, _ in batch], args))

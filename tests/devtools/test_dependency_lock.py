@@ -60,7 +60,10 @@ def test_the_lock_satisfies_pyproject() -> None:
     """A dependency added or tightened in pyproject.toml without `make lock` fails here."""
     locked = pins("requirements.lock")
     app_locked = pins("requirements-app.lock")
-    for extra, lock in ((None, app_locked), (None, locked), ("dev", locked)):
+    # The embedded servers (an extra: only devtools use them) are in requirements.lock, what
+    # `make run`/`make test` install, and not in the deployments' requirements-app.lock.
+    extras = ((None, app_locked), (None, locked), ("dev", locked), ("embedded", locked))
+    for extra, lock in extras:
         for req in requirements(extra):
             name = canonicalize_name(req.name)
             assert name in lock, f"{req} is not in the lock file: run `make lock`"
@@ -71,10 +74,13 @@ def test_the_lock_satisfies_pyproject() -> None:
     # The app's own lock is the same resolution, without the dev tools.
     for name, (version, _) in app_locked.items():
         assert locked[name][0] == version, name
+    shipped_for_devtools = [r.name for r in requirements("embedded") if r.name in app_locked]
+    assert not shipped_for_devtools, f"{shipped_for_devtools} in requirements-app.lock: make lock"
 
 
 def test_floors_exclude_releases_with_advisories() -> None:
-    declared = {canonicalize_name(r.name): r for x in (None, "dev") for r in requirements(x)}
+    extras = (None, "dev", "embedded")
+    declared = {canonicalize_name(r.name): r for x in extras for r in requirements(x)}
     locked = pins("requirements.lock")
     for name, vulnerable in VULNERABLE.items():
         req = declared[canonicalize_name(name)]

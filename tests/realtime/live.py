@@ -1,7 +1,8 @@
 """A real websocket client for realtime tests: `LiveClient` speaks graphql-transport-ws with
 the `websockets` package, as a browser would, to a tests.servers.ApiServer; `subscribed_fan`
 is the usual start of a test: an author, a follower, and the follower's live socket;
-`pull_mode_fan` the same with a PULL-mode author; `sentinel` proves that nothing arrived."""
+`pull_mode_fan` the same with a PULL-mode author; `sentinel` (`sentinels` for
+several sockets) proves that nothing arrived, by the next frame, not by waiting."""
 
 from __future__ import annotations
 
@@ -72,14 +73,6 @@ class LiveClient:
             frames.append(await self.next_update(max(0.01, deadline - time.monotonic())))
         return frames
 
-    async def silent(self, within: float = 0.5) -> None:
-        """Nothing arrives for `within` seconds."""
-        try:
-            message = await asyncio.wait_for(self.ws.recv(), within)
-        except TimeoutError:
-            return
-        raise AssertionError(f"unexpected frame: {message!r}")
-
     async def close(self) -> None:
         with contextlib.suppress(ConnectionClosed):
             await self.ws.close()
@@ -147,10 +140,19 @@ async def sentinel(
     """Someone the viewer follows posts: the very next frame must carry exactly `count` and
     this post's time, so nothing was announced in between (frames of a socket arrive in
     order): "nothing arrived" proven without waiting."""
+    await sentinels(http, pipeline, token, (live, count))
+
+
+async def sentinels(
+    http: httpx.AsyncClient, pipeline: Any, token: str, *expected: tuple[LiveClient, int]
+) -> None:
+    """`sentinel` for several sockets at once: one post by `token`, whom each of them
+    follows; each socket's very next frame carries its count and this post's time."""
     post_id = await post(http, token, "sentinel")
     await pipeline.settle()
-    frame = await live.next_update(seconds=2)
-    assert shown(frame) == (count, created_ms(post_id)), frame
+    for live, count in expected:
+        frame = await live.next_update(seconds=5)
+        assert shown(frame) == (count, created_ms(post_id)), frame
 
 
 # -- raw graphql-transport-ws: one message at a time, for the protocol's edge cases --------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from app.realtime.hub import CollectorPause, HeapFreezer
+from app.realtime.heap import CollectorPause, HeapFreezer
 
 
 class Node:

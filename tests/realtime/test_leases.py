@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 from redis.asyncio import Redis
 
@@ -70,7 +71,10 @@ async def test_a_renewal_in_batches_reaches_every_key_held(
 
     before = await deadlines()
     assert None not in before
-    await asyncio.sleep(0.01)  # the new deadline is later by the clock's advance at least
+    # The new deadline is later by the clock's advance at least: wait for the clock (ms, as
+    # the leases read it) to pass the acquisition, not for a guessed time.
+    latest = max(b for b in before if b is not None) - leases.lease_ms
+    await eventually(lambda: int(time.time() * 1000) > latest, within=5, interval=0.001)
     await holds[-1].release()
     await leases.renew()
     after = await deadlines()

@@ -24,7 +24,7 @@ from tests.helpers import (
     make_user,
     post,
 )
-from tests.realtime.live import PROTOCOL, LiveClient, subscribed_fan
+from tests.realtime.live import PROTOCOL, LiveClient, sentinel, sentinels, subscribed_fan
 from tests.servers import ApiServer
 
 
@@ -33,6 +33,8 @@ async def test_follower_is_notified_within_a_second(server: ApiServer, pipeline)
         fan = await subscribed_fan(server, http, pipeline)
         live = fan.live
         stranger, _ = await make_user(http, "stranger")
+        friend, _ = await make_user(http, "friend")  # the stranger's sentinel
+        await follow(http, stranger, "friend")
         other = await LiveClient.open(server, stranger)
         assert (await other.next_update())["newPostCount"] == 0
 
@@ -43,7 +45,7 @@ async def test_follower_is_notified_within_a_second(server: ApiServer, pipeline)
         assert time.monotonic() - fanned_out < 1.0
         assert update["newPostCount"] == 1
         assert update["latestPostAt"] is not None
-        await other.silent(0.3)
+        await sentinel(http, pipeline, other, friend, 1)  # the author's post: not announced
         await live.close()
         await other.close()
 
@@ -51,6 +53,8 @@ async def test_follower_is_notified_within_a_second(server: ApiServer, pipeline)
 async def test_blocked_user_and_non_follower_get_nothing(server: ApiServer, pipeline) -> None:
     async with server.http() as http:
         author, _, [(fan, _), (blocked, _)] = await author_with_fans(http, ["fan", "blocked"])
+        friend, _ = await make_user(http, "friend")  # the blocked user's sentinel
+        await follow(http, blocked, "friend")
         await block(http, author, "blocked")
         await pipeline.settle()
         clients = [await LiveClient.open(server, t) for t in (fan, blocked)]
@@ -60,7 +64,7 @@ async def test_blocked_user_and_non_follower_get_nothing(server: ApiServer, pipe
         await post(http, author, "not for blocked eyes", visibility="FOLLOWERS")
         await pipeline.settle()
         assert (await clients[0].next_update())["newPostCount"] == 1
-        await clients[1].silent(0.3)
+        await sentinel(http, pipeline, clients[1], friend, 1)
         for client in clients:
             await client.close()
 
@@ -114,6 +118,9 @@ async def test_pull_mode_author_is_announced_once_per_process_to_followers_only(
         author, _, fans = await author_with_fans(http, 9, author="celeb")
         late, _ = await make_user(http, "late")  # blocked by the celebrity once subscribed
         stranger, _ = await make_user(http, "stranger")
+        pal, _ = await make_user(http, "pal")  # everyone's sentinel but the celebrity's
+        for token in (fans[0][0], fans[1][0], late, stranger):
+            await follow(http, token, "pal")
         await follow(http, late, "celeb")
         await post(http, author, "now I have 10 followers")  # the split switches to PULL
         await pipeline.settle()
@@ -133,21 +140,21 @@ async def test_pull_mode_author_is_announced_once_per_process_to_followers_only(
         await pipeline.settle()
         assert (await here.next_update())["newPostCount"] == 1
         assert (await there.next_update())["newPostCount"] == 1
-        await blocked.silent(0.3)
-        await nobody.silent(0.1)
-        await here.silent(0.1)  # exactly one frame: one message per post, not per follower
+        # Nothing for the blocked and the stranger, and exactly one frame for each follower:
+        # one message per post, not per follower. Proven by the sentinel's frame coming next.
+        await sentinels(http, pipeline, pal, (here, 2), (there, 2), (blocked, 1), (nobody, 1))
 
         await post(http, author, "private", visibility="PRIVATE")
         await pipeline.settle()
-        for client in clients:
-            await client.silent(0.2)
+        await sentinels(http, pipeline, pal, (here, 3), (there, 3), (blocked, 2), (nobody, 2))
 
         # Offline pull-mode posts are counted when the follower comes back.
         await there.close()
         await post(http, author, "while you were away")
         await pipeline.settle()
         back = await LiveClient.open(server2, fans[1][0])
-        assert (await back.next_update())["newPostCount"] == 2
+        # The followers-only post, the pal's two and the one posted while away.
+        assert (await back.next_update())["newPostCount"] == 4
         for client in (here, blocked, nobody, back):
             await client.close()
 
@@ -167,7 +174,7 @@ async def test_a_burst_is_coalesced_into_a_few_frames(server: ApiServer, pipelin
         # at once: ~10 frames for the ~2 s a quiet machine takes, not one per post.
         assert len(frames) <= 2 + span / 0.25, (counts, span)
         assert len(frames) < 50, counts
-        await fan.live.silent(0.4)
+        await sentinel(http, pipeline, fan.live, fan.author, 51)  # nothing after the burst
         await fan.live.close()
 
 

@@ -70,7 +70,7 @@ async def test_an_unreachable_cluster_is_a_redis_error_callers_degrade_on() -> N
 def test_the_hubs_node_connection_keeps_the_clusters_credentials_and_tls() -> None:
     """The hub listens on one node through a plain connection: with the cluster URL's user,
     password and TLS (a `rediss+cluster://` cluster refuses anything else)."""
-    from app.realtime.hub import _node_credentials
+    from app.realtime.pubsub import node_credentials as _node_credentials
 
     settings = Settings(redis_url="redis://127.0.0.1:6379/3", secret_key=KEY)
     tls = _node_credentials(make_client(settings, "rediss+cluster://u:pw@127.0.0.1:7000"))  # type: ignore[arg-type]

@@ -1,0 +1,83 @@
+"""Names vulture cannot see used: `make lint`'s dead-code check (docs/decisions/0075).
+
+`make lint` runs vulture over app, jobs, devtools, tests, benchmarks and migrations (a name a
+test or a benchmark uses is used) and fails on a finding in app/, jobs/ or devtools/. A finding
+is either dead code, to delete, or a name a framework calls by convention: then it goes here,
+under its framework, with the file it is in. Not Python to run: vulture only reads it.
+"""
+
+# ruff: noqa
+# fmt: off
+
+# Strawberry: resolvers and fields are read from the class (schema names in camelCase).
+_.feed_updates  # app/api/endpoint/subscriptions.py, Subscription.feedUpdates
+_.set_post_visibility  # app/api/schema/mutations.py
+_.like_post
+_.unlike_post
+_.log_out
+_.report_impressions
+_.has_next_page  # app/api/schema/types.py, PageInfo
+_.has_previous_page
+_.start_cursor
+_.viewer_follows
+_.viewer_has_liked
+_.new_post_count
+_.latest_post_at
+_.on_execute  # SchemaExtension hooks: app/api/schema/cost.py, app/api/transports/trusted.py
+_.on_parse
+
+# Strawberry's ASGI view and websocket handler (app/web.py, app/api/endpoint/websocket.py):
+# methods and class attributes it calls or reads on the subclass.
+_.websocket_adapter_class
+_.graphql_transport_ws_handler_class
+_.get_context
+_.execute_single
+_.sub_response  # an argument of the overridden execute_single
+_.create_websocket_response
+_.encode_json
+_.decode_json
+_.render_graphql_ide
+_.iter_json
+_.max_subscriptions_per_connection
+_.handle_connection_init
+_.run_operation
+
+# graphql-core's Visitor calls enter_<kind>/leave_<kind> by the node's kind.
+_.enter_operation_definition  # app/api/schema/cost.py, app/api/transports/document_limits.py, hashing_fields.py
+_.enter_string_value
+_.leave_document
+_.enter_fragment_spread  # app/operation_documents.py
+
+# uvicorn: the protocol class named on the command line (`--http ...:GuardedHttpTools`, the
+# launcher) and the attributes its httptools protocol reads (app/api/fast/adapter.py).
+_.GuardedHttpTools
+_.waiting_for_100_continue
+_.chunked_encoding
+_.expected_content_length
+
+# redis-py calls pack_command on its connection class (app/redis_client.py).
+_.pack_command
+
+# pydantic: validators registered by decorator, settings read by field name from the
+# environment (app/config.py).
+_._only_packed
+_._exact_profile
+_._check_invariants
+_.redis_timelines_url
+_.redis_sessions_url
+_.redis_limits_url
+
+# SQLAlchemy: mapped columns written and read by SQL, not by attribute (app/db/models.py).
+_.last_active_at
+_.published_at
+
+# arq: worker classes named on the command line (`arq jobs.worker.WorkerSettings`).
+_.WorkerSettings
+_.BigLaneWorkerSettings
+
+# Unused, found by this check in issue 34 and left to the packages' owners (restructured in the
+# same round): delete the code and its line here.
+_.author_posts_page  # app/posts/service.py
+_.make_redis  # app/redis_client.py
+_.ALL_SCRIPTS  # app/timelines/scripts.py
+_.reconciled_posts  # app/fanout/service.py, SplitResult: never set nor read
