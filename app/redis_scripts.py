@@ -40,20 +40,6 @@ class LuaScript:
         object.__setattr__(self, "sha", hashlib.sha1(self.source.encode()).hexdigest())
 
 
-@dataclass
-class ScriptTail:
-    """Work an upper layer adds to a script call a lower one makes, so both take one round
-    trip: `script` is the lower call's script with the upper's fragment appended (built by the
-    lower module, e.g. `app.realtime.counts.push_and_count_with`), `keys` and `args` go after
-    the lower call's own, and the lower call stores the fragment's answer in `reply` (None:
-    the call did not run this script, and the upper layer does its work itself)."""
-
-    script: LuaScript
-    keys: Sequence[Any]
-    args: Sequence[Any]
-    reply: Any = None
-
-
 def _command(script: LuaScript, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
     return ("EVALSHA", script.sha, len(keys), *keys, *args)
 

@@ -24,11 +24,11 @@ from app.fanout.lag import LagProbe, lane_lag_seconds
 from app.fanout.service import FanoutService
 from app.feed.service import FeedService
 from app.feed.sessions import FeedSessionStore
-from app.outbox.relay import oldest_unpublished_seconds
 from app.passwords import PasswordGate
 from app.realtime.counts import reset_new_post_count
 from app.realtime.notifier import RedisNotifier
 from app.redis_client import RedisRoles, make_roles
+from app.relay import oldest_unpublished_seconds
 from app.timelines.store import TimelineStore
 from app.users.activity import Activity
 from app.users.reads import ReadCounter

@@ -105,8 +105,8 @@ async def run_variant(
     from arq import create_pool
 
     from app.fanout.lag import lane_lag_seconds
-    from app.outbox.relay import OutboxRelay
     from app.posts.service import create_post
+    from app.relay import OutboxRelay
     from app.state import create_state
     from jobs.connections import redis_settings
 

@@ -312,8 +312,8 @@ async def measure(
         os.environ.update(env)
         from arq import create_pool
 
-        from app.outbox.relay import OutboxRelay
         from app.posts.service import create_post
+        from app.relay import OutboxRelay
         from app.state import create_state
         from jobs.connections import redis_settings
 

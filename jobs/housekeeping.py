@@ -1,13 +1,14 @@
-"""Housekeeping, an ARQ cron job (every PRUNE_EVERY_MINUTES on the default lane's workers,
-once across workers): deletes what has outlived its use, in bounded batches.
+"""Housekeeping, an ARQ cron job (every PRUNE_EVERY_MINUTES, `jobs.constants`, on the
+default lane's workers, once across workers): deletes what has outlived its use, in bounded
+batches.
 
 - createPost's and addComment's idempotency keys first used IDEMPOTENCY_KEY_TTL_SECONDS or
   more ago (docs/API.md, "Retries and idempotency"): a use past it takes the key over anyway
   (app.posts.service.key_expired), so deleting them changes no answer;
 - post_widenings rows older than the widening window (an hour, decision 0067).
 
-Each batch (BATCH rows, oldest first by an index on the time) is its own short transaction,
-at most MAX_BATCHES per table and pass: a backlog is worked off over several passes and no
+Each batch (PRUNE_BATCH rows, oldest first by an index on the time) is its own short transaction,
+at most PRUNE_MAX_BATCHES per table and pass: a backlog is worked off over several passes and no
 pass holds locks or a worker for long.
 """
 
@@ -19,10 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.posts.service import WIDENING_WINDOW
-
-BATCH = 5_000
-MAX_BATCHES = 20
-PRUNE_EVERY_MINUTES = 10
+from jobs import constants
 
 
 def _delete_batch(table: str, column: str) -> Any:
@@ -46,12 +44,15 @@ async def prune(engine: AsyncEngine, key_ttl_seconds: int) -> int:
     deleted = 0
     for table, column, age in _PRUNED:
         statement = _delete_batch(table, column)
-        params = {"age": float(age if age is not None else key_ttl_seconds), "n": BATCH}
-        for _ in range(MAX_BATCHES):
+        params = {
+            "age": float(age if age is not None else key_ttl_seconds),
+            "n": constants.PRUNE_BATCH,
+        }
+        for _ in range(constants.PRUNE_MAX_BATCHES):
             async with engine.begin() as conn:
                 n = (await conn.execute(statement, params)).rowcount
             deleted += n
-            if n < BATCH:
+            if n < constants.PRUNE_BATCH:
                 break
     return deleted
 

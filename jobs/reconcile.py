@@ -31,11 +31,10 @@ from app.config import Settings
 from app.fanout import lanes
 from app.observability.metrics import FANOUT_RECONCILED, JOBS_DEAD_LETTERED
 from app.outbox import events
-from app.outbox.relay import Job, Published, jobs_for, published_events
-from jobs import dead_letters, event_tracking, marks, tracking
+from app.relay import Job, Published, jobs_for, published_events
+from jobs import constants, dead_letters, event_tracking, marks, tracking
 
 log = logging.getLogger("jobs.reconcile")
-CHUNK = 2000  # events read and checked per round trip
 CURSOR = "rcn:after"  # string: the last event id the previous pass checked (0: start over)
 
 
@@ -52,7 +51,7 @@ async def run(ctx: dict[str, Any], grace_seconds: int | None = None) -> int:
     after = int(await redis.get(CURSOR) or 0)
     rerun = checked = 0
     while rerun < settings.reconcile_max_posts and checked < settings.reconcile_max_events:
-        n = min(CHUNK, settings.reconcile_max_events - checked)
+        n = min(constants.RECONCILE_CHUNK, settings.reconcile_max_events - checked)
         rows = await published_events(engine, grace, settings.reconcile_window_seconds, after, n)
         if rows:
             done, after = await _check(ctx, rows, settings.reconcile_max_posts - rerun)

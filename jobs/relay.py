@@ -9,7 +9,7 @@ from typing import Any
 
 from app.config import get_settings
 from app.db.engine import make_engine
-from app.outbox.relay import OutboxRelay
+from app.relay import OutboxRelay
 from jobs.connections import arq_pool
 
 

@@ -30,14 +30,11 @@ from arq import Retry
 
 from app.fanout import lanes
 from app.observability.metrics import JOB_RETRIES, JOBS_DEAD_LETTERED
-from jobs import dead_letters, faults
+from jobs import constants, dead_letters, faults
 
 log = logging.getLogger("jobs.reliability")
 
 Task = Callable[..., Awaitable[Any]]
-# ARQ's limits above ours: its timeout a backstop, its tries a margin for killed workers.
-ARQ_TIMEOUT_MARGIN_SECONDS = 2
-ARQ_EXTRA_TRIES = 3
 
 
 def backoff_seconds(job_try: int, base: float, cap: float) -> float:
@@ -99,4 +96,4 @@ def reliable(name: str, task: Task) -> Task:
 
 def arq_max_tries(job_max_tries: int) -> int:
     """ARQ's `max_tries` for our JOB_MAX_TRIES (jobs.worker sets it)."""
-    return job_max_tries + ARQ_EXTRA_TRIES
+    return job_max_tries + constants.ARQ_EXTRA_TRIES

@@ -16,7 +16,7 @@ from arq.jobs import Job
 from app.coalesce import Coalesced
 from app.fanout import lanes
 from app.fanout.lanes import Enqueue
-from app.fanout.service import Deliver, FanoutService
+from app.fanout.service import FanoutService
 from app.posts import pruning
 from jobs import marks, reconcile, tracking
 
@@ -41,7 +41,7 @@ class _Plan:
     followers: int = 0
     continues_after: int | None = None
     lane: str = lanes.DEFAULT
-    written: int = 0  # followers of its pages the planning job wrote itself (`_deliverer`)
+    written: int = 0  # followers of its pages the planning job wrote itself (`_Kept`)
 
     def progress(self, chunk: int) -> tracking.Progress:
         return tracking.Progress(
@@ -95,25 +95,25 @@ def _enqueuer(ctx: dict[str, Any], track: int | None = None, plan: _Plan | None 
     return enqueue
 
 
-def _deliverer(ctx: dict[str, Any], plan: _Plan, track: int) -> Deliver:
-    """How a planning job writes the pages of its own post it keeps (decisions 0060, 0064):
-    the batch's own write (`FanoutService.deliver`), counted in the planning job's tracking
-    step, sent when the job succeeds, so those pages are planned and written once whatever
-    is retried. The first page written marks the post first visible at once
-    (`tracking.first_visible`)."""
+@dataclass
+class _Kept:
+    """A planning job's account of the pages of its own post it writes itself (decisions
+    0060, 0064; `app.fanout.split.KeptPages`): counted in the job's tracking step, sent when
+    the job succeeds, so those pages are planned and written once whatever is retried. The
+    first page written marks the post first visible at once (`tracking.first_visible`)."""
 
-    async def deliver(
-        author_id: int, entries: Sequence[Sequence[int]], user_ids: list[int], lane: str
-    ) -> None:
-        await _service(ctx).deliver(author_id, entries, user_ids)
+    ctx: dict[str, Any]
+    plan: _Plan
+    track: int
+
+    async def written(self, user_ids: list[int], lane: str) -> None:
+        plan = self.plan
         first = plan.written == 0
         plan.followers += len(user_ids)
         plan.written += len(user_ids)
         plan.lane = lane
         if first and user_ids:
-            await tracking.first_visible(ctx["redis"], track, lane, ttl=_ttl(ctx))
-
-    return deliver
+            await tracking.first_visible(self.ctx["redis"], self.track, lane, ttl=_ttl(self.ctx))
 
 
 async def fanout_post(
@@ -122,7 +122,7 @@ async def fanout_post(
     """The root of a post's fan-out (`job_prefix`: the reconciler's re-run ids, or a
     widening's; `widening`: the version a widening gave the post, decision 0067); it writes
     its first page and last group itself, every page when the author has at most SPLIT_PAGES
-    pages of followers (`_deliverer`, decisions 0060, 0064)."""
+    pages of followers (`_Kept`, decisions 0060, 0064)."""
     redis, job_id = ctx["redis"], ctx["job_id"]
     await tracking.owe(redis, post_id, [job_id], ttl=_ttl(ctx))
     plan = _Plan()
@@ -130,7 +130,7 @@ async def fanout_post(
         post_id,
         _enqueuer(ctx, post_id, plan),
         job_prefix,
-        _deliverer(ctx, plan, post_id),
+        _Kept(ctx, plan, post_id),
         widening=widening,
     )
     if result is not None and result.pulled:
@@ -157,7 +157,7 @@ async def fanout_pages(
         job_prefix,
         after,
         _enqueuer(ctx, track, plan),
-        _deliverer(ctx, plan, track) if mine and track is not None else None,
+        _Kept(ctx, plan, track) if mine and track is not None else None,
     )
     if track is not None:
         progress = plan.progress(chunk=after) if mine else tracking.Progress()

@@ -28,11 +28,11 @@ from redis.asyncio import Redis
 from app.fanout import lanes
 from app.observability.metrics import POST_FIRST_VISIBLE, POST_VISIBLE_95
 from app.posts.ids import created_ms
-from app.realtime.counts import push_and_count_with
-from app.redis_scripts import LuaScript, ScriptTail, run_script
+from app.redis_scripts import LuaScript, run_script
+from app.timelines.tails import Tail, TailProgram
+from jobs import constants
 
 FIRST, P95 = "first", "p95"  # ms the post was first / 95% visible (set once)
-VISIBLE_SHARE_PERCENT = 95
 # What one run of the fan-out has counted so far; a re-run by the reconciler starts afresh.
 _PROGRESS_FIELDS = ("planned", "written", "split", "open")
 _CHUNK_PREFIX = "chunk-"
@@ -130,16 +130,17 @@ local pending, state = KEYS[1], KEYS[2]
 return progress(pending, state, 0)
 """,
 )
-# A post's own FanoutBatch on one server (ARQ's and the timelines'): its insert, its live
-# counts and this progress step in one call (decision 0049): app.realtime.counts' PUSH_AND_COUNT
-# with the step appended, its keys (fp:, fo:) and ARGV (as _PROGRESS's) after the insert's.
-BATCH_PROGRESS = push_and_count_with(
-    "fanout_batch_progress",
-    _PROGRESS_FN
-    + """
-local pending, state = KEYS[tail_keys + 1], KEYS[tail_keys + 2]
-local tail = progress(pending, state, tail_args)
+# The progress step as a tail of a post's own FanoutBatch page's timeline write, on one
+# server (ARQ's and the timelines', decision 0049): the insert, its live counts and this step
+# in one call (`app.timelines.tails`, decision 0070). Keys: fp:<post>, fo:<post>; args: as
+# _PROGRESS's. Answers as _PROGRESS.
+PROGRESS_TAIL = TailProgram(
+    "fanout_progress",
+    """
+local pending, state = KEYS[k + 1], KEYS[k + 2]
+return progress(pending, state, a)
 """,
+    prelude=_PROGRESS_FN,
 )
 
 
@@ -152,20 +153,20 @@ def _progress_args(job_id: str, now_ms: int, ttl: int, progress: Progress) -> li
         progress.written,
         "" if progress.chunk is None else progress.chunk,
         "" if progress.continues_after is None else progress.continues_after,
-        VISIBLE_SHARE_PERCENT,
+        constants.VISIBLE_SHARE_PERCENT,
     ]
 
 
-def settle_tail(post_id: int, job_id: str, progress: Progress, *, ttl: int) -> ScriptTail:
-    """`settle` as a batch's insert call's tail (BATCH_PROGRESS): one round trip for the
+def settle_tail(post_id: int, job_id: str, progress: Progress, *, ttl: int) -> Tail:
+    """`settle` as a batch's insert call's tail (PROGRESS_TAIL): one round trip for the
     insert, the counts and this step, atomic, so a batch whose insert fails is still owed.
     Only for a server that holds both ARQ's keys and the timelines; `settled` reads the
     answer (the reply stays None when the insert went another way: `settle` then)."""
     args = _progress_args(job_id, int(time.time() * 1000), ttl, progress)
-    return ScriptTail(BATCH_PROGRESS, [pending_key(post_id), state_key(post_id)], args)
+    return Tail(PROGRESS_TAIL, [pending_key(post_id), state_key(post_id)], args)
 
 
-def settled(post_id: int, tail: ScriptTail, lane: str) -> bool:
+def settled(post_id: int, tail: Tail, lane: str) -> bool:
     """What `settle` returns, from a tail's answer; observes the visibility metrics."""
     _, done, first, p95 = tail.reply
     _observe(post_id, int(tail.args[1]), lanes.label(lane), bool(first), p95)

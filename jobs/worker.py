@@ -18,18 +18,15 @@ from arq.worker import Function, func
 from app.config import get_settings
 from app.fanout import lanes
 from app.state import create_state
-from jobs import housekeeping, tasks
+from jobs import constants, housekeeping, tasks
 from jobs.connections import expires_ms, redis_settings
 from jobs.event_tracking import settling
-from jobs.reliability import ARQ_TIMEOUT_MARGIN_SECONDS, arq_max_tries, reliable
+from jobs.reliability import arq_max_tries, reliable
 
 RECONCILE = "reconcile_fanouts"
 REVIEW = "review_fanout_modes"
 PRUNE = "prune_expired_keys"
 PRUNE_CANARIES = "prune_canary_posts"
-# How often an idle worker polls its queue: a post's split waits half of it on average
-# before it starts. 5 ms: ~200 ZRANGEBYSCOREs a second per idle worker (decision 0064).
-POLL_SECONDS = 0.005
 
 
 def _startup(lane: str) -> Callable[[dict[str, Any]], Awaitable[None]]:
@@ -74,7 +71,7 @@ RECONCILER = cron(tasks.reconcile_fanouts, name=RECONCILE, second=0, unique=True
 PRUNER = cron(
     housekeeping.prune_expired_keys,
     name="housekeeping",
-    minute=set(range(0, 60, housekeeping.PRUNE_EVERY_MINUTES)),
+    minute=set(range(0, 60, constants.PRUNE_EVERY_MINUTES)),
     second=30,
     unique=True,
 )
@@ -124,7 +121,7 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
         "max_jobs": max_jobs,
         # jobs.reliability applies JOB_TIMEOUT_SECONDS itself (a timeout is retried); ARQ's
         # own limits sit above as backstops.
-        "job_timeout": settings.job_timeout_seconds + ARQ_TIMEOUT_MARGIN_SECONDS,
+        "job_timeout": settings.job_timeout_seconds + constants.ARQ_TIMEOUT_MARGIN_SECONDS,
         "max_tries": arq_max_tries(settings.job_max_tries),
         # ARQ drops a job still queued past its `expires` (default: a day) without running
         # it; a week outlasts an outage (the follow-up jobs these workers queue, too).
@@ -135,7 +132,7 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
         "health_check_interval": 5,
         # ARQ polls its queue (no blocking pop): POLL_SECONDS bounds the pick-up latency of
         # a post (decision 0064).
-        "poll_delay": POLL_SECONDS,
+        "poll_delay": constants.POLL_SECONDS,
     }
 
 

@@ -9,7 +9,7 @@ from arq.connections import ArqRedis
 from arq.worker import Worker
 
 from app.fanout import lanes
-from app.outbox.relay import OutboxRelay
+from app.relay import OutboxRelay
 from app.state import AppState
 from jobs.connections import redis_settings
 from jobs.worker import lane_settings

@@ -13,6 +13,7 @@ import re
 import app
 import jobs
 from app.redis_scripts import LuaScript
+from app.timelines.tails import TailProgram, fused_script
 
 # Commands whose first argument is not a key (a channel, nothing at all).
 KEYLESS = {"PUBLISH", "SPUBLISH", "TIME", "PING", "ECHO"}
@@ -25,8 +26,10 @@ _LOOP = re.compile(r"for\s+\w+\s*,\s*(\w+)\s+in\s+ipairs\(KEYS\)")
 
 
 def registered_scripts() -> list[LuaScript]:
-    """Every LuaScript held by a module of app/ or jobs/ (imported here)."""
+    """Every LuaScript held by a module of app/ or jobs/ (imported here), and the fan-out's
+    write with each tail program they hold and with all of them (`app.timelines.tails`)."""
     found: dict[str, LuaScript] = {}
+    tails: dict[str, TailProgram] = {}
     for package in (app, jobs):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if info.name.endswith("__main__"):
@@ -35,6 +38,11 @@ def registered_scripts() -> list[LuaScript]:
             for value in vars(module).values():
                 if isinstance(value, LuaScript):
                     found[value.sha] = value
+                elif isinstance(value, TailProgram):
+                    tails[value.name] = value
+    for combination in [*((t,) for t in tails.values()), tuple(tails.values())]:
+        script = fused_script(combination)
+        found[script.sha] = script
     return list(found.values())
 
 

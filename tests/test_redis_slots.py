@@ -217,9 +217,9 @@ async def test_every_multi_key_call_stays_in_one_slot(
 # Sites this test does not drive, and where they are checked instead.
 NOT_DRIVEN: set[str] = {
     # The fused batch (decision 0049) runs only where timelines and counts share one
-    # standalone server (`can_push_and_count`: never on a cluster, so no slot to mix);
-    # tests/fanout/test_lean_batch.py drives it.
-    "app/realtime/counts.py:push_and_count",
+    # standalone server (`TimelineStore.runs_tails_with`: never on a cluster, so no slot to
+    # mix); tests/fanout/test_lean_batch.py and tests/jobs/test_write_tails.py drive it.
+    "app/timelines/store.py:push_with_tails",
 }
 
 

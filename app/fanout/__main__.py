@@ -22,11 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings, get_settings
 from app.db.engine import make_engine, make_sessionmaker
 from app.db.models import User
-from app.fanout import lanes
+from app.fanout import constants, lanes
 from app.fanout.control import (
     PINS,
-    SECONDS_PER_INSERT,
-    SECONDS_PER_PULLED_SOURCE,
     decide,
     gather_inputs,
     headroom_factor,
@@ -100,12 +98,12 @@ async def explain(
     print("costs (seconds of work per window)")
     print(
         f"  write (push):       {_seconds(decision.write_cost_seconds)}"
-        f"  [active x posts x {SECONDS_PER_INSERT * 1e6:.1f} us x headroom]"
+        f"  [active x posts x {constants.SECONDS_PER_INSERT * 1e6:.1f} us x headroom]"
     )
     print(
         f"  read (pull):        {_seconds(decision.read_cost_seconds)}"
         f"  [active x {read_rate(inputs, settings):.3g} reads x"
-        f" {SECONDS_PER_PULLED_SOURCE * 1e6:.1f} us]"
+        f" {constants.SECONDS_PER_PULLED_SOURCE * 1e6:.1f} us]"
     )
     one_post = None if inputs.active_followers is None else one_post_cost(inputs)
     print(f"  one post (push):    {_seconds(one_post)}  [celebrity when over the budget]")

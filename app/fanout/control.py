@@ -23,29 +23,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import FANOUT_PULL, FANOUT_PUSH, User
-from app.fanout import lanes
+from app.fanout import constants, lanes
 from app.fanout.lag import lane_lag_seconds
 from app.fanout.queries import active_since
 from app.redis_client import RedisRoles
 from app.redis_scripts import AnyRedis
 from app.users.reads import reads_per_active_user
 
-# Measured on this machine (docs/benchmarks.md, "Timeline layouts: packed vs zset", "The
-# committed run"): a post to 50,000 empty packed timelines took 564 ms from commit to the last
-# timeline written (2 ARQ workers): 11.3 µs of fan-out time per insert, of which 2.77 µs is
-# Redis server time. Wall time, because the freshness budget is wall time.
-SECONDS_PER_INSERT = 11.3e-6
-# Same run, store level: "pull authors (50 x 50)", packed: 1,976 µs wall per call (client
-# included) for 50 pulled sources, 39.5 µs per source and read.
-SECONDS_PER_PULLED_SOURCE = 39.5e-6
-# Lane pressure (lag or queued work against the budget) multiplies the write cost up to this:
-# at 90% of the budget pushing costs 10x, past it pushing a big author is out of the question.
-MAX_HEADROOM_FACTOR = 10.0
-ACTIVE_COUNT_TTL_SECONDS = 60
-# The posting window is kept at most this long and this many posts per author (a bound, not a
-# limit on posting: past it the rate reads as "at least this many").
-WINDOW_MAX_SECONDS = 3600
-WINDOW_MAX_POSTS = 10_000
 REVIEW_KEY = "fcr:review"
 COSTS_KEY = "fcr:costs"  # the periodic pass's top authors by estimated cost, for /metrics
 
@@ -90,14 +74,17 @@ def headroom_factor(inputs: AuthorInputs, settings: Settings) -> float:
     time) nears the freshness budget: 1 / (1 - pressure), at most MAX_HEADROOM_FACTOR."""
     budget = settings.fanout_freshness_budget_seconds
     lag = inputs.lane_lag_seconds or 0.0
-    queued = (inputs.queued_jobs or 0) * settings.fanout_batch_size * SECONDS_PER_INSERT
+    queued = (inputs.queued_jobs or 0) * settings.fanout_batch_size * constants.SECONDS_PER_INSERT
     pressure = max(lag, queued) / budget
-    return min(MAX_HEADROOM_FACTOR, 1.0 / max(1.0 / MAX_HEADROOM_FACTOR, 1.0 - pressure))
+    return min(
+        constants.MAX_HEADROOM_FACTOR,
+        1.0 / max(1.0 / constants.MAX_HEADROOM_FACTOR, 1.0 - pressure),
+    )
 
 
 def write_cost(inputs: AuthorInputs, settings: Settings) -> float:
     assert inputs.active_followers is not None and inputs.posts_per_window is not None
-    raw = inputs.active_followers * inputs.posts_per_window * SECONDS_PER_INSERT
+    raw = inputs.active_followers * inputs.posts_per_window * constants.SECONDS_PER_INSERT
     return raw * headroom_factor(inputs, settings)
 
 
@@ -111,13 +98,13 @@ def read_rate(inputs: AuthorInputs, settings: Settings) -> float:
 def read_cost(inputs: AuthorInputs, settings: Settings) -> float:
     assert inputs.active_followers is not None
     reads = inputs.active_followers * read_rate(inputs, settings)
-    return reads * SECONDS_PER_PULLED_SOURCE
+    return reads * constants.SECONDS_PER_PULLED_SOURCE
 
 
 def one_post_cost(inputs: AuthorInputs) -> float:
     """One post's fan-out on an idle lane: the audience alone, whatever the posting rate."""
     assert inputs.active_followers is not None
-    return inputs.active_followers * SECONDS_PER_INSERT
+    return inputs.active_followers * constants.SECONDS_PER_INSERT
 
 
 def decide(current_mode: int, inputs: AuthorInputs, settings: Settings) -> CostDecision:
@@ -193,7 +180,7 @@ async def count_active_followers(
     since = active_since(settings.active_days)
     params = {"author": author_id, "since": since, "cap": settings.fanout_active_count_cap}
     count = int(await session.scalar(_COUNT_ACTIVE, params) or 0)
-    await redis.set(_active_key(author_id), count, ex=ACTIVE_COUNT_TTL_SECONDS)
+    await redis.set(_active_key(author_id), count, ex=constants.ACTIVE_COUNT_TTL_SECONDS)
     return count
 
 
@@ -210,16 +197,16 @@ async def record_post(
     key = _window_key(author_id)
     async with redis.pipeline(transaction=False) as pipe:  # one round trip for both
         pipe.zadd(key, {str(post_id if post_id is not None else now_ms): now_ms})
-        pipe.zremrangebyscore(key, "-inf", now_ms - WINDOW_MAX_SECONDS * 1000)
-        pipe.zremrangebyrank(key, 0, -WINDOW_MAX_POSTS - 1)
-        pipe.expire(key, WINDOW_MAX_SECONDS)
+        pipe.zremrangebyscore(key, "-inf", now_ms - constants.WINDOW_MAX_SECONDS * 1000)
+        pipe.zremrangebyrank(key, 0, -constants.WINDOW_MAX_POSTS - 1)
+        pipe.expire(key, constants.WINDOW_MAX_SECONDS)
         _queue_review(pipe, author_id, now_ms)
         await pipe.execute()
 
 
 def _queue_review(pipe: Any, author_id: int, now_ms: int) -> None:
     pipe.zadd(REVIEW_KEY, {str(author_id): now_ms})
-    pipe.zremrangebyscore(REVIEW_KEY, "-inf", now_ms - 2 * WINDOW_MAX_SECONDS * 1000)
+    pipe.zremrangebyscore(REVIEW_KEY, "-inf", now_ms - 2 * constants.WINDOW_MAX_SECONDS * 1000)
 
 
 async def mark_for_review(redis: AnyRedis, author_id: int, now_ms: int) -> None:
@@ -239,7 +226,9 @@ async def note_catchup(redis: AnyRedis, author_id: int, version: int, since_ms: 
     decision for the author (its next post, the periodic pass: the author is put up for
     review) finds it and queues the catch-up (job ids per mode version: never twice)."""
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.set(_catchup_key(author_id), f"{version}:{since_ms}", ex=2 * WINDOW_MAX_SECONDS)
+        pipe.set(
+            _catchup_key(author_id), f"{version}:{since_ms}", ex=2 * constants.WINDOW_MAX_SECONDS
+        )
         _queue_review(pipe, author_id, int(time.time() * 1000))
         await pipe.execute()
 

@@ -45,10 +45,6 @@ class ModeDecision:
     read_cost_seconds: float | None = None
 
 
-def next_mode(current: int, followers: int, settings: Settings) -> int:
-    return threshold_mode(current, followers, settings)
-
-
 async def _decide(
     session: AsyncSession, redis: RedisRoles | None, author_id: int, row: Any, settings: Settings
 ) -> CostDecision:

@@ -3,8 +3,7 @@
 Why constants and not settings: none of these is a deployment's choice; each follows from
 a measurement (decisions 0039, 0040, 0062) or a protocol, and changing one changes the hub's
 behaviour under load in ways its tests and benchmarks pin. What an operator tunes is a
-`REALTIME_*` setting (`app/config.py`). The live counts' own numbers stay with their scripts
-in `app/realtime/counts.py`.
+`REALTIME_*` setting (`app/config.py`).
 
 Modules import these by name, so a test may monkeypatch a constant in the module that uses it.
 """
@@ -75,3 +74,12 @@ RENEW_BATCH = 500  # lease keys renewed per script call (one round trip, bounded
 # ms: a lease key outlives its newest member's deadline by this much, so the key's TTL never
 # removes a member the zset's own expiry has not.
 LEASE_KEY_SLACK_MS = 1000
+
+# -- live counts (app.realtime.counts, app.realtime.batch_counts) -------------------------------
+
+# users: per EVALSHA of the count scripts on a standalone server: one round trip for a batch
+# page, while one call blocks Redis for a bounded time (~1 ms).
+SCRIPT_KEYS = 500
+# s: how stale a worker's guess of the online set may be (`OnlineUsers`): a user who connected
+# since costs the batch a second call, never a count.
+ONLINE_REFRESH_SECONDS = 1.0

@@ -15,10 +15,11 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from app.config import Settings
 from app.db.models import Visibility
-from app.realtime import counts, keys
+from app.realtime import batch_counts, counts, keys
 from app.realtime.metrics import PUBLISHED
-from app.redis_scripts import AnyRedis, ScriptTail
+from app.redis_scripts import AnyRedis
 from app.timelines.store import TimelineStore
+from app.timelines.tails import Tail
 
 log = logging.getLogger("app.realtime")
 # redis-py's cluster errors do not derive from RedisError; neither may fail a fan-out job.
@@ -36,33 +37,31 @@ class RedisNotifier:
         self.redis = redis
         self.settings = settings
         self.channels = keys.Channels.for_redis(redis, self.settings.realtime_namespace)
-        self.online = counts.OnlineUsers()
+        self.online = batch_counts.OnlineUsers()
 
     def fuses_with(self, store: TimelineStore) -> bool:
-        """Can a batch's insert and its live counts go in one call (`push_and_deliver`)?"""
-        return counts.can_push_and_count(store, self.redis)
+        """Can a batch's live counts ride in its timeline write (`count_tail`)?"""
+        return store.runs_tails_with(self.redis)
 
     async def online_guess(self, user_ids: Sequence[int]) -> list[int]:
         """Which of these users are probably online (a copy at most a second old)."""
         online = await self.online.guess(self.redis, self.settings)
         return [u for u in user_ids if u in online] if online else []
 
-    async def push_and_deliver(
+    def count_tail(
         self,
-        store: TimelineStore,
         author_id: int,
         entry: Sequence[int],
         user_ids: Sequence[int],
         guessed: Sequence[int],
         *,
         counting: bool,
-        tail: ScriptTail | None = None,
-    ) -> tuple[int, list[int]]:
-        """One pushed post into the timelines and the counts of the online users guessed, in
-        one call (decision 0049): (timelines that gained it, online users left uncounted).
-        Raises like a timeline write: the job's retry repeats both, idempotently."""
-        done = await counts.push_and_count(
-            store,
+    ) -> Tail:
+        """The live counts of the guessed online users among `user_ids`, as a tail of the
+        page's timeline write (decision 0049): it raises with the write, and the job's retry
+        repeats both, idempotently. `missed` reads its answer."""
+        return batch_counts.count_tail(
+            self.redis,
             int(entry[0]),
             int(entry[1]),
             user_ids,
@@ -70,9 +69,11 @@ class RedisNotifier:
             self.settings,
             author_id=author_id,
             counting=counting,
-            tail=tail,
         )
-        return done.gained, done.missed
+
+    def missed(self, tail: Tail, user_ids: Sequence[int]) -> list[int]:
+        """The online users a ridden count tail left uncounted."""
+        return batch_counts.counted(tail, user_ids)[1]
 
     async def delivered(
         self, author_id: int, entries: Sequence[Sequence[int]], user_ids: Sequence[int]

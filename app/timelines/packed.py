@@ -13,6 +13,7 @@ import struct
 from collections.abc import Iterable
 
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
+from app.timelines import constants
 from app.timelines.scripts import FORMAT_BYTE
 
 ENTRY_BYTES = 8
@@ -79,7 +80,7 @@ def _jemalloc_class(size: int) -> int:
     return -(-size // step) * step
 
 
-def default_trim_slack(max_entries: int, limit: int = 64) -> int:
+def default_trim_slack(max_entries: int, limit: int = constants.TRIM_SLACK_MAX) -> int:
     """Entries a packed timeline may take past its bound before the amortized trim rewrites
     it: as many as fit in the allocation a freshly trimmed string already has (Redis's
     jemalloc rounds it up to a size class), so appends never reallocate, between 1 and

@@ -30,9 +30,6 @@ from app.posts.ids import EPOCH_MS
 from app.redis_scripts import LuaScript
 
 FORMAT_BYTE = b"\x01"
-# The fan-out's first read of a packed timeline: its newest entries, up to this many (64
-# bytes). A post that belongs among them is inserted without reading more.
-PROBE_ENTRIES = 8
 
 # Helpers shared by the scripts (Lua locals, compiled once per script).
 _LIB = f"""
@@ -120,8 +117,9 @@ end
 #   one slot to the right (growing the string by one entry);
 # - older than all of them: read the string, SETRANGE the post and everything after it.
 # PUSH_MANY as a fragment: the helpers, and `push_keys(last)` inserting the post into
-# KEYS[1..last] (the post and its parameters in ARGV[1..5], as PUSH_MANY takes them).
-# `app.realtime.counts.PUSH_AND_COUNT` appends the live counts of the same batch to it.
+# KEYS[1..last] (the post and its parameters in ARGV[1..PUSH_ARGS], as PUSH_MANY takes
+# them). `app.timelines.tails` builds the fan-out's fused call on it (decision 0070).
+PUSH_ARGS = 5
 PUSH_FRAGMENT = (
     _LIB
     + """

@@ -43,15 +43,15 @@ from redis.exceptions import RedisError, ResponseError
 from app.posts.ids import EPOCH_MS
 from app.posts.ids import created_ms as created_at_ms
 from app.redis_scripts import AnyRedis, LuaScript, run_script, run_script_many
-from app.timelines import packed
+from app.timelines import constants, packed
 from app.timelines.scripts import (
-    PROBE_ENTRIES,
     PUSH_ENTRIES,
     PUSH_MANY,
     PUSH_POSTS,
     REBUILD,
     REMOVE,
 )
+from app.timelines.tails import Tail, fused_call
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ def timeline_key(user_id: int) -> str:
 
 
 # Where the user id sits in a timeline key, as Lua's string.sub(key, from, to) takes it
-# (`app.realtime.counts.PUSH_AND_COUNT` reads the recipients' ids from their keys).
+# (the live counts' tail reads the recipients' ids from their keys, `app.timelines.tails`).
 TIMELINE_ID_SPAN = (5, -2)
 
 # `timeline_key` as bytes, for the fan-out's 1,000-key script calls: redis-py encodes every
@@ -207,7 +207,7 @@ class TimelineStore:
         timeline_max: int,
         author_posts_max: int,
         *,
-        script_batch: int = 1000,
+        script_batch: int = constants.SCRIPT_BATCH,
         trim_slack: int | None = None,
     ) -> None:
         if timeline_max <= 0 or author_posts_max <= 0 or script_batch <= 0:
@@ -300,10 +300,24 @@ class TimelineStore:
         results = await self._eval_batches(PUSH_POSTS, self._batches(keys), args)
         return sum(int(r) for r in results)
 
-    def push_args(self, post_id: int, score_ms: int) -> list[Any]:
-        """PUSH_MANY's arguments for a fan-out into existing timelines (`push_to_timelines`),
-        for a script built on `PUSH_FRAGMENT` (app.realtime.counts.PUSH_AND_COUNT)."""
-        return self._push_args(post_id, score_ms, self.timeline_max, self.timeline_slack, True)
+    def runs_tails_with(self, redis: AnyRedis) -> bool:
+        """Can a tail reading keys of `redis` ride in `push_with_tails`? Only on the store's
+        own standalone server: a cluster spreads a batch's keys over slots."""
+        return self.redis is redis and not self._cluster
+
+    async def push_with_tails(
+        self, post_id: int, score_ms: int, user_ids: Sequence[int], tails: Sequence[Tail]
+    ) -> int:
+        """`push_to_timelines` of one post into existing timelines, then each tail
+        (`app.timelines.tails`), in one script call (decision 0070); each tail's answer is
+        left in its `reply`. One call whatever the number of users (the caller pages them):
+        a standalone server only (`runs_tails_with`). Returns how many timelines gained it."""
+        push = self._push_args(post_id, score_ms, self.timeline_max, self.timeline_slack, True)
+        script, keys, args = fused_call(timeline_keys(user_ids), push, tails)
+        reply = await run_script(self.redis, script, keys, args)
+        for tail, answer in zip(tails, reply[1:], strict=True):
+            tail.reply = answer
+        return int(reply[0])
 
     @staticmethod
     def _push_args(
@@ -311,7 +325,7 @@ class TimelineStore:
     ) -> list[Any]:
         """PUSH_MANY's arguments."""
         _checked_ids([(post_id, score_ms)])
-        probe = str(-packed.ENTRY_BYTES * min(PROBE_ENTRIES, max_entries))
+        probe = str(-packed.ENTRY_BYTES * min(constants.PROBE_ENTRIES, max_entries))
         return [packed.pack_ids([post_id]), max_entries, 1 if only_existing else 0, slack, probe]
 
     async def confirm_replicated(
@@ -583,7 +597,7 @@ class TimelineStore:
         if not ids or not keys:
             return 0
         total = 0
-        for chunk in _chunks(ids, 1000):
+        for chunk in _chunks(ids, constants.REMOVE_IDS_PER_CALL):
             args = [max_entries, packed.pack_ids(chunk)]
             results = await self._eval_batches(REMOVE, self._batches(keys), args)
             total += sum(int(r) for r in results)

@@ -15,7 +15,7 @@ from arq.worker import Worker
 
 from app.config import get_settings
 from app.db.models import FANOUT_PULL, FANOUT_PUSH
-from app.fanout import control, lanes
+from app.fanout import constants, control, lanes
 from app.fanout.__main__ import pin as pin_author
 from jobs.worker import REVIEW, lane_settings
 from tests.helpers import (
@@ -45,8 +45,8 @@ def short_window(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(settings, "fanout_control", "cost")
     monkeypatch.setattr(settings, "fanout_pull_min_active_followers", 0)
     monkeypatch.setattr(settings, "fanout_window_seconds", WINDOW_SECONDS)
-    per_read = control.SECONDS_PER_PULLED_SOURCE * (1 + settings.fanout_hysteresis)
-    reads = BURST_POSTS * control.SECONDS_PER_INSERT / per_read
+    per_read = constants.SECONDS_PER_PULLED_SOURCE * (1 + settings.fanout_hysteresis)
+    reads = BURST_POSTS * constants.SECONDS_PER_INSERT / per_read
     monkeypatch.setattr(settings, "fanout_reads_per_active_follower", reads)
     return settings
 

@@ -11,9 +11,9 @@ import pytest
 from redis.exceptions import ResponseError
 
 from app.fanout import lanes
-from app.fanout.service import JOB_PAGES
+from app.fanout.constants import JOB_PAGES
 from app.posts.ids import created_ms
-from app.realtime import counts
+from app.realtime import batch_counts, counts
 from app.realtime.keys import count_key
 from app.redis_scripts import run_script
 from app.timelines.store import timeline_key
@@ -39,7 +39,7 @@ async def test_a_job_of_several_pages_settles_only_after_every_page(client, stat
     page = state.settings.fanout_batch_size
     token, author, fans = await _fans(client, state, 2 * page + 2)  # three calls: 4, 4, 2
     await counts.mark_online(state.redis, [fans[1], fans[-1]], state.settings)
-    service.notifier.online = counts.OnlineUsers()  # a fresh copy: both guessed
+    service.notifier.online = batch_counts.OnlineUsers()  # a fresh copy: both guessed
     post_id = await post(client, token, "in pages")  # (no workers here: nothing fans it out)
     entries = [(post_id, created_ms(post_id))]
     job = "fb:test:grouped"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from app.posts.ids import created_ms
-from app.realtime import counts
+from app.realtime import batch_counts, counts
 from app.realtime.keys import count_key
 from app.timelines.store import NotReplicated
 from jobs import tracking
@@ -37,7 +37,7 @@ async def test_an_unconfirmed_batch_fails_before_counting_and_its_retry_adds_not
         update={"timeline_wait_replicas": 1, "timeline_wait_ms": 20}
     )
     waiting = dataclasses.replace(state.fanout, settings=settings)
-    waiting.notifier.online = counts.OnlineUsers()  # a fresh guess: both online users known
+    waiting.notifier.online = batch_counts.OnlineUsers()  # a fresh guess: both online users known
     job = f"fb:{posts[-1]}:{fans[0]}"
     await tracking.owe(state.redis, posts[-1], [job], ttl=60)
     tail = tracking.settle_tail(posts[-1], job, tracking.Progress(written=3), ttl=60)

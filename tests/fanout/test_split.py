@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from app.fanout import lanes
-from app.fanout import service as fanout_service
-from app.fanout.service import JOB_PAGES, SPLIT_PAGES
-from tests.helpers import db
+from app.fanout import constants, lanes
+from app.fanout.constants import JOB_PAGES, SPLIT_PAGES
+from app.posts.ids import created_ms
+from tests.helpers import db, post_id_at
 
 
 async def _author_with_followers(n: int, inactive: set[int]) -> tuple[int, list[int]]:
@@ -88,7 +88,7 @@ async def test_a_delivering_split_starts_small_and_keeps_its_groups(
     group is written by the planning job itself and only the continuation is queued, else
     the first read and the last group when no continuation follows (decision 0060)."""
     size = state.settings.fanout_batch_size
-    monkeypatch.setattr(fanout_service, "KEPT_FIRST_READ", size - 1)
+    monkeypatch.setattr(constants, "KEPT_FIRST_READ", size - 1)
     total = SPLIT_PAGES * size + 3  # one continuation
     author, followers = await _author_with_followers(total, inactive=set())
     jobs: list[tuple[str, list[Any], str, str]] = []
@@ -97,13 +97,24 @@ async def test_a_delivering_split_starts_small_and_keeps_its_groups(
     async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
         jobs.append((function, list(args), job_id, lane))
 
-    async def deliver(author_id: int, entries: Any, user_ids: list[int], lane: str) -> None:
-        assert (author_id, lane) == (author, lanes.BIG)
-        await asyncio.sleep(0)
-        written.append(list(user_ids))
+    class Kept:
+        """The planning job's account of the pages it wrote (here: which)."""
 
+        async def written(self, user_ids: list[int], lane: str) -> None:
+            assert lane == lanes.BIG
+            await asyncio.sleep(0)
+            written.append(list(user_ids))
+
+    post_id = post_id_at(1_700_000_000_000)  # (no timeline exists: the writes change nothing)
     batches, count = await state.fanout.enqueue_pages(
-        author, [[123, 456]], lanes.BIG, "fb:123", 0, enqueue, deliver, keep_all=keep_all
+        author,
+        [[post_id, created_ms(post_id)]],
+        lanes.BIG,
+        "fb:123",
+        0,
+        enqueue,
+        Kept(),
+        keep_all=keep_all,
     )
     rest = SPLIT_PAGES * size - (size - 1)
     sizes = [size - 1] + [JOB_PAGES * size] * (rest // (JOB_PAGES * size))

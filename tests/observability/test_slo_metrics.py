@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from app.config import get_settings
+from app.fanout import constants as fanout_constants
 from app.fanout import lanes
-from app.fanout import service as fanout_service
 from app.posts.ids import created_ms
 from app.state import create_state
 from app.web import create_app
@@ -128,7 +128,7 @@ async def test_a_plan_handed_to_continuations_is_complete_only_with_all_of_them(
 ) -> None:
     """One batch per planning job: the split plans 4 followers and hands the fifth to a
     continuation; 95% (5 of 5) is reached and observed once, after both reported."""
-    monkeypatch.setattr(fanout_service, "SPLIT_PAGES", 1)
+    monkeypatch.setattr(fanout_constants, "SPLIT_PAGES", 1)
     token, _, fans = await author_with_fans(client, 5)
     await pipeline.settle()
     before = await _visible(client, "default")

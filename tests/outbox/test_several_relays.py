@@ -1,5 +1,5 @@
 """Several outbox relays side by side (issue 23: the relay "safe with several instances",
-claimed by app/outbox/relay.py's FOR UPDATE SKIP LOCKED, tested here): two relays, each with
+claimed by app/relay.py's FOR UPDATE SKIP LOCKED, tested here): two relays, each with
 its own engine, drain concurrently while posts are being created; every event is enqueued by
 exactly one of them, both share the work, and every follower ends with every post once."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from app.config import get_settings
 from app.db.engine import make_engine
-from app.outbox.relay import OutboxRelay
+from app.relay import OutboxRelay
 from tests.helpers import author_with_fans, full_scroll, post, sql
 
 POSTS = 120

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import pytest
 
 from app.config import Settings
-from app.fanout.service import WITHDRAW_PAGE
+from app.fanout.constants import WITHDRAW_PAGE
 from app.realtime import counts
 from app.realtime.constants import CLOSE_GOING_AWAY, CLOSE_TOO_SLOW
 from app.realtime.counts import (

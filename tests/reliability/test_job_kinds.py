@@ -18,7 +18,7 @@ from arq.worker import Worker
 
 from app.fanout import lanes
 from app.outbox import events
-from app.outbox.relay import jobs_for
+from app.relay import jobs_for
 from jobs import dead_letters, event_tracking, faults, marks
 from jobs.worker import RECONCILE, lane_settings
 from tests.helpers import (

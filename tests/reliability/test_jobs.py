@@ -21,7 +21,7 @@ from arq.constants import in_progress_key_prefix, job_key_prefix
 from app.config import PROJECT_ROOT
 from app.fanout import lanes
 from app.outbox import events
-from app.outbox.relay import OutboxRelay, jobs_for
+from app.relay import OutboxRelay, jobs_for
 from devtools.provision import REDIS_EXTRA_CONFIG, _redis_server
 from jobs import dead_letters, faults, marks, tracking
 from jobs.worker import RECONCILE
