@@ -84,10 +84,3 @@ _._name_the_variable
 _.UpstreamInternalsContract
 _.verbose
 _.render_broken_contract
-
-# Unused, found by this check in issue 34 and left to the packages' owners (restructured in the
-# same round): delete the code and its line here.
-_.author_posts_page  # app/posts/service.py
-_.make_redis  # app/redis_client.py
-_.ALL_SCRIPTS  # app/timelines/scripts.py
-_.reconciled_posts  # app/fanout/service.py, SplitResult: never set nor read

@@ -250,11 +250,6 @@ def make_cluster(settings: Settings, url: str) -> RedisCluster:
     )
 
 
-def make_redis(settings: Settings) -> Redis:
-    """A plain client for REDIS_URL (tools and tests that want one server)."""
-    return _make_plain(settings, settings.redis_url)
-
-
 def _make_plain(settings: Settings, url: str) -> Redis:
     common: dict[str, Any] = {
         "decode_responses": False,

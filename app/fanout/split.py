@@ -74,7 +74,6 @@ class SplitResult:
     mode: int
     batches: int
     followers: int
-    reconciled_posts: int = 0
     # PULL and not PRIVATE: indexed under its author, so every follower reads it from now on.
     pulled: bool = False
 
@@ -132,13 +131,13 @@ class Splitter:
             decision = await resolve_mode(session, post.author_id, self.settings, redis=self.roles)
         score = created_ms(post.id)
         await self.store.push_author_post(post.author_id, post.id, score)
-        reconciled = await self.catch_up(post.author_id, decision, enqueue, post.id)
+        await self.catch_up(post.author_id, decision, enqueue, post.id)
         if post.visibility == Visibility.PRIVATE:
-            return SplitResult(decision.mode, 0, 0, reconciled)
+            return SplitResult(decision.mode, 0, 0)
         if decision.mode == FANOUT_PULL:
             if self.notifier is not None:
                 await self.notifier.author_posted(post.author_id, post.id, score, post.visibility)
-            return SplitResult(decision.mode, 0, 0, reconciled, pulled=True)
+            return SplitResult(decision.mode, 0, 0, pulled=True)
         lane = self.lane_for(decision.follower_count)
         # Only a post long enough for queue hops to matter keeps pages (decision 0060): one
         # of 1 + JOB_PAGES pages or fewer is one or two jobs, run as before.
@@ -155,7 +154,7 @@ class Splitter:
             keep_all=decision.follower_count
             <= constants.SPLIT_PAGES * self.settings.fanout_batch_size,
         )
-        return SplitResult(decision.mode, batches, followers, reconciled)
+        return SplitResult(decision.mode, batches, followers)
 
     def lane_for(self, follower_count: int) -> str:
         return lanes.BIG if follower_count >= self.settings.big_author_followers else lanes.DEFAULT

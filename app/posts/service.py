@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, tuple_, update
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -214,19 +214,3 @@ async def delete_post(session: AsyncSession, viewer_id: int, post_id: int) -> No
         update(Post).where(Post.id == post.id).values(deleted_at=datetime.now(UTC))
     )
     await events.record(session, events.POST_DELETED, _event_payload(post))
-
-
-async def author_posts_page(
-    session: AsyncSession,
-    viewer_id: int | None,
-    author_id: int,
-    first: int,
-    after: tuple[datetime, int] | None,
-) -> tuple[list[Post], bool]:
-    """Keyset page over (created_at, id) descending; one extra row tells if more exist."""
-    query = select(Post).where(Post.author_id == author_id, visible_to(viewer_id))
-    if after is not None:
-        query = query.where(tuple_(Post.created_at, Post.id) < tuple_(*after))
-    query = query.order_by(Post.created_at.desc(), Post.id.desc()).limit(first + 1)
-    rows = list(await session.scalars(query))
-    return rows[:first], len(rows) > first

@@ -198,7 +198,7 @@ class TimelineStore:
     Batches of keys go to Redis as one EVALSHA per `script_batch` keys on a standalone server;
     on a cluster a multi-key script must stay in one slot, so keys are grouped by slot and the
     per-slot calls are pipelined (one round trip per node). The client must return bytes
-    (`decode_responses=False`, as `app.redis_client.make_redis` builds it).
+    (`decode_responses=False`, as `app.redis_client` builds it).
     """
 
     def __init__(

@@ -112,7 +112,7 @@ class Loaders:
 
     async def _author_posts(self, keys: Sequence[AuthorPage]) -> list[tuple[list[Post], bool]]:
         """Per (size, position): one LATERAL query, each author's page read through the
-        (author_id, created_at, id) index with its own LIMIT, as `author_posts_page` would."""
+        (author_id, created_at, id) index with its own LIMIT, like a keyset page."""
         groups: dict[tuple[int, Position | None], list[int]] = defaultdict(list)
         for author_id, size, position in keys:
             groups[size, position].append(author_id)
