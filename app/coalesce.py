@@ -2,7 +2,7 @@
 
 Why: a reconnect storm opens hundreds of sockets a second, and each one used to pay its own
 Redis pipelines (token check, leases) and SQL query; redis-py and SQLAlchemy cost more Python
-per call than the commands themselves (docs/benchmarks.md, issue 24: ~3.6 ms of server CPU
+per call than the commands themselves (docs/benchmarks/archive.md, issue 24: ~3.6 ms of server CPU
 per socket). A caller alone pays no wait: its batch starts on the next loop turn. Whoever
 arrives while a batch runs goes into the next one (the hub's subscriber admission works the
 same way, app.realtime.hub).

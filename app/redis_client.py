@@ -17,7 +17,7 @@ server).
 
 Commands are packed by hiredis (`PackedConnection`) where the `hiredis` wheel is installed, as
 redis-py's sync client already does: its asyncio client packs in Python, which cost ~2 ms of
-worker CPU per 1,000-key fan-out EVALSHA against ~0.3 ms with hiredis (docs/benchmarks.md,
+worker CPU per 1,000-key fan-out EVALSHA against ~0.3 ms with hiredis (docs/benchmarks/archive.md,
 "commands packed by hiredis": one post to 50,000 followers in 454-493 ms against 485-675).
 """
 

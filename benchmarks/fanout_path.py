@@ -12,7 +12,7 @@ process with the relay, Redis when it runs here, the scratch database's PostgreS
 and Redis time per command (INFO commandstats).
 
 Uses DATABASE_URL's server (a scratch database it creates and drops) and REDIS_URL's server
-(a scratch db it FLUSHES; never db 0). Prints tables; figures go to docs/benchmarks.md.
+(a scratch db it FLUSHES; never db 0). Prints tables; figures go to docs/benchmarks/archive.md.
 """
 
 from __future__ import annotations

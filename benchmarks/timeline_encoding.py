@@ -1,6 +1,6 @@
 """The timeline layout through `TimelineStore` itself (issue 12): `packed` (8-byte ids in a
 string). The zset layout it was compared with is retired (decision 0034): its last figures
-stay in docs/benchmarks.md; what remains of it is the one-way conversion, measured here.
+stay in docs/benchmarks/archive.md; what remains of it is the one-way conversion, measured here.
 
     python -m benchmarks.timeline_encoding --redis-url redis://127.0.0.1:6379/15
 

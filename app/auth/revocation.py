@@ -9,7 +9,7 @@ version is missing (first use, after its TTL, after Redis lost it) and while Red
 A token that passed is not checked again in the same process for TOKEN_CHECK_CACHE_SECONDS (1 s
 by default; 0 checks every request): a client paging through its feed sends the same token
 several times a second, and that round trip was ~4% of a feed page's API CPU plus Redis
-work (docs/benchmarks.md, issue 10). The process that runs a logOut or changePassword
+work (docs/benchmarks/archive.md, issue 10). The process that runs a logOut or changePassword
 forgets the user's passed tokens at once; other API processes honour a revoked token for
 at most that long. Failures are never remembered, nor a pass while Redis was down.
 

@@ -48,7 +48,7 @@ WITHDRAW_PAGE = 5000
 
 # Seconds of fan-out wall time per timeline insert (s): a post to 50,000 empty packed
 # timelines took 564 ms from commit to the last timeline written with 2 ARQ workers
-# (docs/benchmarks.md, "Timeline layouts: packed vs zset", "The committed run"), of which
+# (docs/benchmarks/archive.md, "Timeline layouts: packed vs zset", "The committed run"), of which
 # 2.77 µs is Redis server time. Wall time, because the freshness budget is wall time.
 SECONDS_PER_INSERT = 11.3e-6
 # Seconds per pulled source and read (s): same run, store level, "pull authors (50 x 50)",

@@ -180,7 +180,7 @@ class Splitter:
         page inside it, `BatchWriter.deliver`) while the next group is read: a post to
         50,000 followers is 8 jobs, not 50, so ARQ's per-job pick-up (a poll, a WATCH/MULTI
         claim, a result) no longer sets when its last timelines are written
-        (docs/benchmarks.md, "Fan-out, round 4").
+        (docs/benchmarks/archive.md, "Fan-out, round 4").
 
         With `kept`, the first read (KEPT_FIRST_READ followers, so Redis has work a few ms
         after the split starts) and the last group are written by this job (the batch's own

@@ -1,7 +1,7 @@
 """The read path's fixed numbers, each with its unit and why (as arq's constants.py).
 
 These are knobs an operator does not turn: sizes and windows chosen from measurements
-(decision notes and docs/benchmarks.md say which), not per deployment. What an operator
+(decision notes and docs/benchmarks/archive.md say which), not per deployment. What an operator
 may turn is a setting (app.config: FEED_SESSION_SIZE, FEED_SOURCE_TIMEOUT_MS, ...). Kept in
 one place so that a reader sees every number the read path runs on; a module reads them
 from here, and a test that needs one imports it from here.

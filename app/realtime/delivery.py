@@ -48,7 +48,7 @@ def delivery_slices(users: list[int]) -> list[list[int]]:
     Why all at once: with 5,000 followers in five slices of 1,000 and four in flight, the
     fifth slice's SQL and Redis round trips started only when a first slice was back,
     and ran while the loop wrote the other slices' frames: that slice's frames were the
-    round's last, 39-52 ms after the fourth's (docs/benchmarks.md, "Live sockets, round
+    round's last, 39-52 ms after the fourth's (docs/benchmarks/archive.md, "Live sockets, round
     3"). Why growing: the count script runs one slice after another in Redis, and the
     first frame waited for the first slice's SQL and script (25 ms of a 125 ms round for
     1,250 users). A small first slice starts the writes early; each next slice's script

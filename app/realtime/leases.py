@@ -252,7 +252,7 @@ class Leases:
         RENEW_BATCH keys at a time, each batch built and sent after the last one's answer:
         built all at once, 5,000 sockets' 10,000 keys held the event loop for 70-95 ms of
         argument packing every `lease_seconds / 3`, and a broadcast caught behind it had
-        its last frame that much later (docs/benchmarks.md, "Live sockets, round 3"). A
+        its last frame that much later (docs/benchmarks/archive.md, "Live sockets, round 3"). A
         key released meanwhile is not renewed (its member would linger until the lease).
         `pause`, awaited before each batch, lets the hub hold the renewal back while a
         broadcast is being written (decision 0062); the deadline is taken per batch so a

@@ -52,7 +52,7 @@ LATENCY = Histogram(
 # -- frames delivered, counted per loop turn -----------------------------------------------
 # A broadcast hands thousands of frames to sockets in one loop turn, all for one notification
 # (one publish time). Counting each one into DELIVERED and LATENCY was two metric calls with
-# locks per frame, ~15% of a broadcast's CPU (docs/benchmarks.md, issue 24 round 2): they
+# locks per frame, ~15% of a broadcast's CPU (docs/benchmarks/archive.md, issue 24 round 2): they
 # are tallied per publish time and counted once at the end of the turn, the latency taken
 # then (a broadcast's frames are handed over within that turn).
 _tally: dict[float, int] = {}

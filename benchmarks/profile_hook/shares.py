@@ -1,4 +1,4 @@
-"""Shares from a `benchmarks.subscribers --profile-dir` run, as docs/benchmarks.md quotes them.
+"""Shares from a `benchmarks.subscribers --profile-dir` run, as docs/benchmarks/archive.md quotes them.
 
     python -m benchmarks.profile_hook.shares DIR/prepared-5000 [--sockets 5000] [--top 25]
 

@@ -1,4 +1,4 @@
-"""Shares from py-spy's raw (collapsed) profiles, as docs/benchmarks.md quotes them.
+"""Shares from py-spy's raw (collapsed) profiles, as docs/benchmarks/archive.md quotes them.
 
     python -m benchmarks.profile_hook.spy_shares FILE... [--top 30] [--match TEXT]
 

@@ -54,7 +54,7 @@ def _pages_query(
 class Loaders:
     """Each DataLoader is built on first use: a websocket holds a context (and so a Loaders)
     per socket and per operation for hours, and a live subscription never loads anything;
-    eight idle loaders were ~4 KB of every socket (docs/benchmarks.md, issue 24)."""
+    eight idle loaders were ~4 KB of every socket (docs/benchmarks/archive.md, issue 24)."""
 
     def __init__(self, state: AppState, viewer_id: int | None) -> None:
         self.state = state
