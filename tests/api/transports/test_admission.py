@@ -15,14 +15,12 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import asyncpg
 import httpx
 import pytest
 
 from app.api.transports.admission import QUEUE_FACTOR, RETRY_AFTER_SECONDS, Slots
 from app.feed.service import LoadTimeout, LoopLag
-from tests.conftest import TEST_DATABASE_URL, TEST_DB
-from tests.helpers import PASSWORD, eventually, gql, make_user
+from tests.helpers import eventually, gql, log_in_request, make_user, row_locked, waiting_on_locks
 from tests.realtime.live import LiveClient
 from tests.servers import ApiServer
 
@@ -38,47 +36,10 @@ async def small_server(test_database: str) -> AsyncIterator[ApiServer]:
         yield api
 
 
-@asynccontextmanager
-async def row_locked(user_id: int) -> AsyncIterator[None]:
-    """The user's row locked FOR UPDATE in an open transaction until the block ends."""
-    conn = await asyncpg.connect(TEST_DATABASE_URL)
-    try:
-        async with conn.transaction():
-            await conn.execute("SELECT 1 FROM users WHERE id = $1 FOR UPDATE", user_id)
-            yield
-    finally:
-        await conn.close()
-
-
-async def waiting_on_locks() -> int:
-    conn = await asyncpg.connect(TEST_DATABASE_URL)
-    try:
-        return int(
-            await conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = $1 AND wait_event_type = 'Lock'",
-                TEST_DB,
-            )
-        )
-    finally:
-        await conn.close()
-
-
 async def timed(call) -> tuple[float, httpx.Response]:
     start = time.perf_counter()
     response = await call
     return time.perf_counter() - start, response
-
-
-def log_in(http: httpx.AsyncClient, handle: str):
-    return http.post(
-        "/graphql",
-        json={
-            "query": "mutation($h: String!, $p: String!) { logIn(handle: $h, password: $p) "
-            "{ token } }",
-            "variables": {"h": handle, "p": PASSWORD},
-        },
-    )
 
 
 def profile(http: httpx.AsyncClient, handle: str):
@@ -101,7 +62,7 @@ async def test_past_capacity_the_excess_is_refused_at_once(small_server: ApiServ
         token, user_id = await make_user(http, "slow")
         async with row_locked(user_id):
             # Two slow requests fill the process: both wait on the row lock in PostgreSQL.
-            slow = [asyncio.create_task(timed(log_in(crowd, "slow"))) for _ in range(2)]
+            slow = [asyncio.create_task(timed(log_in_request(crowd, "slow"))) for _ in range(2)]
             await eventually(lambda: _equals(waiting_on_locks(), 2), what="2 logIns in flight")
 
             # More at once: QUEUED of them wait (WAIT_MS), the other four are refused at once.
@@ -152,7 +113,7 @@ async def test_a_request_waits_for_a_slot_freed_within_the_budget(
     ):
         _, user_id = await make_user(http, "slow")
         async with row_locked(user_id):
-            slow = [asyncio.create_task(log_in(http, "slow")) for _ in range(2)]
+            slow = [asyncio.create_task(log_in_request(http, "slow")) for _ in range(2)]
             await eventually(lambda: _equals(waiting_on_locks(), 2), what="2 logIns in flight")
             queued = asyncio.create_task(timed(profile(other, "slow")))
             await asyncio.sleep(WAIT_MS / 4000)  # it waits in the queue meanwhile
@@ -190,7 +151,7 @@ async def test_a_refused_request_leaves_its_connection_usable(test_database: str
     ):
         _, user_id = await make_user(http, "slow")
         async with row_locked(user_id):
-            slow = asyncio.create_task(log_in(http, "slow"))
+            slow = asyncio.create_task(log_in_request(http, "slow"))
             await eventually(lambda: _equals(waiting_on_locks(), 1), what="a logIn in flight")
             streams = set()
             padding = "x" * 30_000  # an unread body bigger than a socket read
