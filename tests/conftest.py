@@ -128,6 +128,34 @@ TEMPLATE_LOCK = 740_074  # pg_advisory_lock key: one session makes the template
 TABLES = "revoked_tokens, outbox, idempotency_keys, comments, likes, blocks, follows, posts, users"
 
 
+# Under pytest-xdist (`make test`, --dist loadgroup) a test file's tests run on one worker, in
+# file order (module-scoped servers start once; some files' tests follow on from each other);
+# these folders go whole to one worker: one browser and one live server for e2e/, one
+# scale-out topology for cluster/ (whose failover tests run after its end-to-end ones).
+WHOLE_FOLDERS = ("e2e", "cluster")
+# Groups handed out first, longest first (measured, decision 0074), so no long group starts
+# last while the other workers sit idle; the rest follow in collection order. Only the order
+# depends on this list: a stale entry costs minutes, never a result.
+LONG_FIRST = ()
+
+
+def _group(item: pytest.Item) -> str:
+    """The item's xdist group: its folder in WHOLE_FOLDERS, else its file."""
+    path = item.path.relative_to(PROJECT_ROOT / "tests")
+    return path.parts[0] if path.parts[0] in WHOLE_FOLDERS else path.as_posix()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a plain run keeps pytest's order
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    # A stable sort: within a group (and among unlisted groups) collection order stays.
+    items.sort(key=lambda item: rank.get(_group(item), len(rank)))
+
+
 async def _admin(sql: str) -> None:
     conn = await asyncpg.connect(_with_path(asyncpg_url(BASE_DATABASE_URL), "/postgres"))
     try:
