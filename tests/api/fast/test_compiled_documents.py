@@ -1,6 +1,6 @@
 """Compiled documents (app.api.fast.compiler, .compiled_http) answer the regular path's bytes.
 
-Differential tests, as tests/api/test_fast_execution.py does for the executor:
+Differential tests, as tests/api/fast/test_fast_execution.py does for the executor:
 - random documents over `feed` that the compiler can plan (aliases, named and inline
   fragments, __typename, authors, likes, page info; arguments as literals, variables with and
   without defaults, absent), compiled and run next to graphql-core's executor on the same

@@ -5,7 +5,7 @@ render what the object render gives for the same page, byte for byte, and refuse
 The page is one FeedPage, turned into both roots' values by the functions the `feed` field
 uses (`_connection`: PostEdge/Post objects over FeedPage.posts; `_rows`: (cursor, FeedRow)
 pairs); documents are the registered Feed document and random plannable ones
-(tests/api/test_compiled_documents.py's generator). Over HTTP and against graphql-core,
+(tests/api/fast/test_compiled_documents.py's generator). Over HTTP and against graphql-core,
 test_compiled_documents.py compares the whole path (a compiled request takes the row plan).
 """
 
