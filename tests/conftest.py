@@ -136,7 +136,24 @@ WHOLE_FOLDERS = ("e2e", "cluster")
 # Groups handed out first, longest first (measured, decision 0074), so no long group starts
 # last while the other workers sit idle; the rest follow in collection order. Only the order
 # depends on this list: a stale entry costs minutes, never a result.
-LONG_FIRST = ()
+LONG_FIRST = (
+    "e2e",
+    "cluster",
+    "probe/test_canaries.py",
+    "probe/test_probe.py",
+    "fanout/test_grouped_jobs.py",
+    "benchmarks/test_report_smoke.py",
+    "devtools/test_launcher_signals.py",
+    "realtime/test_protocol.py",
+    "redis_roles/test_split_roles.py",
+    "fanout/test_write_path.py",
+    "feed/test_feed.py",
+    "fanout/test_bursts.py",
+    "observability/test_slo_metrics.py",
+    "fanout/test_worker_crash.py",
+    "fanout/test_control.py",
+    "realtime/test_subscriptions.py",
+)
 
 
 def _group(item: pytest.Item) -> str:
