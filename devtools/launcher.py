@@ -221,13 +221,13 @@ def _live_runs() -> list[int]:
 # --------------------------------------------------------------------------- test
 
 
-# `make test` with no arguments runs the suite in phases (decision 0074): first every folder
-# but SERIAL_FOLDERS across TEST_WORKERS pytest-xdist workers (each with a database, a Redis db
-# and a pub/sub namespace of its own, tests/conftest.py; a test file's tests stay on one worker,
-# the folders tests/conftest.py names as groups go whole to one), then SERIAL_FOLDERS in one
+# `make test` with no arguments runs the suite in phases (decision 0074): first every test not
+# marked `alone` across TEST_WORKERS pytest-xdist workers (each with a database, a Redis db and
+# a pub/sub namespace of its own, tests/conftest.py; a test file's tests stay on one worker,
+# the folders tests/conftest.py names as groups go whole to one), then the `alone` ones
+# (tests/reliability, and single tests that flush or read server-wide Redis state) in one
 # plain pytest process, alone on the machine: they stop and restart servers and measure
 # recovery times that other workers' load would stretch. Arguments: one pytest run as given.
-SERIAL_FOLDERS = ("tests/reliability",)
 WORKERS_ENV = "TEST_WORKERS"
 
 
@@ -244,10 +244,10 @@ def test_phases(pytest_args: list[str]) -> list[tuple[str, list[str]]]:
     if pytest_args:
         return [("pytest", list(pytest_args))]
     workers = _test_workers()
-    parallel = [f"--ignore={folder}" for folder in SERIAL_FOLDERS]
+    parallel = ["-m", "not alone"]
     if workers > 1:
         parallel = ["-n", str(workers), "--dist", "loadgroup", "--no-loadscope-reorder", *parallel]
-    return [(f"parallel ({workers} workers)", parallel), ("serial", list(SERIAL_FOLDERS))]
+    return [(f"parallel ({workers} workers)", parallel), ("alone", ["-m", "alone"])]
 
 
 def cmd_test(pytest_args: list[str]) -> int:
@@ -575,8 +575,8 @@ USAGE = """usage: python -m devtools.launcher run | test [pytest args...] | stop
          8000 busy: the next free port, logged), the outbox relay, the ARQ workers and the
          synthetic probe (PROBE_ENABLED=0 skips it) until Ctrl-C, SIGTERM or SIGHUP (`make run`)
   test   provision the same way and run pytest with the given arguments; with none, the
-         whole suite: everything but tests/reliability across TEST_WORKERS pytest-xdist
-         workers (default: CPUs + 1), then tests/reliability alone (`make test`)
+         whole suite: the tests not marked `alone` across TEST_WORKERS pytest-xdist workers
+         (default: CPUs + 1), then the `alone` ones (tests/reliability, ...) (`make test`)
   stop   stop a running or killed `make run` and the embedded servers, keeping their data
          (`make stop`)
 """

@@ -133,6 +133,10 @@ TABLES = "revoked_tokens, outbox, idempotency_keys, comments, likes, blocks, fol
 # these folders go whole to one worker: one browser and one live server for e2e/, one
 # scale-out topology for cluster/ (whose failover tests run after its end-to-end ones).
 WHOLE_FOLDERS = ("e2e", "cluster")
+# Folders whose every test is marked `alone` (pyproject.toml): `make test` runs them after the
+# parallel phase, with nothing else on the machine. A single test that reads server-wide
+# figures or flushes server-wide state carries the mark itself.
+ALONE_FOLDERS = ("reliability",)
 # Groups handed out first, longest first (measured, decision 0074), so no long group starts
 # last while the other workers sit idle; the rest follow in collection order. Only the order
 # depends on this list: a stale entry costs minutes, never a result.
@@ -162,8 +166,11 @@ def _group(item: pytest.Item) -> str:
     return path.parts[0] if path.parts[0] in WHOLE_FOLDERS else path.as_posix()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects and xdist reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(PROJECT_ROOT / "tests").parts[0] in ALONE_FOLDERS:
+            item.add_marker(pytest.mark.alone)
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # a plain run keeps pytest's order
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
