@@ -28,8 +28,16 @@ import redis
 
 from app.config import PROJECT_ROOT, asyncpg_url
 
-BASE_DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-BASE_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# The servers' URLs as the launcher gave them, kept in the environment before it is pointed at
+# this session's database below: pytest-xdist workers inherit the controller's environment,
+# so DATABASE_URL there already names the controller's own (never created) test database.
+BASE_DATABASE_URL = os.environ.setdefault(
+    "TESTS_BASE_DATABASE_URL",
+    os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+)
+BASE_REDIS_URL = os.environ.setdefault(
+    "TESTS_BASE_REDIS_URL", os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+)
 TEST_DB = f"feedtest_{uuid.uuid4().hex[:10]}"
 # How long a claim on a Redis db lives without its session renewing it (a killed run's claim
 # lapses by itself); renewed every third of that by a daemon thread.
