@@ -41,7 +41,9 @@ lock: $(STAMP)
 run: $(STAMP)
 	$(PY) -m devtools.launcher run
 
-# Extra pytest arguments: make test ARGS='-k feed -x'
+# The whole suite in two phases, everything but tests/reliability across TEST_WORKERS pytest-xdist
+# workers (default: CPUs + 1), then tests/reliability alone (decision 0074). With pytest
+# arguments, one pytest process: make test ARGS='-k feed -x'
 test: $(STAMP) browser promtool
 	$(PY) -m devtools.launcher test $(ARGS)
 

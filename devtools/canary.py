@@ -38,12 +38,12 @@ LIBRARIES = (
     "prometheus-client",
 )
 TESTS = (
-    "tests/api/test_fast_adapter.py",
-    "tests/api/test_upstream_fence.py",
+    "tests/api/upstream/test_fast_adapter.py",
+    "tests/api/upstream/test_upstream_fence.py",
     "tests/realtime/test_lean_sockets.py",
     "tests/api/graphql_core",
-    "tests/api/test_fast_execution.py",
-    "tests/api/test_compiled_documents.py",
+    "tests/api/fast/test_fast_execution.py",
+    "tests/api/fast/test_compiled_documents.py",
 )
 
 

@@ -243,25 +243,67 @@ def _live_runs() -> list[int]:
 # --------------------------------------------------------------------------- test
 
 
+# `make test` with no arguments runs the suite in phases (decision 0074): first every test not
+# marked `alone` across TEST_WORKERS pytest-xdist workers (each with a database, a Redis db and
+# a pub/sub namespace of its own, tests/conftest.py; a test file's tests stay on one worker,
+# the folders tests/conftest.py names as groups go whole to one), then the `alone` ones
+# (tests/reliability, and single tests that flush or read server-wide Redis state) in one
+# plain pytest process, alone on the machine: they stop and restart servers and measure
+# recovery times that other workers' load would stretch. Arguments: one pytest run as given.
+WORKERS_ENV = "TEST_WORKERS"
+
+
+def _test_workers() -> int:
+    """TEST_WORKERS, else one more than the CPUs (the tests mostly wait on servers)."""
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if raw:
+        return max(1, int(raw))
+    return (os.cpu_count() or 1) + 1
+
+
+def test_phases(pytest_args: list[str]) -> list[tuple[str, list[str]]]:
+    """The pytest runs of `make test`: (name, argv after `pytest`), in order."""
+    if pytest_args:
+        return [("pytest", list(pytest_args))]
+    workers = _test_workers()
+    parallel = ["-m", "not alone"]
+    if workers > 1:
+        parallel = ["-n", str(workers), "--dist", "loadgroup", "--no-loadscope-reorder", *parallel]
+    return [(f"parallel ({workers} workers)", parallel), ("alone", ["-m", "alone"])]
+
+
 def cmd_test(pytest_args: list[str]) -> int:
-    """Run pytest against provisioned services; pytest's exit code is ours."""
+    """Run pytest against provisioned services, phase by phase (`test_phases`); the first
+    failing phase's exit code is ours (later phases still run, so one run shows every
+    failure; an interrupted phase stops the rest)."""
     _take_over_leftovers()
     env = provision.ensure_services()
     os.environ.update(env)
     _write_record("test", [])
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", *pytest_args], cwd=PROJECT_ROOT)
+    current: list[subprocess.Popen[bytes]] = []
 
     # Ctrl-C reaches pytest directly (same process group) and it prints its summary; we only
     # forward SIGTERM. A no-op handler, not SIG_IGN, so the child does not inherit "ignore".
     def forward(signum: int, _frame: FrameType | None) -> None:
         if signum in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
+            for proc in current:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, forward)
+    code = 0
     try:
-        return proc.wait()
+        for name, args in test_phases(pytest_args):
+            started = time.monotonic()
+            proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=PROJECT_ROOT)
+            current[:] = [proc]
+            result = proc.wait()
+            log(f"{name}: exit {result} after {time.monotonic() - started:.0f} s")
+            code = code or result
+            if result in (2, 3, 4) or result < 0:  # interrupted, internal or usage error
+                break
+        return code
     finally:
         provision.stop_services(provision.started_services())
         _drop_record()
@@ -560,7 +602,9 @@ USAGE = """usage: python -m devtools.launcher run | test [pytest args...] | stop
          seeded, and the log says so), then run the API on PORT (default 8000; unset and
          8000 busy: the next free port, logged), the outbox relay, the ARQ workers and the
          synthetic probe (PROBE_ENABLED=0 skips it) until Ctrl-C, SIGTERM or SIGHUP (`make run`)
-  test   provision the same way and run pytest with the given arguments (`make test`)
+  test   provision the same way and run pytest with the given arguments; with none, the
+         whole suite: the tests not marked `alone` across TEST_WORKERS pytest-xdist workers
+         (default: CPUs + 1), then the `alone` ones (tests/reliability, ...) (`make test`)
   stop   stop a running or killed `make run` and the embedded servers, keeping their data
          (`make stop`)
 """

@@ -11,7 +11,7 @@ node so failover can be tested.
 `cluster-node-timeout` is short (NODE_TIMEOUT_MS) so a dead master is failed over in a
 couple of seconds, and `cluster-replica-validity-factor 0` lets a replica take over however
 long it was cut off. tests/timelines/local_cluster.py is the smaller, replica-less cluster of
-the timeline store's own test.
+the timeline store's own test; `cluster_url` turns its `redis://h:p/0` into the service's scheme.
 """
 
 from __future__ import annotations
@@ -317,3 +317,9 @@ async def plain_redis() -> AsyncIterator[Redis]:
         proc.terminate()
         proc.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def cluster_url(local: str) -> str:
+    """local_cluster's `redis://h:p/0` as the service's cluster URL."""
+    host_port = local.removeprefix("redis://").split("/", 1)[0]
+    return f"redis+cluster://{host_port}"

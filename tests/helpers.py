@@ -37,7 +37,7 @@ from app.config import PROJECT_ROOT
 from app.operation_documents import operations
 from app.posts import keyset
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
-from tests.conftest import TEST_DATABASE_URL
+from tests.conftest import TEST_DATABASE_URL, TEST_DB
 
 PASSWORD = "password123"
 T = TypeVar("T")
@@ -102,6 +102,18 @@ async def sign_up(
 ) -> str:
     """Sign up; the token (most tests need no more)."""
     return (await make_user(client, handle, name, password))[0]
+
+
+def log_in_request(http: httpx.AsyncClient, handle: str) -> Awaitable[httpx.Response]:
+    """A logIn request with PASSWORD, not awaited yet (to send many at once)."""
+    return http.post(
+        "/graphql",
+        json={
+            "query": "mutation($h: String!, $p: String!) { logIn(handle: $h, password: $p) "
+            "{ token } }",
+            "variables": {"h": handle, "p": PASSWORD},
+        },
+    )
 
 
 async def follow(client: httpx.AsyncClient, token: str, handle: str) -> None:
@@ -189,6 +201,34 @@ async def db() -> AsyncIterator[asyncpg.Connection]:
 async def sql(query: str, *args: object) -> list[asyncpg.Record]:
     async with db() as conn:
         return await conn.fetch(query, *args)
+
+
+@asynccontextmanager
+async def row_locked(user_id: int) -> AsyncIterator[None]:
+    """The user's row locked FOR UPDATE in an open transaction until the block ends: every
+    logIn of the user (it UPDATEs the row) waits in PostgreSQL, in flight, meanwhile."""
+    conn = await asyncpg.connect(TEST_DATABASE_URL)
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT 1 FROM users WHERE id = $1 FOR UPDATE", user_id)
+            yield
+    finally:
+        await conn.close()
+
+
+async def waiting_on_locks() -> int:
+    """How many of the test database's sessions wait for a lock (a `row_locked` row's)."""
+    conn = await asyncpg.connect(TEST_DATABASE_URL)
+    try:
+        return int(
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = $1 AND wait_event_type = 'Lock'",
+                TEST_DB,
+            )
+        )
+    finally:
+        await conn.close()
 
 
 async def timeline_ids(state: Any, user_id: int) -> list[int]:

@@ -14,6 +14,9 @@ Session-wide servers are the `server` fixtures (tests/realtime/conftest.py, test
 `npm_ci(folder)` puts a node client's pinned packages in place (its committed
 package-lock.json, `npm ci` when node_modules is missing or stale): the graphql-ws reference
 client (tests/realtime/reference_client) and the graphql-http audit (tests/api/graphql_http_audit).
+
+`redis_server(port, folder)` is `make run`'s Redis (append-only) on a port of a test's own, for
+the tests that stop it; `redis_answers(port)` says whether it answers a PING.
 """
 
 from __future__ import annotations
@@ -27,14 +30,18 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
+import redis.exceptions
 
 from app.config import PROJECT_ROOT
+from devtools import provision
 from tests.helpers import eventually, metric_value
 
 START_SECONDS = 30.0  # a loaded machine (workers, a browser) starts uvicorn slowly
@@ -155,3 +162,37 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextmanager
+def redis_server(port: int, folder: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`make run`'s Redis (append-only file) on its own port."""
+    pairs = zip(provision.REDIS_EXTRA_CONFIG[::2], provision.REDIS_EXTRA_CONFIG[1::2], strict=True)
+    argv = [
+        str(provision._redis_server()),
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dir",
+        str(folder),
+        "--save",
+        "",
+    ]
+    argv += [arg for name, value in pairs for arg in (f"--{name}", value)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        stop_process(proc)
+
+
+async def redis_answers(port: int) -> bool:
+    """A PING on 127.0.0.1:`port` answers."""
+    client = aioredis.Redis(port=port)
+    try:
+        return bool(await client.ping())
+    except redis.exceptions.ConnectionError:
+        return False
+    finally:
+        await client.aclose()

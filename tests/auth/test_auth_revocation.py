@@ -4,39 +4,23 @@ open websockets follow within TOKEN_RECHECK_SECONDS (decision 0013), all through
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 import pytest
-from websockets.asyncio.client import ClientConnection
 
 from app.auth.revocation import revoked_key, version_key
 from app.auth.tokens import token_claims
+from tests.auth.sessions import (
+    NEW_PASSWORD,
+    change_password,
+    initialised_socket,
+    live_socket,
+    log_in,
+    viewer_codes,
+)
 from tests.helpers import PASSWORD, app_client, eventually, gql, make_user
-from tests.realtime.live import FEED_UPDATES, authed, closed_with, open_socket, receive, send
+from tests.realtime.live import closed_with
 from tests.servers import ApiServer
-
-NEW_PASSWORD = "a-new-password-456"
-
-
-async def log_in(client: httpx.AsyncClient, handle: str, password: str = PASSWORD) -> str:
-    data = (await gql(client, "LogIn", {"handle": handle, "password": password})).ok()
-    return str(data["logIn"]["token"])
-
-
-async def viewer_codes(client: httpx.AsyncClient, token: str) -> list[str]:
-    """[] when `token` is honoured, the error codes otherwise."""
-    result = await gql(client, "Viewer", token=token)
-    if not result.errors:
-        assert result.data and result.data["viewer"] is not None
-    return result.codes
-
-
-async def change_password(
-    client: httpx.AsyncClient, token: str, old: str = PASSWORD, new: str = NEW_PASSWORD
-) -> Any:
-    variables = {"oldPassword": old, "newPassword": new}
-    return await gql(client, "ChangePassword", variables, token=token)
 
 
 async def test_change_password_revokes_every_older_token(client: httpx.AsyncClient) -> None:
@@ -116,20 +100,6 @@ async def test_another_process_revocation_holds_within_the_check_cache(
 # -- websockets: refused on connect, closed 4403 within TOKEN_RECHECK_SECONDS --------------
 
 RECHECK_SECONDS = 0.3
-
-
-async def initialised_socket(api: ApiServer, token: str) -> ClientConnection:
-    """A socket whose connection_init carries `token` (its answer not read)."""
-    ws = await open_socket(api)
-    await send(ws, {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}})
-    return ws
-
-
-async def live_socket(api: ApiServer, token: str) -> ClientConnection:
-    ws = await authed(api, token)
-    await send(ws, {"id": "1", "type": "subscribe", "payload": {"query": FEED_UPDATES}})
-    assert (await receive(ws))["type"] == "next"
-    return ws
 
 
 async def test_revoked_tokens_close_their_sockets_and_open_none(test_database: str) -> None:

@@ -19,7 +19,7 @@ from app.auth.revocation import revoked_key, version_key
 from app.auth.tokens import token_claims
 from app.state import AppState
 from app.web import create_app
-from tests.auth.test_auth_revocation import (
+from tests.auth.sessions import (
     change_password,
     initialised_socket,
     live_socket,
@@ -28,8 +28,7 @@ from tests.auth.test_auth_revocation import (
 )
 from tests.helpers import counting_statements, eventually, gql, make_user, sql
 from tests.realtime.live import closed_with
-from tests.reliability.test_faults import redis_answers, redis_server
-from tests.servers import ApiServer, free_port
+from tests.servers import ApiServer, free_port, redis_answers, redis_server
 
 
 async def lose_redis(state: AppState) -> None:

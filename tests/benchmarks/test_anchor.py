@@ -11,7 +11,7 @@ import orjson
 
 from app.operation_documents import document_id, operations
 from benchmarks.anchor_server import Anchor
-from tests.api.test_fast_execution import build_world
+from tests.api.fast.differential import build_world
 
 
 async def _page(client: httpx.AsyncClient, token: str, variables: dict[str, Any]) -> bytes:

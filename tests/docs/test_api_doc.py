@@ -1,8 +1,9 @@
 """docs/API.md and the README must not drift from the code, and the README's commands must work.
 
 docs/API.md is the API reference a clone carries: its schema block must equal the exported
-SDL (which tests/api/test_schema_sdl.py holds equal to the code), every root field needs a row in
-its operation tables, and every error code and setting must be documented, defaults included.
+SDL (which tests/api/endpoint/test_schema_sdl.py holds equal to the code), every root field
+needs a row in its operation tables, and every error code and setting must be documented,
+defaults included.
 The README's quick commands run here (the bulk-seed one, slower, in tests/devtools/test_seed.py).
 """
 

@@ -1,5 +1,5 @@
 """The synthetic probe's canaries (issue 33, decision 0065), `python -m app.probe` against a
-real API process and workers (tests/probe/test_probe.py's fixtures):
+real API process and workers (tests/probe/conftest.py's fixtures):
 
 - their handles start with the deployment's secret prefix (from SECRET_KEY), so someone who
   registered the old fixed handles (`probe_0` ...) first changes nothing;
@@ -22,10 +22,8 @@ import app.config
 from app.config import PROJECT_ROOT
 from jobs import tasks
 from tests.helpers import codes, gql, make_user, post, sql
-from tests.probe.test_probe import metrics_dir, probe, service, write_path
+from tests.probe.probing import probe, service
 from tests.servers import ApiServer
-
-__all__ = ["metrics_dir", "write_path"]  # the fixtures, shared with test_probe.py
 
 SQUATTER_PASSWORD = "not-the-probe-password"
 

@@ -12,13 +12,9 @@ lets everything through (FEED_FAULT_SKIP_FILTER) leaks, fan-out batches that fai
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,95 +23,8 @@ import pytest
 from app.config import PROJECT_ROOT
 from app.fanout import lanes
 from jobs import faults
-from tests.helpers import metric_value, sql
-from tests.servers import ApiServer, stop_process
-
-PASSWORD = "probe-canary-test-password"
-KINDS = ("deleted", "private", "blocked", "unfollowed")
-CANARIES = 4  # each round: one change of each kind, two posts per edge of the ring
-PROBE_SECONDS = 120.0
-
-
-@pytest.fixture(scope="module")
-def write_path(test_database: str) -> Iterator[None]:
-    """The relay and the workers `make run` starts; the workers read injected faults."""
-    env = {**os.environ, "JOB_FAULT_HOOK": "1"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", *argv],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for argv in (
-            ["jobs.relay"],
-            ["arq", "jobs.worker.WorkerSettings"],
-            ["arq", "jobs.worker.BigLaneWorkerSettings"],
-        )
-    ]
-    yield
-    for proc in procs:
-        stop_process(proc)
-
-
-@pytest.fixture
-def metrics_dir(tmp_path: Path) -> Path:
-    """Where the API and the probe keep their metrics (PROMETHEUS_MULTIPROC_DIR)."""
-    path = tmp_path / "prometheus"
-    path.mkdir()
-    return path
-
-
-@asynccontextmanager
-async def service(metrics_dir: Path, **env: str) -> AsyncIterator[ApiServer]:
-    """An API process sharing its /metrics with the probe (multiprocess files)."""
-    async with ApiServer(env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), **env}) as api:
-        yield api
-
-
-async def probe(api: ApiServer, metrics_dir: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
-    """Run the probe to its end: its exit code and its rounds (--json lines)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.probe", "--url", api.url, "--password", PASSWORD,
-        "--canaries", str(CANARIES), "--json", *args,
-        cwd=PROJECT_ROOT,
-        env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), PROBE_SECONDS)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    rounds = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
-    assert rounds, f"the probe reported no round (exit {proc.returncode}):\n{err.decode()}"
-    assert proc.returncode is not None
-    return proc.returncode, rounds
-
-
-async def figures(api: ApiServer) -> dict[str, float]:
-    """The probe's series as the API's /metrics serves them (each must be exported)."""
-    names = [f'feed_probe_leaks_total{{kind="{kind}"}}' for kind in KINDS] + [
-        "feed_probe_lost_posts_total",
-        "feed_probe_duplicates_total",
-        'feed_probe_rounds_total{result="ok"}',
-        'feed_probe_rounds_total{result="failed"}',
-        "feed_probe_post_visible_seconds_count",
-        "feed_probe_last_round_timestamp_seconds",
-        # The service's own page figures over the probe's scrolls (decision 0023).
-        'feed_page_duplicates_total{mode="ranked"}',
-        'feed_page_duplicates_total{mode="chronological"}',
-    ]
-    async with api.http() as http:
-        text = (await http.get("/metrics")).text
-    return {name: metric_value(text, name) for name in names}
-
-
-def leaks(found: dict[str, float]) -> dict[str, float]:
-    return {kind: found[f'feed_probe_leaks_total{{kind="{kind}"}}'] for kind in KINDS}
+from tests.helpers import sql
+from tests.probe.probing import CANARIES, KINDS, figures, leaks, probe, service
 
 
 async def test_a_healthy_service_gives_a_clean_round(write_path: None, metrics_dir: Path) -> None:

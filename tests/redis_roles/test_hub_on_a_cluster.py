@@ -14,9 +14,9 @@ from redis.exceptions import RedisError
 from app.config import Settings
 from app.realtime.hub import Hub
 from app.redis_client import make_client
+from tests.cluster_topology import cluster_url
 from tests.conftest import TEST_DB
 from tests.helpers import eventually
-from tests.redis_roles.test_split_roles import cluster_url
 from tests.timelines.local_cluster import local_cluster, redis_server_binary
 
 pytestmark = pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server binary")

@@ -19,6 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from app.config import PROJECT_ROOT
 from app.timelines.packed import entries_of, newest_first
+from tests.cluster_topology import cluster_url
 from tests.helpers import eventually, feed_ids, follow, gql, make_user, post
 from tests.realtime.live import LiveClient
 from tests.servers import ApiServer, stop_process
@@ -27,12 +28,6 @@ from tests.timelines.local_cluster import local_cluster, redis_server_binary
 pytestmark = pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server binary")
 
 PROCESSES = ["jobs.worker.WorkerSettings", "jobs.worker.BigLaneWorkerSettings"]
-
-
-def cluster_url(local: str) -> str:
-    """local_cluster's `redis://h:p/0` as the service's cluster URL."""
-    host_port = local.removeprefix("redis://").split("/", 1)[0]
-    return f"redis+cluster://{host_port}"
 
 
 @pytest.fixture

@@ -16,21 +16,16 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
-import redis.asyncio as aioredis
 import redis.exceptions
 
 from app.config import PROJECT_ROOT
 from app.fanout import lanes
 from app.operation_documents import operations
 from app.posts.ids import created_ms
-from devtools import provision
 from tests.helpers import (
     Result,
     author_with_fans,
@@ -49,7 +44,7 @@ from tests.helpers import (
     timeline_ids,
 )
 from tests.reliability.private_postgres import private_postgres
-from tests.servers import ApiServer, free_port, stop_process
+from tests.servers import ApiServer, free_port, redis_answers, redis_server, stop_process
 
 
 async def metric(client: httpx.AsyncClient, sample: str) -> float:
@@ -318,39 +313,6 @@ async def test_redis_emptied_feeds_rebuild_and_open_cursors_expire(client, state
 # -- Redis unreachable for a while (real processes) ---------------------------------------------
 
 OUTAGE_SECONDS = 10.0  # stands for the issue's minute: long enough for every part to notice
-
-
-@contextmanager
-def redis_server(port: int, folder: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`make run`'s Redis (append-only file) on its own port."""
-    pairs = zip(provision.REDIS_EXTRA_CONFIG[::2], provision.REDIS_EXTRA_CONFIG[1::2], strict=True)
-    argv = [
-        str(provision._redis_server()),
-        "--bind",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dir",
-        str(folder),
-        "--save",
-        "",
-    ]
-    argv += [arg for name, value in pairs for arg in (f"--{name}", value)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield proc
-    finally:
-        stop_process(proc)
-
-
-async def redis_answers(port: int) -> bool:
-    client = aioredis.Redis(port=port)
-    try:
-        return bool(await client.ping())
-    except redis.exceptions.ConnectionError:
-        return False
-    finally:
-        await client.aclose()
 
 
 def spawn(env: dict[str, str], *argv: str) -> subprocess.Popen[bytes]:

@@ -98,6 +98,8 @@ async def test_a_burst_matches_pushing_the_posts_one_by_one(redis: Redis) -> Non
                 assert _valid(raw), (case, user)
 
 
+# INFO commandstats counts every client's commands: other workers' appends would count
+@pytest.mark.alone
 async def test_posts_all_newer_take_one_append(redis: Redis) -> None:
     """Every post newer than the timeline's newest entry: one APPEND of them all per key (and
     the trim when the string passes its bound), not one per post."""

@@ -202,6 +202,8 @@ async def test_only_existing_skips_missing_timelines(store: TimelineStore) -> No
     assert await store.latest(2, 5) == [(post, BASE_MS)]
 
 
+# SCRIPT FLUSH empties every client's script cache: other workers' pipelines would miss
+@pytest.mark.alone
 async def test_push_many_batches_and_survives_script_flush(redis: Redis) -> None:
     store = make(redis, script_batch=100)
     users = list(range(1, 351))

@@ -3,7 +3,7 @@ documents and a faster JSON encoder, and the latency timer around it.
 
 It overrides Strawberry view methods that are not documented hooks (`execute_single`,
 `run`, `parse_http_body`, ...): a listed exception to the fence (app.api.upstream.strawberry
-VIEW_OVERRIDES, checked by tests/api/test_upstream_fence.py)."""
+VIEW_OVERRIDES, checked by tests/api/upstream/test_upstream_fence.py)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ one place that judges malformed requests, so this module cannot refuse what it w
 accept. So does a request whose page holds a value the plan cannot render (the compiler's
 NotCompilable at run time): the regular path answers it from the start (its read is counted
 twice against the read budgets, and the page read twice; graphql_compiled_fallback_total
-counts these). Same bytes: tests/api/test_compiled_documents.py.
+counts these). Same bytes: tests/api/fast/test_compiled_documents.py.
 
 Where it sits (app.web, decision 0052): with `path` given, as a middleware right inside
 admission control, ahead of Starlette's exception middleware, router and route: a POST to

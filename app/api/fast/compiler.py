@@ -30,13 +30,13 @@ A `feed` plan whose every selected field has a row read (app.api.schema.feed's R
 also gets a row plan (`RowPlan`, decision 0058), which `execute` prefers: the root's value
 as FeedRows (each edge a (cursor, FeedRow) pair) and a render generated to read each field
 from the rows, so no PostEdge, Post, User or FeedPost is built per post; the same leaf
-completions and NotCompilable cases (tests/api/test_compiled_rows.py holds both renders
+completions and NotCompilable cases (tests/api/fast/test_compiled_rows.py holds both renders
 byte-equal).
 
 The schema's extensions are mirrored by name (MIRRORED_EXTENSIONS): a schema with one this
 module does not know compiles nothing.
 
-The bytes are the regular path's: tests/api/test_compiled_documents.py runs random feeds and
+The bytes are the regular path's: tests/api/fast/test_compiled_documents.py runs random feeds and
 documents through both and compares the responses, including errors.
 """
 
@@ -109,7 +109,7 @@ ROOTS: dict[str, RootResolver] = {"feed": feed_connection}
 # The schema's extensions (app.api.endpoint.schema.build_schema), by class name, and what a compiled
 # request does in their place. A schema with any other extension compiles nothing: a new
 # extension must be added here, with its counterpart, before compiled documents come back
-# (tests/api/test_compiled_documents.py compares this list with the schema's).
+# (tests/api/fast/test_compiled_documents.py compares this list with the schema's).
 MIRRORED_EXTENSIONS: Mapping[str, str] = {
     "AddValidationRules": "registered documents are validated at start-up, same rules; "
     "a text when TextPlans plans it",

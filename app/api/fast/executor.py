@@ -37,7 +37,7 @@ enum member's name (functions of the schema alone): every value is read from thi
 objects, so nothing can be stale. Every field takes graphql-core's path when an extension
 wraps resolvers (a middleware); resolvers do when the schema has exception handlers.
 
-Sameness with graphql-core: tests/api/test_fast_execution.py (random documents over random
+Sameness with graphql-core: tests/api/fast/test_fast_execution.py (random documents over random
 social graphs, byte-for-byte JSON, before and after likes, comments, edits, visibility
 changes, deletes, blocks and display-name changes). FAST_EXECUTION=0 switches it off;
 docs/decisions/0008-fast-execution.md has the design and the measurements.

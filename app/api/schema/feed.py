@@ -168,8 +168,8 @@ def _liked_row(row: FeedRow, extras: PageExtras) -> bool | None:
 # PostEdge: the (cursor, row) pair; Post: Post.__init__ over a FeedRow; User: User.__init__
 # over a FeedAuthor or users row, never graph-hidden on a feed page; Post.author and
 # Post.viewerHasLiked: types.py's PAGE_EXTRAS reads). A plan selecting anything not listed
-# renders from objects instead. tests/api/test_compiled_render.py holds the two renders
-# equal for every registered feed plan; tests/api/test_compiled_documents.py compares
+# renders from objects instead. tests/api/fast/test_compiled_render.py holds the two renders
+# equal for every registered feed plan; tests/api/fast/test_compiled_documents.py compares
 # random documents with the regular path.
 ROW_READS: dict[str, dict[str, RowRead]] = {
     "FeedConnection": {

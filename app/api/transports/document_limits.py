@@ -150,7 +150,7 @@ class DocumentLimits(SchemaExtension):
         if context.pre_execution_errors is None and document is not None:
             shape = measure(document)
             # Strawberry's ExecutionContext answers the first operation's name when none
-            # was sent; what the client sent is kept here (tests/api/test_fast_execution.py
+            # was sent; what the client sent is kept here (tests/api/fast/test_fast_execution.py
             # fails if a Strawberry upgrade moves it).
             sent = getattr(context, "_provided_operation_name", context.operation_name)
             error = shape_error(shape) or operation_name_error(shape, sent)

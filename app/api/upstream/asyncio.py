@@ -3,7 +3,7 @@
 app.api.transports.lean_sockets swaps uvicorn's per-socket Queue and Event for smaller ones
 only while nothing waits on them; asyncio keeps its waiters in private deques (`_getters`,
 `_waiters`). An asyncio without them reads as "no waiters" only if the attribute is gone, so
-tests/api/test_upstream_fence.py checks both still exist."""
+tests/api/upstream/test_upstream_fence.py checks both still exist."""
 
 from __future__ import annotations
 

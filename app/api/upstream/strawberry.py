@@ -6,7 +6,7 @@ scalar; the view (app.api.endpoint.view) and the websocket handler
 (app.api.endpoint.websocket) subclass Strawberry's ASGI view, websocket adapter and
 graphql-transport-ws handler and override methods that are not documented hooks (listed in
 VIEW_OVERRIDES, WEBSOCKET_ADAPTER_OVERRIDES and TRANSPORT_WS_HANDLER_OVERRIDES: a listed
-exception, each name checked by tests/api/test_upstream_fence.py). Strawberry's public
+exception, each name checked by tests/api/upstream/test_upstream_fence.py). Strawberry's public
 modules (`strawberry`, `strawberry.asgi`, `strawberry.types`, `strawberry.http`,
 `strawberry.extensions`, ...) are used directly elsewhere.
 """
@@ -105,7 +105,7 @@ SYNC_RESOLVER = "_resolver"
 # Methods of Strawberry's classes the service overrides that are not documented hooks
 # (Strawberry's docs name get_context, get_root_value, process_result, encode_json,
 # decode_json, on_ws_connect and render_graphql_ide for the view). A release that renames
-# one would silently stop calling the override: tests/api/test_upstream_fence.py checks each
+# one would silently stop calling the override: tests/api/upstream/test_upstream_fence.py checks each
 # is still defined by the base class, with the parameters the override takes.
 # strawberry.asgi.GraphQL, by app.api.endpoint.view.FeedGraphQL:
 VIEW_OVERRIDES = (

@@ -15,8 +15,7 @@ from collections.abc import AsyncIterator, Awaitable
 import httpx
 import pytest
 
-from tests.api.test_admission import log_in, row_locked, waiting_on_locks
-from tests.helpers import eventually, make_user
+from tests.helpers import eventually, log_in_request, make_user, row_locked, waiting_on_locks
 from tests.realtime.live import LiveClient
 from tests.servers import ApiServer
 
@@ -82,7 +81,7 @@ async def test_requests_and_socket_operations_take_admission_slots(api: ApiServe
     async with api.http() as http, httpx.AsyncClient(base_url=api.url, timeout=30) as other:
         token, user_id = await make_user(http, "slow")
         async with row_locked(user_id):
-            slow = asyncio.create_task(log_in(other, "slow"))  # holds the one slot
+            slow = asyncio.create_task(log_in_request(other, "slow"))  # holds the one slot
             await eventually(lambda: _equals(waiting_on_locks(), 1), what="a logIn in flight")
             response = await http.post("/graphql", json={"query": QUERY})
             assert response.status_code == 503, response.text

@@ -5,7 +5,7 @@ render what the object render gives for the same page, byte for byte, and refuse
 The page is one FeedPage, turned into both roots' values by the functions the `feed` field
 uses (`_connection`: PostEdge/Post objects over FeedPage.posts; `_rows`: (cursor, FeedRow)
 pairs); documents are the registered Feed document and random plannable ones
-(tests/api/test_compiled_documents.py's generator). Over HTTP and against graphql-core,
+(tests/api/fast/test_compiled_documents.py's generator). Over HTTP and against graphql-core,
 test_compiled_documents.py compares the whole path (a compiled request takes the row plan).
 """
 
@@ -27,8 +27,7 @@ from app.db.models import FANOUT_PULL
 from app.feed.cursor import CursorCodec, SessionPosition
 from app.feed.page import FeedPage
 from app.feed.rows import FeedAuthor, FeedRow, PageExtras
-from tests.api.differential import gql_text
-from tests.api.test_compiled_documents import Gen, _compile
+from tests.api.fast.differential import Gen, compile_text, gql_text
 
 CODEC = CursorCodec("row-plan-test-secret")
 
@@ -92,16 +91,16 @@ def _both(plan: Any, page: FeedPage, has_previous: bool) -> tuple[Any, Any]:
 def test_the_registered_feed_document_has_a_row_plan() -> None:
     # A field added to the Feed document without a row read would quietly leave the
     # registered document on the (slower) object render: this fails instead.
-    plan = _compile(gql_text("Feed"))
+    plan = compile_text(gql_text("Feed"))
     assert plan is not None and plan.rows is not None
 
 
 def test_row_plans_render_the_object_renders_bytes() -> None:
     rng = random.Random(58)
-    plans = [_compile(gql_text("Feed"))]
+    plans = [compile_text(gql_text("Feed"))]
     for _ in range(80):
         text, _ = Gen(rng, []).document()
-        plans.append(_compile(text))
+        plans.append(compile_text(text))
     compared = 0
     for plan in plans:
         assert plan is not None and plan.rows is not None
@@ -114,7 +113,7 @@ def test_row_plans_render_the_object_renders_bytes() -> None:
 
 
 def test_what_the_object_render_refuses_the_row_render_refuses() -> None:
-    plan = _compile(gql_text("Feed"))
+    plan = compile_text(gql_text("Feed"))
     rng = random.Random(7)
     cases = []
     page = _page(rng, 3)
@@ -143,10 +142,10 @@ def test_what_the_object_render_refuses_the_row_render_refuses() -> None:
 
 
 def test_a_field_without_a_row_read_renders_from_objects() -> None:
-    plan = _compile(gql_text("Feed"))
+    plan = compile_text(gql_text("Feed"))
     reads = {t: dict(fields) for t, fields in ROW_READS.items()}
     del reads["User"]["handle"]
     with pytest.raises(NotCompilable):
         _generate(plan.steps, reads)
     text = "query { feed { edges { node { id } } } }"
-    assert _compile(text).rows is not None
+    assert compile_text(text).rows is not None

@@ -1,6 +1,6 @@
 """Compiled documents (app.api.fast.compiler, .compiled_http) answer the regular path's bytes.
 
-Differential tests, as tests/api/test_fast_execution.py does for the executor:
+Differential tests, as tests/api/fast/test_fast_execution.py does for the executor:
 - random documents over `feed` that the compiler can plan (aliases, named and inline
   fragments, __typename, authors, likes, page info; arguments as literals, variables with and
   without defaults, absent), compiled and run next to graphql-core's executor on the same
@@ -18,7 +18,7 @@ Differential tests, as tests/api/test_fast_execution.py does for the executor:
   same bytes.
 
 A first page makes a new session on every read: within one comparison the page is read once
-and replayed to the other path (tests/api/differential.py's `replayed_pages`).
+and replayed to the other path (tests/api/fast/differential.py's `replayed_pages`).
 """
 
 from __future__ import annotations
@@ -41,123 +41,19 @@ from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.trusted import Registered
 from app.config import get_settings
 from app.operation_documents import sha256_hex
-from tests.api import differential
-from tests.api.differential import (
+from tests.api.fast import differential
+from tests.api.fast.differential import (
     PLAIN,
+    Gen,
     World,
     build_world,
     change,
+    compile_text,
     end_cursors,
     gql_text,
     replayed_pages,
 )
 from tests.helpers import app_client, gql, make_user, sql
-
-POST_LEAVES = (*differential.POST_LEAVES, "__typename")
-AUTHOR_LEAVES = tuple(f for f in differential.USER_LEAVES if f != "viewerFollows")  # not planned
-PAGE_INFO_LEAVES = (*differential.PAGE_INFO_LEAVES, "__typename")
-
-
-def _compile(text: str) -> Any:
-    from graphql import parse
-
-    entry = Registered("Q", text, sha256_hex(text), parse(text))
-    return compile_documents(PLAIN._schema, {text: entry}, PLAIN.process_errors).get(text)
-
-
-class Gen:
-    """A random document the compiler can plan: no directives, no key twice."""
-
-    def __init__(self, rng: random.Random, cursors: list[str]) -> None:
-        self.rng = rng
-        self.cursors = cursors
-        self.fragments: dict[str, str] = {}
-        self.variables: dict[str, tuple[str, Any]] = {}  # name -> (type, value or absent)
-        self.n = 0
-
-    def fresh(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}{self.n}"
-
-    def key(self, name: str) -> str:
-        return f"{self.fresh('a')}: {name}" if self.rng.random() < 0.15 else name
-
-    def wrap(self, type_name: str, parts: list[str]) -> str:
-        out = []
-        for part in parts:
-            roll = self.rng.random()
-            if roll < 0.1:
-                out.append(f"... on {type_name} {{ {part} }}")
-            elif roll < 0.15:
-                out.append(f"... {{ {part} }}")
-            elif roll < 0.25:
-                name = self.fresh("F")
-                self.fragments[name] = f"fragment {name} on {type_name} {{ {part} }}"
-                out.append(f"...{name}")
-            else:
-                out.append(part)
-        return "{ " + " ".join(out) + " }"
-
-    def leaves(self, type_name: str, names: tuple[str, ...], extra: list[str]) -> str:
-        chosen = [self.key(n) for n in names if self.rng.random() < 0.6] + extra
-        if not chosen:
-            chosen = [self.rng.choice(names)]
-        self.rng.shuffle(chosen)
-        return self.wrap(type_name, chosen)
-
-    def post(self) -> str:
-        extra = []
-        if self.rng.random() < 0.8:
-            extra.append(f"{self.key('author')} {self.leaves('User', AUTHOR_LEAVES, [])}")
-        return self.leaves("Post", POST_LEAVES, extra)
-
-    def connection(self) -> str:
-        edge = [f"{self.key('node')} {self.post()}"]
-        if self.rng.random() < 0.7:
-            edge.append(self.key("cursor"))
-        parts = [f"{self.key('edges')} {self.wrap('PostEdge', edge)}"]
-        if self.rng.random() < 0.7:
-            parts.append(f"{self.key('pageInfo')} {self.leaves('PageInfo', PAGE_INFO_LEAVES, [])}")
-        for leaf in ("sessionId", "degraded", "__typename"):
-            if self.rng.random() < 0.4:
-                parts.append(self.key(leaf))
-        return self.wrap("FeedConnection", parts)
-
-    def argument(self, name: str, graphql_type: str, value: Any, literal: str) -> str | None:
-        roll = self.rng.random()
-        if roll < 0.25:
-            return None  # the argument's own default
-        if roll < 0.45:
-            return f"{name}: {literal}"
-        var = self.fresh(name)
-        if self.rng.random() < 0.25:  # a default in the operation, maybe no value sent
-            self.variables[var] = (f"{graphql_type} = {literal}", self._maybe(value))
-        else:
-            self.variables[var] = (graphql_type, self._maybe(value))
-        return f"{name}: ${var}"
-
-    def _maybe(self, value: Any) -> Any:
-        roll = self.rng.random()
-        return ... if roll < 0.15 else (None if roll < 0.25 else value)  # ... = not sent
-
-    def document(self) -> tuple[str, dict[str, Any]]:
-        size = self.rng.choice((1, 3, 5, 20, 20, 100, 0))  # 0: BAD_USER_INPUT
-        mode = self.rng.choice(("RANKED", "CHRONOLOGICAL"))
-        after = self.rng.choice([*self.cursors, "bm9wZQ"]) if self.cursors else "bm9wZQ"
-        args = [
-            self.argument("first", "Int", size, str(size)),
-            self.argument("mode", "FeedMode", mode, mode),
-        ]
-        if self.rng.random() < 0.4:
-            args.append(self.argument("after", "String", after, orjson.dumps(after).decode()))
-        given = [a for a in args if a]
-        label = self.key("feed")
-        root = f"{label}{'(' + ', '.join(given) + ')' if given else ''} {self.connection()}"
-        declared = ", ".join(f"${n}: {t}" for n, (t, _) in self.variables.items())
-        head = f"query Q({declared})" if declared else "query Q"
-        text = " ".join([f"{head} {{ {root} }}", *self.fragments.values()])
-        values = {n: v for n, (_, v) in self.variables.items() if v is not ...}
-        return text, values
 
 
 async def compare_compiled(state: Any, world: World, documents: int) -> None:
@@ -167,7 +63,7 @@ async def compare_compiled(state: Any, world: World, documents: int) -> None:
         viewer_id = world.ids[viewer] if viewer else None
         cursors = await end_cursors(state, viewer_id) if viewer_id else []
         text, variables = Gen(rng, cursors).document()
-        compiled = _compile(text)
+        compiled = compile_text(text)
         assert compiled is not None, text
         values = {k: compiled.variables[k].coerce(v) for k, v in variables.items()}
         with replayed_pages(state):
@@ -211,11 +107,11 @@ async def test_random_compiled_documents_answer_the_same_bytes(client, state, pi
     ],
 )
 def test_what_the_compiler_leaves_to_the_regular_path(text: str) -> None:
-    assert _compile(text) is None
+    assert compile_text(text) is None
 
 
 def test_the_registered_feed_document_compiles() -> None:
-    assert _compile(gql_text("Feed")) is not None
+    assert compile_text(gql_text("Feed")) is not None
 
 
 # -- over HTTP -------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 `Accept: application/graphql-response+json` gets that Content-Type, 400 and no `data` entry
 for a request error (parse, validation, variable coercion, malformed body, refused trusted
 document), and 200 once execution ran; `application/json`, `*/*` and no `Accept` keep the
-older answers (200 and `"data": null` for every GraphQL error). tests/api/test_graphql_http_audit.py
-runs the spec's reference audits; these pin the same rules and our own paths.
+older answers (200 and `"data": null` for every GraphQL error).
+tests/api/transports/test_graphql_http_audit.py runs the spec's reference audits; these pin the
+same rules and our own paths.
 """
 
 from __future__ import annotations

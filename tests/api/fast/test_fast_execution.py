@@ -38,7 +38,7 @@ from app.api.endpoint.schema import build_schema
 from app.api.fast.executor import EventScopedExecutor, FastExecutor
 from app.api.schema.context import Context
 from app.config import get_settings
-from tests.api.differential import (
+from tests.api.fast.differential import (
     FAST,
     PAGE_INFO_LEAVES,
     PLAIN,

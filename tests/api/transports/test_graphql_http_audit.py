@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.servers import ApiServer, npm_ci
 
-AUDIT_DIR = Path(__file__).parent / "graphql_http_audit"
+AUDIT_DIR = Path(__file__).parents[1] / "graphql_http_audit"
 AUDIT_SECONDS = 120.0
 
 

@@ -1,11 +1,12 @@
-"""The differential tests' shared world (tests/api/test_fast_execution.py,
-tests/api/test_compiled_documents.py): the regular path as the oracle.
+"""The differential tests' shared world (tests/api/fast/test_fast_execution.py,
+tests/api/fast/test_compiled_documents.py): the regular path as the oracle.
 
 Two schemas, FAST (app.api.fast.executor) and PLAIN (graphql-core's executor); a random social
 graph built through the API (`build_world`) and changed one random step at a time
 (`change`); `replayed_pages`, so that a feed's first page, which opens a new feed session on
 every read, is read once and replayed to every path compared; the answer bytes as the HTTP
-view encodes them; graphql-core's own refusal of a document, for comparison.
+view encodes them; graphql-core's own refusal of a document, for comparison; `Gen`, a random
+document the compiler can plan, and `compile_text`, its plan.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ import orjson
 from strawberry.http import process_result
 
 from app.api.endpoint.schema import build_schema
+from app.api.fast.compiler import compile_documents
 from app.api.schema.context import Context
+from app.api.transports.trusted import Registered
 from app.config import get_settings
+from app.operation_documents import sha256_hex
 from tests.helpers import block, follow, gql, make_user, post, sql, unfollow
 
 FAST = build_schema(get_settings(), fast_execution=True)
@@ -213,3 +217,116 @@ def graphql_core_refusal(query: str) -> list[str]:
 def refusal_of(body: dict[str, Any]) -> list[tuple[str, str]]:
     assert body.get("data") is None, body
     return [(e["message"], e["extensions"]["code"]) for e in body["errors"]]
+
+
+# -- random documents the compiler plans ------------------------------------------------------
+
+PLANNED_POST_LEAVES = (*POST_LEAVES, "__typename")
+PLANNED_AUTHOR_LEAVES = tuple(f for f in USER_LEAVES if f != "viewerFollows")  # not planned
+PLANNED_PAGE_INFO_LEAVES = (*PAGE_INFO_LEAVES, "__typename")
+
+
+def compile_text(text: str) -> Any:
+    """The compiled plan of one document text (None: left to the regular path)."""
+    from graphql import parse
+
+    entry = Registered("Q", text, sha256_hex(text), parse(text))
+    return compile_documents(PLAIN._schema, {text: entry}, PLAIN.process_errors).get(text)
+
+
+class Gen:
+    """A random document the compiler can plan: no directives, no key twice (the compiled
+    documents' differential tests and the row plans' tests)."""
+
+    def __init__(self, rng: random.Random, cursors: list[str]) -> None:
+        self.rng = rng
+        self.cursors = cursors
+        self.fragments: dict[str, str] = {}
+        self.variables: dict[str, tuple[str, Any]] = {}  # name -> (type, value or absent)
+        self.n = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def key(self, name: str) -> str:
+        return f"{self.fresh('a')}: {name}" if self.rng.random() < 0.15 else name
+
+    def wrap(self, type_name: str, parts: list[str]) -> str:
+        out = []
+        for part in parts:
+            roll = self.rng.random()
+            if roll < 0.1:
+                out.append(f"... on {type_name} {{ {part} }}")
+            elif roll < 0.15:
+                out.append(f"... {{ {part} }}")
+            elif roll < 0.25:
+                name = self.fresh("F")
+                self.fragments[name] = f"fragment {name} on {type_name} {{ {part} }}"
+                out.append(f"...{name}")
+            else:
+                out.append(part)
+        return "{ " + " ".join(out) + " }"
+
+    def leaves(self, type_name: str, names: tuple[str, ...], extra: list[str]) -> str:
+        chosen = [self.key(n) for n in names if self.rng.random() < 0.6] + extra
+        if not chosen:
+            chosen = [self.rng.choice(names)]
+        self.rng.shuffle(chosen)
+        return self.wrap(type_name, chosen)
+
+    def post(self) -> str:
+        extra = []
+        if self.rng.random() < 0.8:
+            extra.append(f"{self.key('author')} {self.leaves('User', PLANNED_AUTHOR_LEAVES, [])}")
+        return self.leaves("Post", PLANNED_POST_LEAVES, extra)
+
+    def connection(self) -> str:
+        edge = [f"{self.key('node')} {self.post()}"]
+        if self.rng.random() < 0.7:
+            edge.append(self.key("cursor"))
+        parts = [f"{self.key('edges')} {self.wrap('PostEdge', edge)}"]
+        if self.rng.random() < 0.7:
+            parts.append(
+                f"{self.key('pageInfo')} {self.leaves('PageInfo', PLANNED_PAGE_INFO_LEAVES, [])}"
+            )
+        for leaf in ("sessionId", "degraded", "__typename"):
+            if self.rng.random() < 0.4:
+                parts.append(self.key(leaf))
+        return self.wrap("FeedConnection", parts)
+
+    def argument(self, name: str, graphql_type: str, value: Any, literal: str) -> str | None:
+        roll = self.rng.random()
+        if roll < 0.25:
+            return None  # the argument's own default
+        if roll < 0.45:
+            return f"{name}: {literal}"
+        var = self.fresh(name)
+        if self.rng.random() < 0.25:  # a default in the operation, maybe no value sent
+            self.variables[var] = (f"{graphql_type} = {literal}", self._maybe(value))
+        else:
+            self.variables[var] = (graphql_type, self._maybe(value))
+        return f"{name}: ${var}"
+
+    def _maybe(self, value: Any) -> Any:
+        roll = self.rng.random()
+        return ... if roll < 0.15 else (None if roll < 0.25 else value)  # ... = not sent
+
+    def document(self) -> tuple[str, dict[str, Any]]:
+        size = self.rng.choice((1, 3, 5, 20, 20, 100, 0))  # 0: BAD_USER_INPUT
+        mode = self.rng.choice(("RANKED", "CHRONOLOGICAL"))
+        after = self.rng.choice([*self.cursors, "bm9wZQ"]) if self.cursors else "bm9wZQ"
+        args = [
+            self.argument("first", "Int", size, str(size)),
+            self.argument("mode", "FeedMode", mode, mode),
+        ]
+        if self.rng.random() < 0.4:
+            args.append(self.argument("after", "String", after, orjson.dumps(after).decode()))
+        given = [a for a in args if a]
+        label = self.key("feed")
+        root = f"{label}{'(' + ', '.join(given) + ')' if given else ''} {self.connection()}"
+        declared = ", ".join(f"${n}: {t}" for n, (t, _) in self.variables.items())
+        head = f"query Q({declared})" if declared else "query Q"
+        text = " ".join([f"{head} {{ {root} }}", *self.fragments.values()])
+        values = {n: v for n, (_, v) in self.variables.items() if v is not ...}
+        return text, values

@@ -1,6 +1,6 @@
 """The plan's generated render (app.api.fast.codegen's `_generate`, decision 0052) gives what
 the step walker (`_render`) gives, and refuses (NotCompilable) what it refuses. Over HTTP,
-against the regular path, tests/api/test_compiled_documents.py compares the bytes."""
+against the regular path, tests/api/fast/test_compiled_documents.py compares the bytes."""
 
 from __future__ import annotations
 
