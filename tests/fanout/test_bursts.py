@@ -13,11 +13,16 @@ from typing import Any
 import pytest
 from arq.worker import Worker
 
-from app.config import get_settings
-from app.db.models import FANOUT_PULL, FANOUT_PUSH
-from app.fanout import constants, control, lanes
+from app.fanout import control, lanes
 from app.fanout.__main__ import pin as pin_author
 from jobs.worker import REVIEW, lane_settings
+from tests.fanout.bursts import (
+    FANS,
+    WINDOW_SECONDS,
+    age_follows,
+    assert_every_post_once,
+    burst_size,
+)
 from tests.helpers import (
     author_with_fans,
     eventually,
@@ -26,65 +31,8 @@ from tests.helpers import (
     full_scroll,
     make_user,
     post,
-    sql,
     timeline_ids,
 )
-
-FANS = 8  # below the pull threshold (10) and above the push threshold (8 - 1): PUSH by count
-WINDOW_SECONDS = 4  # the posting-rate window, short so the burst is over soon
-BURST_POSTS = 5  # more posts than this within the window tip the model to PULL (FANS followers)
-
-
-@pytest.fixture
-def short_window(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The settings this process's app and the pipeline's workers share (get_settings is
-    cached), with a short posting-rate window, and reads made cheap enough that pushing more
-    than BURST_POSTS posts a window to FANS followers costs more than their pulling (at the
-    production constants it takes tens of thousands of followers)."""
-    settings = get_settings()
-    monkeypatch.setattr(settings, "fanout_control", "cost")
-    monkeypatch.setattr(settings, "fanout_pull_min_active_followers", 0)
-    monkeypatch.setattr(settings, "fanout_window_seconds", WINDOW_SECONDS)
-    per_read = constants.SECONDS_PER_PULLED_SOURCE * (1 + settings.fanout_hysteresis)
-    reads = BURST_POSTS * constants.SECONDS_PER_INSERT / per_read
-    monkeypatch.setattr(settings, "fanout_reads_per_active_follower", reads)
-    return settings
-
-
-def burst_size(settings: Any) -> int:
-    """The fewest posts within the window the model takes for a burst from FANS active
-    followers on an idle lane (so the test follows the model's constants)."""
-    for posts in range(1, 200):
-        inputs = control.AuthorInputs(
-            followers=FANS,
-            active_followers=FANS,
-            posts_per_window=float(posts),
-            lane_lag_seconds=0.0,
-            queued_jobs=0,
-            pin=None,
-        )
-        if control.decide(FANOUT_PUSH, inputs, settings).mode == FANOUT_PULL:
-            return posts
-    raise AssertionError("no burst of FANS followers' author goes PULL")
-
-
-async def assert_every_post_once(client: Any, token: str, expected: set[int]) -> None:
-    chrono = await full_scroll(client, token, mode="CHRONOLOGICAL")
-    assert chrono == sorted(expected, reverse=True)
-    ranked = await full_scroll(client, token, mode="RANKED")
-    assert len(ranked) == len(set(ranked)), "a post shown twice"
-    assert set(ranked) == expected
-
-
-async def age_follows(state: Any) -> None:
-    """Follows and mode switches an hour old: only timelines or a PULL author's index can
-    supply a followee's posts now (not the read path's recent-follow pull)."""
-    await sql("UPDATE follows SET created_at = created_at - interval '1 hour'")
-    await sql(
-        "UPDATE users SET fanout_mode_changed_at = fanout_mode_changed_at - interval '1 hour'"
-        " WHERE fanout_mode_changed_at IS NOT NULL"
-    )
-    state.forget_local()
 
 
 async def test_a_burst_goes_pull_and_the_periodic_pass_brings_it_back_to_push(

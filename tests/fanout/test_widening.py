@@ -24,13 +24,12 @@ import pytest
 from app.config import get_settings
 from app.fanout import lanes
 from jobs.worker import REVIEW
-from tests.fanout.test_bursts import (  # noqa: F401 (short_window: a fixture)
+from tests.fanout.bursts import (
     FANS,
     WINDOW_SECONDS,
     age_follows,
     assert_every_post_once,
     burst_size,
-    short_window,
 )
 from tests.helpers import (
     author_with_fans,
@@ -168,7 +167,7 @@ async def test_widenings_count_in_the_posting_rate_window(
     client,
     state,
     pipeline,
-    short_window,  # noqa: F811
+    short_window,
 ) -> None:
     """An author whose posts were made PRIVATE and whose posting window is empty widens more
     posts than a burst within the window: the cost model takes them for posts and goes PULL,
