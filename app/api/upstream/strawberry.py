@@ -105,8 +105,8 @@ SYNC_RESOLVER = "_resolver"
 # Methods of Strawberry's classes the service overrides that are not documented hooks
 # (Strawberry's docs name get_context, get_root_value, process_result, encode_json,
 # decode_json, on_ws_connect and render_graphql_ide for the view). A release that renames
-# one would silently stop calling the override: tests/api/upstream/test_upstream_fence.py checks each
-# is still defined by the base class, with the parameters the override takes.
+# one would silently stop calling the override: tests/api/upstream/test_upstream_fence.py
+# checks each is still defined by the base class, with the parameters the override takes.
 # strawberry.asgi.GraphQL, by app.api.endpoint.view.FeedGraphQL:
 VIEW_OVERRIDES = (
     "execute_single",
