@@ -206,7 +206,7 @@ def refuse_lookalikes(environ: Mapping[str, str], known: Iterable[str]) -> None:
 # Names the bounds below use. Ceilings are generous: they only refuse a typo (an extra digit
 # or three), never a value an operator would mean.
 DAY = 86_400  # seconds
-COUNT_CEILING = 1_000_000_000  # counts of users, followers, posts, requests
+COUNT_CEILING = 2_147_483_647  # counts of users, followers, posts, requests (PostgreSQL integer)
 MS_CEILING = 60_000  # a budget or wait inside one operation: a minute at most
 
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.config import PROJECT_ROOT, Settings
+from app.config import PROJECT_ROOT
 from devtools import provision
+from devtools.launcher import LauncherSettings
 
 # Words that tell the reader the address is the launcher's choice, not a constant.
 QUALIFIERS = re.compile(r"\bbusy\b|\bprint(?:s|ed)\b|\bmove[sd]?\b", re.IGNORECASE)
 
 
 def launcher_ports() -> list[int]:
-    return [Settings.model_fields["port"].default, provision.PG_PORT, provision.REDIS_PORT]
+    return [LauncherSettings.model_fields["port"].default, provision.PG_PORT, provision.REDIS_PORT]
 
 
 def docs() -> list[Path]:

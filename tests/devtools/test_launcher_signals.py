@@ -29,8 +29,9 @@ import asyncpg
 import httpx
 import pytest
 
-from app.config import PROJECT_ROOT, Settings, asyncpg_url
+from app.config import PROJECT_ROOT, asyncpg_url
 from devtools import provision
+from devtools.launcher import LauncherSettings
 from tests.helpers import eventually
 from tests.servers import free_port
 
@@ -350,7 +351,7 @@ async def test_an_external_database_gets_demo_data_only_when_asked(
 async def test_a_busy_default_port_moves_the_api_and_says_so(tmp_path: Path) -> None:
     """PORT unset and 8000 taken: the API runs on the next free port and the log names it (the
     docs say 8000; a newcomer must see why the address differs)."""
-    default = Settings.model_fields["port"].default
+    default = LauncherSettings.model_fields["port"].default
     server = os.environ["DATABASE_URL"]
     name = f"t_launcher_{uuid.uuid4().hex[:10]}"
     database_url = await provision.acreate_database(server, name)
