@@ -27,6 +27,7 @@ import signal
 import time
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.fanout import lanes
@@ -70,6 +71,9 @@ async def caught_up(master: Node, replica: Node) -> bool:
     return info.get("master_link_status") == "up" and int(info["slave_repl_offset"]) >= written
 
 
+# Alone (decision 0074): its retry must land within the wait after a failover, which the
+# parallel phase's load stretched past it in 3 runs of 3; alone it takes ~15 s.
+@pytest.mark.alone
 async def test_a_write_its_replica_never_got_survives_the_masters_death(scaled: Scaled) -> None:
     api1, api2 = scaled.apis
     cluster = scaled.cluster
