@@ -590,7 +590,7 @@ class Settings(BaseSettings):
             if "secret_key" not in self.model_fields_set:  # not the dev key of .run/
                 raise ValueError("PROFILE=production needs SECRET_KEY set")
             for fault, on in FaultSwitches():
-                if on:
+                if on and fault not in PRODUCTION_IGNORES:
                     raise ValueError(f"{fault.upper()} is test-only: not with PROFILE=production")
         return self
 
@@ -631,6 +631,15 @@ class FaultSwitches(BaseSettings):
     # a next page repeats the post the previous one ended at.
     feed_fault_skip_filter: bool = False
     feed_fault_repeat_post: bool = False
+    # Argon2id with the least work (app.passwords.CHEAP_HASHER): the test suite creates
+    # thousands of accounts, each sign-up ~100 ms of a core at the real parameters.
+    # Under PROFILE=production it is ignored (the real parameters; PRODUCTION_IGNORES), not
+    # refused: the suite's production-profile servers inherit it, and ignoring it fails safe.
+    password_hash_cheap: bool = False
+
+
+# Test switches PROFILE=production ignores rather than refuses (their "off" is the safe side).
+PRODUCTION_IGNORES = frozenset({"password_hash_cheap"})
 
 
 @lru_cache

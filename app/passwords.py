@@ -24,6 +24,10 @@ from app.errors import Overloaded
 from app.observability.metrics import PASSWORD_HASH_OVERLOADED
 
 _hasher = PasswordHasher()
+# The test suite's hasher (FaultSwitches.password_hash_cheap, never in production): the same
+# Argon2id with the least work, so a test's sign-ups cost ~1 ms of CPU, not ~100 ms (decision
+# 0074). Its hashes carry their parameters, so any hasher verifies them.
+CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
 T = TypeVar("T")
 
 __all__ = ["PasswordGate", "hash_password", "needs_rehash", "verify_password"]
@@ -34,8 +38,11 @@ class PasswordGate:
     one more waits up to `wait_ms` (PASSWORD_HASH_WAIT_MS) for a slot, then OVERLOADED. One
     per process, built by the composition root (`AppState.passwords`)."""
 
-    def __init__(self, concurrency: int, wait_ms: int) -> None:
+    def __init__(
+        self, concurrency: int, wait_ms: int, hasher: PasswordHasher | None = None
+    ) -> None:
         self.concurrency = concurrency
+        self.hasher = hasher
         self.wait_seconds = wait_ms / 1000
         # One semaphore per event loop (a semaphore binds to the loop it first waits on).
         self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
@@ -68,16 +75,16 @@ class PasswordGate:
 
     async def hash(self, password: str) -> str:
         """`hash_password` in a thread, at most `concurrency` at once."""
-        return await self._bounded(lambda: hash_password(password))
+        return await self._bounded(lambda: hash_password(password, self.hasher))
 
     async def verify(self, password_hash: str, password: str) -> bool:
         """`verify_password` in a thread, at most `concurrency` at once."""
         return await self._bounded(lambda: verify_password(password_hash, password))
 
 
-def hash_password(password: str) -> str:
+def hash_password(password: str, hasher: PasswordHasher | None = None) -> str:
     """Salted Argon2id hash in PHC string form (parameters travel with the hash)."""
-    return _hasher.hash(password)
+    return (hasher or _hasher).hash(password)
 
 
 def verify_password(password_hash: str, password: str) -> bool:

@@ -24,7 +24,7 @@ from app.fanout.lag import LagProbe, lane_lag_seconds
 from app.fanout.service import FanoutService
 from app.feed.service import FeedService
 from app.feed.sessions import FeedSessionStore
-from app.passwords import PasswordGate
+from app.passwords import CHEAP_HASHER, PasswordGate
 from app.realtime.counts import reset_new_post_count
 from app.realtime.notifier import RedisNotifier
 from app.redis_client import RedisRoles, make_roles
@@ -133,6 +133,8 @@ def create_state(
         replica=replica if settings.database_replica_feed_pages else None,
         faults=faults,
     )
+    # The test suite's cheap Argon2 (a test switch); production always hashes for real.
+    cheap_hashes = faults.password_hash_cheap and settings.profile != "production"
     return AppState(
         settings=settings,
         engine=engine,
@@ -142,7 +144,11 @@ def create_state(
         fanout=fanout,
         feed=feed,
         activity=activity,
-        passwords=PasswordGate(settings.password_hash_concurrency, settings.password_hash_wait_ms),
+        passwords=PasswordGate(
+            settings.password_hash_concurrency,
+            settings.password_hash_wait_ms,
+            CHEAP_HASHER if cheap_hashes else None,
+        ),
         replica=replica,
         faults=faults,
     )

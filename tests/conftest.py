@@ -106,6 +106,9 @@ os.environ.update(
         "RATE_LIMIT_HASHES_PER_ACCOUNT_PER_MINUTE": "100000",
         "RATE_LIMIT_HASHES_PER_IP_PER_MINUTE": "100000",
         "PASSWORD_HASH_WAIT_MS": "2000",
+        # Argon2id with the least work (a test switch, app.config.FaultSwitches): thousands of
+        # sign-ups at ~100 ms of a core each were the suite's largest CPU cost (decision 0074).
+        "PASSWORD_HASH_CHEAP": "1",
         "FANOUT_PULL_THRESHOLD": "10",
         "FANOUT_PUSH_THRESHOLD": "8",
         # Tests cross the thresholds with a handful of followers, where the cost model would

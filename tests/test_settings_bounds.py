@@ -150,7 +150,12 @@ def test_launcher_and_fault_switches_live_apart_from_the_service_settings() -> N
     faults = {name.upper() for name in FaultSwitches.model_fields}
     assert launcher == LAUNCHER_VARIABLES
     assert not service & (launcher | faults)
-    assert {"JOB_FAULT_HOOK", "FEED_FAULT_SKIP_FILTER", "FEED_FAULT_REPEAT_POST"} == faults
+    assert {
+        "JOB_FAULT_HOOK",
+        "FEED_FAULT_SKIP_FILTER",
+        "FEED_FAULT_REPEAT_POST",
+        "PASSWORD_HASH_CHEAP",
+    } == faults
 
 
 def test_launcher_names_are_not_mistaken_for_misspelt_settings(
