@@ -32,11 +32,12 @@ class Pipeline:
         await self.arq.enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)
 
     async def run_lane(self, lane: str) -> int:
-        """Run one real ARQ worker on a lane until its queue is empty; jobs completed."""
-        worker = Worker(
-            **{**lane_settings(lane, max_jobs=20), "burst": True, "poll_delay": 0.01},
-            handle_signals=False,
-        )
+        """Run one real ARQ worker on a lane until its queue is empty; jobs completed.
+
+        Without the lane's crons: a burst crossing :00 would otherwise run the reconciler
+        (and :30 the pruner) as extra jobs. Tests enqueue the periodic passes by name."""
+        settings = {**lane_settings(lane, max_jobs=20), "cron_jobs": [], "poll_delay": 0.01}
+        worker = Worker(**settings, burst=True, handle_signals=False)
         try:
             await worker.main()
         finally:
