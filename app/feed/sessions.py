@@ -1,9 +1,14 @@
 """Feed sessions: the ranked ids of a first page, frozen in Redis for a while.
 
 Key `fs:{<viewer>}:<session>` (hash tag = the viewer, same slot as the timeline), a string:
-"<tail>\n<ids>", where tail = "created_ms:post_id" of the oldest candidate in the window
-(where RANKED scrolling continues as a keyset once the frozen ids run out) or empty, and ids
-= packed 8-byte big-endian post ids in rank order. The TTL is the session's lifetime; a
+"<head>\n<ids><recommended>", where head = "<tail>" or "<tail>;<model>;<arm>;<n>": tail =
+"created_ms:post_id" of the oldest candidate in the window (where RANKED scrolling continues
+as a keyset once the frozen ids run out) or empty; model and arm = the ranking model version
+and experiment arm the session was ranked with (a reload never reorders an open session);
+n = how many of the ids came from the recommendation source. ids = packed 8-byte big-endian
+post ids in rank order, followed by those n recommended ids (packed, ascending): later pages
+filter them by the recommendation rule, the others by the home-feed rule. A session written
+before the model fields existed has a head without ';'. The TTL is the session's lifetime; a
 missing key means expired.
 
 One script call per new session (`CREATE`): SET ... EX of the session, and its id in the
@@ -38,10 +43,24 @@ _ID = struct.Struct(">Q")
 
 
 @dataclass(frozen=True)
+class SessionRanking:
+    """What a session was ranked with and from: carried with it, so every later page of the
+    scroll is read as the first was."""
+
+    model: str = ""  # the ranking model version ("" before models existed)
+    arm: str = ""  # the experiment arm the viewer was in ("" without an experiment)
+    recommended: frozenset[int] = frozenset()  # ids from the recommendation source
+
+
+NO_RANKING = SessionRanking()
+
+
+@dataclass(frozen=True)
 class FeedSession:
     session_id: str
     ids: list[int]
     tail: tuple[int, int] | None  # (created_ms, post_id) or None when the window held all
+    ranking: SessionRanking = NO_RANKING
 
 
 def _key(viewer_id: int, session_id: str) -> str:
@@ -102,17 +121,17 @@ class FeedSessionStore:
         ids: Sequence[int],
         tail: tuple[int, int] | None,
         session_id: str | None = None,
+        ranking: SessionRanking = NO_RANKING,
     ) -> FeedSession:
         """Store a new session; past `per_viewer` open ones the viewer's oldest end."""
         session_id = session_id or self.new_id()
-        head = f"{tail[0]}:{tail[1]}" if tail else ""
-        value = head.encode() + b"\n" + _pack(ids)
+        value = _encode(ids, tail, ranking)
         key = _key(viewer_id, session_id)
         args = [value, self.ttl, int(time.time() * 1000), self.per_viewer, session_id]
         ended = await run_script(self.redis, CREATE, [key, _index_key(viewer_id)], args)
         if ended:  # one slot (the viewer's hash tag): one DEL on a cluster too
             await self.redis.delete(*(_key(viewer_id, _text(old)) for old in ended))
-        return FeedSession(session_id, list(ids), tail)
+        return FeedSession(session_id, list(ids), tail, ranking)
 
     async def load(self, viewer_id: int, session_id: str) -> FeedSession | None:
         return _decode(session_id, await self.redis.get(_key(viewer_id, session_id)))
@@ -142,15 +161,37 @@ def _text(raw: bytes | str) -> str:
     return raw.decode() if isinstance(raw, bytes) else raw
 
 
+def _encode(ids: Sequence[int], tail: tuple[int, int] | None, ranking: SessionRanking) -> bytes:
+    head = f"{tail[0]}:{tail[1]}" if tail else ""
+    if ranking == NO_RANKING:
+        return head.encode() + b"\n" + _pack(ids)
+    for name in (ranking.model, ranking.arm):
+        if ";" in name or "\n" in name:
+            raise ValueError(f"a model version or arm holds no ';' or newline: {name!r}")
+    recommended = sorted(ranking.recommended)
+    head += f";{ranking.model};{ranking.arm};{len(recommended)}"
+    return head.encode() + b"\n" + _pack(ids) + _pack(recommended)
+
+
 def _decode(session_id: str, raw: bytes | None) -> FeedSession | None:
     if raw is None:
         return None
-    head, _, packed = raw.partition(b"\n")  # the tail is ASCII: the first newline splits
+    head, _, packed = raw.partition(b"\n")  # the head is ASCII: the first newline splits
+    text = head.decode()
+    ranking = NO_RANKING
+    if ";" in text:
+        text, model, arm, count = text.split(";")
+        n = int(count)
+        cut = len(packed) - n * _ID.size
+        if n < 0 or cut < 0:
+            raise struct.error("a session's recommended ids overrun it")
+        ranking = SessionRanking(model, arm, frozenset(_unpack(packed[cut:])))
+        packed = packed[:cut]
     tail = None
-    if head:
-        score, _, post_id = head.decode().partition(":")
+    if text:
+        score, _, post_id = text.partition(":")
         tail = (int(score), int(post_id))
-    return FeedSession(session_id, _unpack(packed), tail)
+    return FeedSession(session_id, _unpack(packed), tail, ranking)
 
 
 def candidates_signature(ids: Sequence[int], maybe_more: bool) -> bytes:
