@@ -15,6 +15,15 @@ from jobs.connections import redis_settings
 from jobs.worker import lane_settings
 
 
+class _NoCronWorker(Worker):
+    """A lane's worker whose crons never fire on their own: a burst crossing :00 would run
+    the reconciler (:30 the pruner) as extra jobs. Their functions stay registered: tests
+    enqueue the periodic passes by name."""
+
+    async def run_cron(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 class Pipeline:
     def __init__(self, state: AppState, arq: ArqRedis) -> None:
         self.state = state
@@ -32,12 +41,9 @@ class Pipeline:
         await self.arq.enqueue_job(function, *args, _job_id=job_id, _queue_name=lane)
 
     async def run_lane(self, lane: str) -> int:
-        """Run one real ARQ worker on a lane until its queue is empty; jobs completed.
-
-        Without the lane's crons: a burst crossing :00 would otherwise run the reconciler
-        (and :30 the pruner) as extra jobs. Tests enqueue the periodic passes by name."""
-        settings = {**lane_settings(lane, max_jobs=20), "cron_jobs": [], "poll_delay": 0.01}
-        worker = Worker(**settings, burst=True, handle_signals=False)
+        """Run one real ARQ worker on a lane until its queue is empty; jobs completed."""
+        settings = {**lane_settings(lane, max_jobs=20), "poll_delay": 0.01}
+        worker = _NoCronWorker(**settings, burst=True, handle_signals=False)
         try:
             await worker.main()
         finally:
