@@ -82,12 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         return asyncio.run(COMMANDS[args.command](args, get_settings()))
-    except BadPeriod as exc:  # a bad --since/--until
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except BadPeriod as exc:  # a bad --since/--until: usage, exit status 2
+        parser.error(str(exc))
 
 
 if __name__ == "__main__":

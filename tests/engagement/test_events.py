@@ -52,7 +52,7 @@ async def test_an_empty_page_is_logged_as_one(client, state, pipeline) -> None:
 async def test_likes_unlikes_and_comments_are_logged_once_committed(
     client, state, pipeline
 ) -> None:
-    viewer, viewer_id, authors, made = await followed_pair(client, pipeline, posts_each=1)
+    viewer, viewer_id, _, made = await followed_pair(client, pipeline, posts_each=1)
     liked, commented = made["ann"][0], made["ben"][0]
     (await gql(client, "LikePost", {"id": str(liked)}, token=viewer)).ok()
     (await gql(client, "UnlikePost", {"id": str(liked)}, token=viewer)).ok()
