@@ -32,6 +32,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.models import AUTHOR_QUALITY
 from app.engagement.constants import DEFAULT_PRIOR_RATE, PRIOR_IMPRESSIONS
 from app.engagement.kinds import ENGAGEMENTS, Kind
 from app.engagement.pg import driver
@@ -142,7 +143,7 @@ class SourceQuality:
     async def refresh(self) -> int:
         """Reread the table now; the authors read."""
         async with driver(self.engine) as conn:
-            rows = await conn.fetch("SELECT author_id, quality FROM author_quality")
+            rows = await conn.fetch(f"SELECT author_id, quality FROM {AUTHOR_QUALITY.name}")
         quality = {row["author_id"]: row["quality"] for row in rows}
         prior = quality.pop(PRIOR_ROW, DEFAULT_PRIOR_RATE)
         self._quality, self.prior = quality, prior

@@ -13,6 +13,8 @@ from datetime import datetime
 from enum import IntEnum
 from typing import NamedTuple
 
+from app.db.models import ENGAGEMENT_EVENTS
+
 
 class Kind(IntEnum):
     IMPRESSION = 1
@@ -33,8 +35,6 @@ class Kind(IntEnum):
 ENGAGEMENTS = (Kind.LIKE, Kind.COMMENT, Kind.CLICK)
 # Kinds whose author the caller may not know: the writer reads it from `posts` at its flush.
 AUTHOR_LOOKUP = frozenset({Kind.SEEN, Kind.CLICK, Kind.RECOMMENDATION_SHOWN})
-# The source of a served post (the read path names it; others may come).
-REASONS = ("FOLLOWED", "RECOMMENDED", "OWN")
 
 
 class Event(NamedTuple):
@@ -57,7 +57,8 @@ class Event(NamedTuple):
 
 
 COLUMNS: tuple[str, ...] = Event._fields
-TABLE = "engagement_events"
+TABLE = ENGAGEMENT_EVENTS.name
+assert tuple(ENGAGEMENT_EVENTS.columns.keys()) == COLUMNS  # the model's order, the COPY's
 
 
 def kind_name(code: int) -> str:

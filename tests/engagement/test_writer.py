@@ -94,3 +94,18 @@ async def test_closing_the_state_flushes_the_log(state) -> None:
     await other.close()
     rows = await sql("SELECT viewer_id, post_id, author_id FROM engagement_events")
     assert [tuple(r) for r in rows] == [(11, 12, 13)]
+
+
+async def test_negative_feedback_is_appended_as_the_feedback_mutations_will(state) -> None:
+    """HIDE and FEWER name a post (and its author), MUTE an author only: the calls the
+    hidePost, muteAuthor and "show fewer" mutations make once committed."""
+    log = state.engagement
+    assert log.append(Kind.HIDE, 1, post_id=20, author_id=30)
+    assert log.append(Kind.MUTE, 1, author_id=31)
+    assert log.append(Kind.FEWER, 1, post_id=21, author_id=32, reason="RECOMMENDED")
+    rows = await logged(state)
+    assert [(Kind(r["kind"]), r["post_id"], r["author_id"], r["reason"]) for r in rows] == [
+        (Kind.HIDE, 20, 30, None),
+        (Kind.MUTE, None, 31, None),
+        (Kind.FEWER, 21, 32, "RECOMMENDED"),
+    ]
