@@ -16,6 +16,7 @@ _.like_post
 _.unlike_post
 _.log_out
 _.report_impressions
+_.report_engagement
 _.has_next_page  # app/api/schema/types.py, PageInfo
 _.has_previous_page
 _.start_cursor

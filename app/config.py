@@ -447,6 +447,20 @@ class Settings(BaseSettings):
     canary_prune_minutes: int = Field(default=10, ge=0, le=60)
     canary_prune_batch: int = Field(default=20_000, ge=1, le=10_000_000)
 
+    # ---- The engagement log (app.engagement, docs/decisions/0077) ----------------------------
+    # Events wait in a process's buffer (at most ENGAGEMENT_BUFFER_MAX; past it new events are
+    # dropped and counted; 0: no log) and are COPYed in batches into engagement_events, one
+    # partition per UTC day, made ahead and dropped past ENGAGEMENT_RETENTION_DAYS by a job.
+    # Source quality: every ENGAGEMENT_QUALITY_MINUTES (0: only by name) over the last
+    # ENGAGEMENT_QUALITY_WINDOW_DAYS, at most ENGAGEMENT_QUALITY_MAX_AUTHORS authors kept;
+    # each process rereads it every ENGAGEMENT_QUALITY_REFRESH_SECONDS.
+    engagement_buffer_max: int = Field(default=20_000, ge=0, le=1_000_000)
+    engagement_retention_days: int = Field(default=30, ge=1, le=3650)
+    engagement_quality_window_days: int = Field(default=7, ge=1, le=90)
+    engagement_quality_minutes: int = Field(default=10, ge=0, le=60)
+    engagement_quality_max_authors: int = Field(default=100_000, ge=1, le=10_000_000)
+    engagement_quality_refresh_seconds: float = Field(default=60.0, gt=0, le=3600)
+
     # ---- Live updates (app.realtime, api.endpoint.websocket; env REALTIME_*, docs/API.md) ----
     # Tests shrink them. At most one frame per subscriber per interval; updates inside it are
     # merged (coalesced). The first update after a quiet interval goes out at once (no added

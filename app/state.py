@@ -19,6 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.config import FaultSwitches, Settings, get_faults, get_settings
 from app.db.engine import make_engine, make_sessionmaker
 from app.db.replica import ReplicaRouter, make_replica
+from app.engagement.features import SourceQuality
+from app.engagement.writer import EngagementLog
 from app.fanout.control import published_costs
 from app.fanout.lag import LagProbe, lane_lag_seconds
 from app.fanout.service import FanoutService
@@ -45,6 +47,9 @@ class AppState:
     feed: FeedService
     activity: Activity
     passwords: PasswordGate
+    # The engagement log's writer and its source-quality feature (app.engagement).
+    engagement: EngagementLog
+    source_quality: SourceQuality
     replica: ReplicaRouter | None = None  # DATABASE_REPLICA_URL (decision 0043)
     # Test-only faults (JOB_FAULT_HOOK, FEED_FAULT_*), apart from the settings (decision 0073).
     faults: FaultSwitches = field(default_factory=FaultSwitches.model_construct)
@@ -80,10 +85,13 @@ class AppState:
         self.feed.verified.clear()
         self.activity.recently.clear()
         self.feed.impressions.clear()
+        self.engagement.clear()
+        self.source_quality.clear()
 
     async def close(self) -> None:
         await self.feed.impressions.close()  # flush what is buffered before Redis goes
         await self.feed.read_counter.close()
+        await self.engagement.close()  # flush the log's buffer before the engine goes
         await self.roles.aclose()
         await self.engine.dispose()
         if self.replica is not None:
@@ -114,6 +122,8 @@ def create_state(
         replica=replica,
         replica_sessions=replica_sessions,
     )
+    # Impressions and engagement, COPYed in batches off the request path (app.engagement).
+    engagement = EngagementLog(engine, settings.engagement_buffer_max)
     # Timeline rebuilds run in the API process that needs them (see app.users.activity).
     activity = Activity(
         roles.sessions, engine, timelines, settings.active_days, fanout.rebuild_timeline
@@ -132,6 +142,7 @@ def create_state(
         read_counter=ReadCounter(roles.sessions),
         replica=replica if settings.database_replica_feed_pages else None,
         faults=faults,
+        engagement=engagement,
     )
     # The test suite's cheap Argon2 (a test switch); production always hashes for real.
     cheap_hashes = faults.password_hash_cheap and settings.profile != "production"
@@ -149,6 +160,8 @@ def create_state(
             settings.password_hash_wait_ms,
             CHEAP_HASHER if cheap_hashes else None,
         ),
+        engagement=engagement,
+        source_quality=SourceQuality(engine, settings.engagement_quality_refresh_seconds),
         replica=replica,
         faults=faults,
     )

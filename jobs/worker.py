@@ -18,7 +18,7 @@ from arq.worker import Function, func
 from app.config import get_settings
 from app.fanout import lanes
 from app.state import create_state
-from jobs import constants, housekeeping, tasks
+from jobs import constants, engagement, housekeeping, tasks
 from jobs.connections import expires_ms, redis_settings
 from jobs.event_tracking import settling
 from jobs.reliability import arq_max_tries, reliable
@@ -34,6 +34,7 @@ def _startup(lane: str) -> Callable[[dict[str, Any]], Awaitable[None]]:
         state = create_state(pool_size=5)
         ctx["state"] = state
         ctx["fanout"] = state.fanout
+        ctx["engagement"] = state.engagement  # the log's writer (flushed by state.close)
         ctx["lane"] = lane  # where a dead letter is replayed
 
     return startup
@@ -62,6 +63,9 @@ FUNCTIONS = [
     func(cast(WorkerCoroutine, housekeeping.prune_expired_keys), name=PRUNE),
     # The canaries' posts pruned by name as well (the next run does what one missed).
     func(cast(WorkerCoroutine, tasks.prune_canary_posts), name=PRUNE_CANARIES),
+    # The engagement log's partitions and features (jobs.engagement), by name too.
+    func(cast(WorkerCoroutine, engagement.engagement_partitions), name=engagement.PARTITIONS),
+    func(cast(WorkerCoroutine, engagement.engagement_features), name=engagement.FEATURES),
 ]
 # Every minute at :00 (ARQ runs a cron job once across workers: `unique`); tests and
 # operators may also enqueue it by name with a grace in seconds.
@@ -99,6 +103,32 @@ def canary_pruner(every_minutes: int) -> list[CronJob]:
     return [job]
 
 
+def engagement_jobs(quality_minutes: int) -> list[CronJob]:
+    """The engagement log's partitions hourly at :05 and its features every so many minutes
+    (0: only by name) at :45, each once across workers (jobs.engagement)."""
+    jobs = [
+        cron(
+            engagement.engagement_partitions,
+            name=f"cron_{engagement.PARTITIONS}",
+            minute=5,
+            second=0,
+            unique=True,
+        )
+    ]
+    if quality_minutes > 0:
+        minutes = set(range(0, 60, quality_minutes))
+        jobs.append(
+            cron(
+                engagement.engagement_features,
+                name=f"cron_{engagement.FEATURES}",
+                minute=minutes,
+                second=45,
+                unique=True,
+            )
+        )
+    return jobs
+
+
 def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
     """ARQ reads a settings class's own __dict__ only (no inheritance), so lanes are dicts."""
     settings = get_settings()
@@ -110,6 +140,7 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
                 PRUNER,
                 *reviewer(settings.fanout_review_seconds),
                 *canary_pruner(settings.canary_prune_minutes),
+                *engagement_jobs(settings.engagement_quality_minutes),
             ]
             if queue_name == lanes.DEFAULT
             else []

@@ -14,10 +14,19 @@ config = context.config
 if config.config_file_name is not None:
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 target_metadata = Base.metadata
+# The engagement log's day partitions are made and dropped by a job, not by migrations
+# (app.engagement.partitions): the comparison with the models sees the parent table only.
+PARTITION_PREFIX = "engagement_events_p"
+
+
+def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    return not (type_ == "table" and name is not None and name.startswith(PARTITION_PREFIX))
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata)
+    context.configure(
+        connection=connection, target_metadata=target_metadata, include_name=_include_name
+    )
     with context.begin_transaction():
         context.run_migrations()
 
@@ -31,7 +40,11 @@ async def _run_async() -> None:
 
 
 if context.is_offline_mode():
-    context.configure(url=get_settings().asyncpg_dsn, target_metadata=target_metadata)
+    context.configure(
+        url=get_settings().asyncpg_dsn,
+        target_metadata=target_metadata,
+        include_name=_include_name,
+    )
     with context.begin_transaction():
         context.run_migrations()
 else:

@@ -136,7 +136,10 @@ os.environ["REALTIME_NAMESPACE"] = TEST_DB
 TEMPLATE_PREFIX = "feedtest_template_"
 TEMPLATE_LOCK = 740_074  # pg_advisory_lock key: one session makes the template
 
-TABLES = "revoked_tokens, outbox, idempotency_keys, comments, likes, blocks, follows, posts, users"
+TABLES = (
+    "engagement_events, author_quality, "
+    "revoked_tokens, outbox, idempotency_keys, comments, likes, blocks, follows, posts, users"
+)
 
 
 # Under pytest-xdist (`make test`, --dist loadgroup) a test file's tests run on one worker, in

@@ -10,18 +10,21 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
     SmallInteger,
     String,
+    Table,
     Text,
     false,
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -255,3 +258,39 @@ class RevokedToken(Base):
         BigInteger, ForeignKey("users.id", ondelete="CASCADE"), index=True
     )
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+# The engagement log (app.engagement, docs/decisions/0077): a table partitioned by day on
+# `at`, one partition per UTC day (`engagement_events_pYYYYMMDD`, made ahead and dropped past
+# ENGAGEMENT_RETENTION_DAYS by a job; migrations/env.py leaves the partitions out of the
+# comparison with the models). Core, not ORM: rows are only ever COPYed and scanned.
+ENGAGEMENT_EVENTS = Table(
+    "engagement_events",
+    Base.metadata,
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("kind", SmallInteger, nullable=False),  # app.engagement.kinds.Kind
+    Column("viewer_id", BigInteger, nullable=False),
+    Column("post_id", BigInteger),
+    Column("author_id", BigInteger),
+    Column("session_id", String(64)),
+    Column("position", Integer),
+    Column("reason", String(32)),
+    Column("model_version", String(64)),
+    Column("arm", String(64)),
+    Column("shown", Integer),  # PAGE events: the page's figures
+    Column("duplicates", Integer),
+    Column("empty", Boolean),
+    Column("cost_ms", REAL),
+    postgresql_partition_by="RANGE (at)",
+)
+
+# Each author's source quality from the log (app.engagement.features); author 0: the prior.
+AUTHOR_QUALITY = Table(
+    "author_quality",
+    Base.metadata,
+    Column("author_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("impressions", Integer, nullable=False),
+    Column("engagements", Integer, nullable=False),
+    Column("quality", Float, nullable=False),
+    Column("computed_at", DateTime(timezone=True), nullable=False),
+)

@@ -83,7 +83,7 @@ class Stages:
         self.mark = now
 
 
-def count_page(mode: FeedMode, cursor: Cursor | None, shown: list[int], repeats: int) -> None:
+def count_page(mode: FeedMode, cursor: Cursor | None, shown: list[int], repeats: int) -> int:
     """The page-level service figures (decision 0023). Duplicates: posts the scroll's earlier
     pages covered, as the cursor tells: after a keyset cursor, ids at or above it (newest
     first: the earlier pages ended there); after a session cursor, the session's ids before
@@ -98,6 +98,7 @@ def count_page(mode: FeedMode, cursor: Cursor | None, shown: list[int], repeats:
         FEED_PAGE_DUPLICATES.labels(mode.value).inc(duplicates)
     if not shown:
         FEED_EMPTY_PAGES.labels(mode.value, "first" if cursor is None else "next").inc()
+    return duplicates  # the page's, for the engagement log's PAGE row
 
 
 def already_served(

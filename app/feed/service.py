@@ -26,15 +26,17 @@ count reset in reset.py, what a page may serve while PostgreSQL is away in sessi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import FaultSwitches, Settings
 from app.db.replica import ReplicaRouter
+from app.engagement.writer import EngagementLog
 from app.feed.candidates import CandidateSources, LagSignal
 from app.feed.context_cache import ContextCache, ViewerContexts
-from app.feed.cursor import Cursor
+from app.feed.cursor import Cursor, SessionPosition
 from app.feed.deadline import SourceDeadline
 from app.feed.filter import PageFilter
 from app.feed.first_page import RankedFirstPages
@@ -74,8 +76,10 @@ class FeedService:
         read_counter: ReadCounter,
         replica: ReplicaRouter | None = None,
         faults: FaultSwitches | None = None,
+        engagement: EngagementLog | None = None,
     ) -> None:
         self.settings = settings
+        self.engagement = engagement  # the engagement log: each page served (app.engagement)
         self.activity = activity
         self.feed_sessions = feed_sessions
         self.read_counter = read_counter
@@ -143,6 +147,7 @@ class FeedService:
         self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
     ) -> FeedPage:
         """One page; without a cursor, a fresh first page (see the module docstring)."""
+        started = time.perf_counter()
         reset = None
         if cursor is None:
             await self.activity.touch_read(viewer_id)  # at most once an hour
@@ -155,7 +160,27 @@ class FeedService:
             raise
         shown = [row.post_id for row, _ in page.rows]
         self.impressions.record(viewer_id, shown)  # no I/O
-        count_page(mode, cursor, shown, page.repeats)
+        duplicates = count_page(mode, cursor, shown, page.repeats)
+        if self.engagement is not None:  # no I/O either: IMPRESSION rows and a PAGE row
+            self.engagement.page_served(
+                viewer_id,
+                [
+                    (row.post_id, row.author_id, _position(c, i))
+                    for i, (row, c) in enumerate(page.rows)
+                ],
+                session_id=page.session_id,
+                duplicates=duplicates,
+                cost_ms=(time.perf_counter() - started) * 1000,
+                position=0 if cursor is None else _position(cursor, None, after=True),
+            )
         if reset is not None:
             await reset.finish(page, self.open_sessions)
         return page
+
+
+def _position(cursor: Cursor, index: int | None, after: bool = False) -> int | None:
+    """A served post's 0-based place in its session (a row's cursor points past it; a
+    request's `after` cursor at the page's first), else its index on a keyset page."""
+    if isinstance(cursor, SessionPosition):
+        return cursor.position if after else cursor.position - 1
+    return index

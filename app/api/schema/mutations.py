@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from strawberry.types import Info
 
 from app.api.schema.context import Context
+from app.api.schema.engagement import ClientEngagement
 from app.api.schema.types import AuthPayload, Comment, Post, User, Visibility
 from app.auth import revocation
 from app.auth.account import change_password
@@ -19,6 +20,8 @@ from app.auth.hashes import spend_hashes
 from app.auth.tokens import issue_token, token_claims
 from app.config import canary_handle_prefix
 from app.db import models
+from app.engagement import client as client_events
+from app.engagement.kinds import Kind
 from app.errors import NotFound, Unauthenticated
 from app.feed import impressions
 from app.posts import service as posts
@@ -76,6 +79,10 @@ async def _engage(
     viewer_id = await _writer(info)
     async with info.context.transaction() as session:
         post = await change(session, viewer_id, _post_id(raw_id))
+    # Committed: logged (no I/O, app.engagement), also an unlike of a post hidden now.
+    author_id = post.author_id if post is not None else None
+    kind = Kind.LIKE if liked else Kind.UNLIKE
+    info.context.state.engagement.append(kind, viewer_id, _post_id(raw_id), author_id)
     if post is None:
         raise NotFound("No such post.")
     info.context.loaders.viewer_liked_post.prime(post.id, liked)
@@ -263,6 +270,9 @@ class Mutation:
                 idempotency_key,
                 settings.idempotency_key_ttl_seconds,
             )
+        info.context.state.engagement.append(  # committed: logged (a replayed key again)
+            Kind.COMMENT, viewer_id, comment.post_id, comment.post_author_id
+        )
         return Comment(row=comment)
 
     @strawberry.mutation(description="Delete a comment: its author or the post's author.")
@@ -333,4 +343,24 @@ class Mutation:
         viewer_id = await _writer(info)
         ids = impressions.reported_ids(post_ids)
         info.context.state.feed.impressions.record(viewer_id, ids)
+        info.context.state.engagement.record(Kind.SEEN, viewer_id, ids)
+        return True
+
+    @strawberry.mutation(
+        description="Events of posts the client showed the viewer (at most 100 ids): CLICK, "
+        "RECOMMENDATION_SHOWN; appended to the engagement log in the background."
+    )
+    async def report_engagement(
+        self,
+        info: Info[Context, None],
+        kind: ClientEngagement,
+        post_ids: list[strawberry.ID],
+        session_id: strawberry.ID | None = None,
+    ) -> bool:
+        viewer_id = await _writer(info)
+        ids = client_events.reported_posts(post_ids)
+        session = client_events.session_label(None if session_id is None else str(session_id))
+        info.context.state.engagement.record(
+            client_events.CLIENT_KINDS[kind.value], viewer_id, ids, session_id=session
+        )
         return True
