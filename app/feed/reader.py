@@ -58,6 +58,9 @@ class PageReader:
         stages = Stages()
         extras = PageExtras()
         if isinstance(cursor, SessionPosition):
+            if self.faults.feed_fault_repeat_post and cursor.position > 0:
+                # test-only fault (app.config): the page repeats the post the last one ended at
+                cursor = SessionPosition(cursor.session_id, cursor.position - 1)
             page = await self.session_pages.session_page(viewer_id, cursor, first, stages, extras)
         else:
             self.read_counter.count()  # no I/O: pulled sources are read on these pages

@@ -44,7 +44,7 @@ from app.feed.hot_cache import CoalescingCache
 from app.feed.impressions import ImpressionLog
 from app.feed.keyset import KeysetPages
 from app.feed.modes import FeedMode
-from app.feed.page import FeedPage, count_page
+from app.feed.page import FeedPage, count_page, count_ranked_page
 from app.feed.pulled import PulledAuthors
 from app.feed.rank import RankStage
 from app.feed.reader import PageReader
@@ -53,6 +53,8 @@ from app.feed.rows import Reads, read_sessions
 from app.feed.session_pages import SessionPages
 from app.feed.sessions import FeedSessionStore, OpenSessions
 from app.feed.verified import VerifiedPages
+from app.ranking.features import NegativeFeedback, SourceQuality
+from app.ranking.registry import ModelRegistry, load_registry
 from app.timelines.store import TimelineStore
 from app.users.activity import Activity
 from app.users.reads import ReadCounter
@@ -74,6 +76,9 @@ class FeedService:
         read_counter: ReadCounter,
         replica: ReplicaRouter | None = None,
         faults: FaultSwitches | None = None,
+        registry: ModelRegistry | None = None,
+        quality: SourceQuality | None = None,
+        feedback: NegativeFeedback | None = None,
     ) -> None:
         self.settings = settings
         self.activity = activity
@@ -105,7 +110,17 @@ class FeedService:
             feed_sessions, filter_, self.contexts, keyset, settings.feed_authz_ttl_seconds
         )
         self.verified: VerifiedPages = session_pages.verified
-        rank = RankStage(self.reads, self.impressions, settings, self.deadline)
+        # The served ranking models, loaded and checked now: a missing or corrupt model
+        # file stops the start-up (SettingsError, app.ranking.registry).
+        self.rank = rank = RankStage(
+            self.reads,
+            self.impressions,
+            settings,
+            self.deadline,
+            registry or load_registry(settings),
+            quality,
+            feedback,
+        )
         first_reads = FirstReadsPipeline(
             store, feed_sessions, self.open_sessions, self.impressions, self.deadline
         )
@@ -156,6 +171,7 @@ class FeedService:
         shown = [row.post_id for row, _ in page.rows]
         self.impressions.record(viewer_id, shown)  # no I/O
         count_page(mode, cursor, shown, page.repeats)
+        count_ranked_page(page.ranking, cursor, shown, page.repeats)
         if reset is not None:
             await reset.finish(page, self.open_sessions)
         return page

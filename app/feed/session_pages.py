@@ -62,15 +62,17 @@ class SessionPages:
             raise CursorExpired("This feed session has expired; load the feed again from the top.")
         stages.done("session")
         try:
-            return await self.from_session(
+            page = await self.from_session(
                 viewer_id, frozen, cursor.position, first, stages, extras, True
             )
         except Unavailable:
-            page = self._verified_page(viewer_id, frozen, cursor.position, first, extras)
-            if page is None:
+            verified = self._verified_page(viewer_id, frozen, cursor.position, first, extras)
+            if verified is None:
                 raise
             FEED_DEGRADED.labels("postgres_down").inc()
-            return page
+            page = verified
+        page.ranking = frozen.ranking  # counted per model version and arm (app.feed.page)
+        return page
 
     def _verified_page(
         self,
