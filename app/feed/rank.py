@@ -104,6 +104,7 @@ class RankStage:
         """The visible candidates' four ranking columns (the shown rows are read in full
         later), the posts the viewer had impressions of and their feedback: at once, Redis
         while Postgres filters (or the impressions from a first page's pipeline)."""
+        fewer: Mapping[int, float]
         if first_reads is not None and first_reads.seen is not None:
             if isinstance(self.feedback, NoFeedback):  # nothing to read: no extra task
                 visible, fewer = await sql.rank_rows(self.reads, viewer_id, ids), {}
@@ -136,8 +137,8 @@ class RankStage:
         """The window's ids in session order. Degraded when stage 2 was not used (stage-1
         order) or stage 1 ran out of the budget (newest first)."""
         choice = choice or self.choose(viewer_id)
-        stored = recommended.intersection(window.post_ids) if recommended else frozenset()
-        ranking = SessionRanking(choice.version, choice.arm, frozenset(stored))
+        stored = frozenset(p for p in window.post_ids if p in recommended) if recommended else None
+        ranking = SessionRanking(choice.version, choice.arm, stored or frozenset())
         RANKINGS.labels(choice.version, choice.arm or "none").inc()
         now_ms = int(time.time() * 1000)
         deadline = time.perf_counter() + self.settings.ranking_budget_ms / 1000

@@ -94,8 +94,8 @@ class GbmModel:
     def score(self, rows: np.ndarray) -> Sequence[float]:
         if not len(rows):
             return []
-        scores: np.ndarray = self.booster.predict(rows, raw_score=True, num_threads=1)
-        return scores.tolist()  # type: ignore[no-any-return]
+        scores = self.booster.predict(rows, raw_score=True, num_threads=1)
+        return np.asarray(scores).tolist()  # type: ignore[no-any-return]
 
 
 def load_model(version: str, directory: Path = MODELS_DIR) -> GbmModel:

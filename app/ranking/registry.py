@@ -72,7 +72,9 @@ def load_registry(settings: Settings, extra: dict[str, Scorer] | None = None) ->
         try:
             scorers[version] = load_model(version, directory)
         except ModelError as exc:
-            raise SettingsError(f"RANKING_MODELS: version {version!r} cannot be served: {exc}")
+            raise SettingsError(
+                f"RANKING_MODELS: version {version!r} cannot be served: {exc}"
+            ) from None
     scorers.update(extra or {})
     if settings.ranking_model not in scorers:
         raise SettingsError(

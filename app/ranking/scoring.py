@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from collections import Counter
 from operator import and_, eq, itemgetter
 
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
@@ -74,6 +74,23 @@ def formula_order(
 ) -> list[int]:
     """Stage 1: positions by the formula's score, best first (no rules applied yet);
     RankingTimeout past `deadline` (a perf_counter time)."""
+    scores = formula_scores(post_ids, author_ids, likes, comments, affinity, now_ms)
+    # (score, post id) descending; ids are unique, so the position never decides.
+    keyed = sorted(zip(scores, post_ids, range(len(scores)), strict=True), reverse=True)
+    if time.perf_counter() > deadline:
+        raise RankingTimeout
+    return list(map(_POSITION, keyed))
+
+
+def formula_scores(
+    post_ids: Sequence[int],
+    author_ids: Sequence[int],
+    likes: Sequence[int],
+    comments: Sequence[int],
+    affinity: Mapping[int, int],
+    now_ms: int,
+) -> list[float]:
+    """The module docstring's score of each candidate."""
     log1p = math.log1p
     bonds = {a: 1 + AFFINITY_WEIGHT * log1p(affinity.get(a, 0)) for a in set(author_ids)}
     # Engagement takes few distinct values (most candidates have few likes): one log per
@@ -84,17 +101,12 @@ def formula_order(
     lifts = {w: 1 + ENGAGEMENT_WEIGHT * log1p(w) for w in set(weights)}
     # The module docstring's formula, one product per candidate (ages from the ids).
     since_epoch = now_ms - EPOCH_MS  # now_ms - created_ms(p), in integers, is this - (p >> bits)
-    scores = [
+    return [
         0.5 ** (max(0.0, (since_epoch - (p >> SEQUENCE_BITS)) / 3_600_000) / HALF_LIFE_HOURS)
         * lifts[w]
         * bonds[a]
         for p, a, w in zip(post_ids, author_ids, weights, strict=True)
     ]
-    # (score, post id) descending; ids are unique, so the position never decides.
-    keyed = sorted(zip(scores, post_ids, range(len(scores)), strict=True), reverse=True)
-    if time.perf_counter() > deadline:
-        raise RankingTimeout
-    return list(map(_POSITION, keyed))
 
 
 def arrange(
