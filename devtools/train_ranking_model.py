@@ -68,12 +68,12 @@ def impressions(
     followees: dict[int, set[int]] = {}
     followers = [0] * (users + 1)
     with tqdm(total=users, disable=True) as bar:
-        for follower, followee, _ in _follow_records(
-            rng, by_rank, following, [now] * users, bar
-        ):
+        for follower, followee, _ in _follow_records(rng, by_rank, following, [now] * users, bar):
             followees.setdefault(follower, set()).add(followee)
             followers[followee] += 1
-    quality = {u: min(0.3, rng.lognormvariate(math.log(QUALITY_PRIOR) - 0.18, 0.6)) for u in by_rank}
+    quality = {
+        u: min(0.3, rng.lognormvariate(math.log(QUALITY_PRIOR) - 0.18, 0.6)) for u in by_rank
+    }
     popular = by_rank[: max(10, users // 50)]
     rows: list[list[float]] = []
     labels: list[int] = []
