@@ -145,7 +145,7 @@ class RankStage:
         signals = ViewerSignals(
             now_ms,
             affinity,
-            self.quality.quality(set(window.author_ids)) if choice.scorer is not None else {},
+            self.quality,
             fewer or {},
             recommended,
             seen,

@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from app.config import get_settings
 from app.ranking import explain
 
 
@@ -15,7 +16,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     explain.add_parser(commands)
     args = parser.parse_args(argv)
-    return int(args.run(args))
+    return int(args.run(args, get_settings()))
 
 
 if __name__ == "__main__":

@@ -15,12 +15,11 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import text
 
-from app.config import get_settings
+from app.config import Settings
 from app.feed.constants import CANDIDATE_SLACK, MAX_ID, OWN_PER_READ
 from app.feed.rows import RankColumns
 from app.ranking.features import FEATURES, ViewerSignals, feature_matrix
@@ -31,7 +30,7 @@ DEFAULT_TOP = 20
 
 
 async def explain(state: AppState, handle: str, top: int = DEFAULT_TOP) -> dict[str, Any]:
-    """The report as data (`main` prints it); LookupError for an unknown handle."""
+    """The report as data (`run` prints it); LookupError for an unknown handle."""
     async with state.sessions() as session:
         viewer_id = (
             await session.execute(
@@ -61,7 +60,7 @@ async def explain(state: AppState, handle: str, top: int = DEFAULT_TOP) -> dict[
     signals = ViewerSignals(
         now_ms,
         context.affinity,
-        rank.quality.quality(set(window.author_ids)),
+        rank.quality,
         read.fewer,
         recommended,
         read.seen,
@@ -157,9 +156,11 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """`explain` with the root's settings (app.ranking.__main__ reads them)."""
+
     async def go() -> dict[str, Any]:
-        state = create_state(get_settings(), pool_size=2)
+        state = create_state(settings, pool_size=2)
         try:
             return await explain(state, args.handle, args.top)
         finally:
@@ -172,10 +173,3 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(report) if args.json else render(report))
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.ranking")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.run(args))

@@ -72,11 +72,12 @@ class NoFeedback:
 
 @dataclass(frozen=True)
 class ViewerSignals:
-    """What the features know of the viewer besides the candidates' columns."""
+    """What the features know of the viewer besides the candidates' columns. `quality` is
+    asked only for the authors of the rows stage 2 scores (not the whole window's)."""
 
     now_ms: int
     affinity: Mapping[int, int] = field(default_factory=dict)
-    quality: Mapping[int, float] = field(default_factory=dict)
+    quality: SourceQuality | None = None
     fewer: Mapping[int, float] = field(default_factory=dict)
     recommended: AbstractSet[int] = frozenset()
     seen: AbstractSet[int] = frozenset()
@@ -91,44 +92,52 @@ def feature_matrix(
     names: Sequence[str] = FEATURES,
 ) -> np.ndarray:
     """A float64 matrix, one row per candidate, one column per name of `names` (all
-    FEATURES by default). Per-author lookups once per author, the rest in numpy."""
+    FEATURES by default), filled column by column: per-author lookups once per author (an
+    empty mapping costs nothing), the rest in numpy."""
     n = len(post_ids)
-    ids = np.fromiter(post_ids, dtype=np.int64, count=n)
-    authors = set(author_ids)
-    columns: dict[str, np.ndarray] = {}
-    for name in names:
+    rows = np.zeros((n, len(names)))
+    if not n:
+        return rows
+    authors: set[int] | None = None
+    for column, name in enumerate(names):
         if name == "age_hours":
+            ids = np.fromiter(post_ids, dtype=np.int64, count=n)
             made = (ids >> SEQUENCE_BITS) + EPOCH_MS
-            columns[name] = np.maximum(0.0, (signals.now_ms - made) / 3_600_000)
+            rows[:, column] = np.maximum(0.0, (signals.now_ms - made) / 3_600_000)
         elif name == "likes":
-            columns[name] = np.fromiter(likes, dtype=np.float64, count=n)
+            rows[:, column] = likes
         elif name == "comments":
-            columns[name] = np.fromiter(comments, dtype=np.float64, count=n)
+            rows[:, column] = comments
         elif name in ("affinity", "source_quality", "fewer"):
             source: Mapping[int, float]
             default = 0.0
+            if authors is None:
+                authors = set(author_ids)
             if name == "affinity":
                 source = signals.affinity
             elif name == "fewer":
                 source = signals.fewer
             else:
-                source, default = signals.quality, QUALITY_PRIOR
+                default = QUALITY_PRIOR
+                provider = signals.quality
+                source = provider.quality(authors) if provider is not None else {}
+            if not source:
+                if default:
+                    rows[:, column] = default
+                continue
             per_author = {a: float(source.get(a, default)) for a in authors}
-            columns[name] = np.fromiter(
-                map(per_author.__getitem__, author_ids), dtype=np.float64, count=n
-            )
+            rows[:, column] = list(map(per_author.__getitem__, author_ids))
         elif name == "recommended":
-            columns[name] = _membership(post_ids, signals.recommended)
+            _membership(rows, column, post_ids, signals.recommended)
         elif name == "seen":
-            columns[name] = _membership(post_ids, signals.seen)
+            _membership(rows, column, post_ids, signals.seen)
         else:
             raise KeyError(f"no feature {name!r}")
-    if not names:
-        return np.zeros((n, 0))
-    return np.column_stack([columns[name] for name in names]) if n else np.zeros((0, len(names)))
+    return rows
 
 
-def _membership(post_ids: Sequence[int], among: AbstractSet[int]) -> np.ndarray:
-    if not among or among.isdisjoint(post_ids):
-        return np.zeros(len(post_ids))
-    return np.fromiter((p in among for p in post_ids), dtype=np.float64, count=len(post_ids))
+def _membership(
+    rows: np.ndarray, column: int, post_ids: Sequence[int], among: AbstractSet[int]
+) -> None:
+    if among and not among.isdisjoint(post_ids):
+        rows[:, column] = [p in among for p in post_ids]

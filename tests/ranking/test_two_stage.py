@@ -38,6 +38,16 @@ def columns(n: int, authors: int = 1000) -> tuple[list[int], list[int], list[int
     return post_ids, [i % authors + 1 for i in range(n)], [i for i in range(n)], [0] * n
 
 
+class Known:
+    """A SourceQuality that knows some authors."""
+
+    def __init__(self, known: dict[int, float]) -> None:
+        self.known = known
+
+    def quality(self, author_ids):
+        return {a: self.known[a] for a in author_ids if a in self.known}
+
+
 # -- features -------------------------------------------------------------------------------
 
 
@@ -46,7 +56,7 @@ def test_features_come_in_columns_from_what_the_read_path_holds() -> None:
     signals = ViewerSignals(
         NOW,
         affinity={7: 3},
-        quality={7: 0.2},
+        quality=Known({7: 0.2}),
         fewer={8: 2},
         recommended={post_ids[1]},
         seen={post_ids[0]},
