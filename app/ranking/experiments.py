@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 # A version or arm name goes into Redis session heads and metric labels: plain characters.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-BUCKETS = 10_000  # weights are shares of this many buckets (0.01% resolution)
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,10 @@ async def explain(state: AppState, handle: str, top: int = DEFAULT_TOP) -> dict[
             }
         )
     experiment = rank.registry.experiment
+    manifest = getattr(choice.scorer, "manifest", None)
     return {
+        "trained_at": manifest.trained_at if manifest else None,
+        "training_rows": manifest.training_rows if manifest else None,
         "viewer": handle.removeprefix("@"),
         "viewer_id": viewer_id,
         "experiment": experiment.name if experiment else None,
@@ -123,7 +126,8 @@ async def _handles(state: AppState, ids: set[int]) -> dict[int, str]:
 def render(report: dict[str, Any]) -> str:
     head = (
         f"@{report['viewer']} (id {report['viewer_id']}): version {report['version']}"
-        f"{'' if report['stage2'] else ' (formula only)'}, "
+        f"{'' if report['stage2'] else ' (formula only)'}"
+        f"{f' (trained {t})' if (t := report['trained_at']) else ''}, "
         f"arm {report['arm'] or '-'} of experiment {report['experiment'] or '-'}; "
         f"{report['visible']} visible of {report['candidates']} candidates, stage 2 on the "
         f"best {report['stage2_candidates']}{'; DEGRADED' if report['degraded'] else ''}"
