@@ -265,3 +265,22 @@ def test_the_formula_is_unchanged_by_the_split() -> None:
         scores_order, window[0], window[1], frozenset(), time.perf_counter() + 5
     )
     assert not math.isnan(sum(scores_order))
+
+
+def test_a_service_with_an_unservable_model_does_not_start(tmp_path: Path) -> None:
+    """The state (what the API, workers and tools build first) refuses it, naming the
+    variable: the model files are loaded with the feed, not at the first page."""
+    from app.config import get_settings
+    from app.state import create_state
+
+    write_likes_model(tmp_path, "few-1")
+    (tmp_path / "few-1.txt").write_text("tree\nversion=v4\nend of trees\n")
+    broken = get_settings().model_copy(
+        update={
+            "ranking_models": "formula-1,few-1",
+            "ranking_model": "few-1",
+            "ranking_models_dir": str(tmp_path),
+        }
+    )
+    with pytest.raises(SettingsError, match="RANKING_MODELS: version 'few-1' cannot be served"):
+        create_state(broken)
