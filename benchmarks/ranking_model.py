@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
-from app.ranking.features import FEATURES, ViewerSignals, feature_matrix
+from app.ranking.features import FEATURES, PriorQuality, ViewerSignals, feature_matrix
 from app.ranking.model import load_model
 from app.ranking.scoring import rank_columns
 from app.ranking.stages import two_stage
@@ -65,7 +65,7 @@ def synthetic(repeat: int) -> dict[str, float]:
     post_ids, authors, likes, comments, affinity = window(500, 1)
     now = int(time.time() * 1000)
     seen = set(random.Random(2).sample(post_ids, 40))
-    signals = ViewerSignals(now, affinity, {}, {}, frozenset(), seen)
+    signals = ViewerSignals(now, affinity, PriorQuality(), {}, frozenset(), seen)
     figures: dict[str, float] = {}
     figures["formula"] = cpu_us(
         lambda: rank_columns(post_ids, authors, likes, comments, affinity, now, 5.0, seen, 20),
