@@ -338,6 +338,21 @@ class Settings(BaseSettings):
     feed_source_timeout_ms: int = Field(default=250, ge=1, le=MS_CEILING)
     # past this, RANKED falls back to freshness (degraded)
     ranking_budget_ms: int = Field(default=50, ge=1, le=MS_CEILING)
+    # Two-stage ranking (app.ranking, decision 0078). The versions served (comma-separated;
+    # "formula-1", the hand-set formula, is always served: the fallback), files
+    # <RANKING_MODELS_DIR>/<version>.txt + .json (empty dir = app/ranking/models); the version
+    # new sessions get without an experiment; the experiment assigning viewers to arms
+    # ("<name>:<salt>:<arm>=<version>:<weight>,..." or JSON; empty = none). Checked at start
+    # (app.ranking.registry): a missing/corrupt model or an unknown version stops it.
+    ranking_models: str = "formula-1,gbm-1"
+    ranking_model: str = "gbm-1"
+    ranking_models_dir: str = ""
+    ranking_experiment: str = ""
+    # Stage 1 (the formula) cuts a session's candidates to this many for stage 2 (the model).
+    ranking_stage2_candidates: int = Field(default=128, ge=1, le=100_000)
+    # Frequency rule: an author's posts past this many in a session go below the others
+    # (0 = no rule).
+    ranking_max_per_author: int = Field(default=20, ge=0, le=100_000)
     # Impressions kept per viewer (app.feed.impressions; 0 = none recorded, no demotion) and
     # how long a viewer's impressions outlive their last one (docs/decisions/0010: up to 128
     # a zset stays a ~3 KB listpack; past it, a ~120 B-per-entry skiplist).
@@ -641,8 +656,9 @@ class FaultSwitches(BaseSettings):
     # Workers read injected faults from Redis (jobs/faults.py).
     job_fault_hook: bool = False
     # Read-path faults (app/feed/) for the synthetic probe's tests (tests/probe/test_probe.py):
-    # the authoritative filter lets every candidate through; a keyset cursor is inclusive, so
-    # a next page repeats the post the previous one ended at.
+    # the authoritative filter lets every candidate through; a keyset cursor is inclusive
+    # and a session cursor one position back, so a next page repeats the post the previous
+    # one ended at.
     feed_fault_skip_filter: bool = False
     feed_fault_repeat_post: bool = False
     # Argon2id with the least work (app.passwords.CHEAP_HASHER): the test suite creates

@@ -124,6 +124,8 @@ def create_state(
     )
     # Impressions and engagement, COPYed in batches off the request path (app.engagement).
     engagement = EngagementLog(engine, settings.engagement_buffer_max)
+    # Each author's engagement rate, a feature of the ranking model (decision 0078).
+    source_quality = SourceQuality(engine, settings.engagement_quality_refresh_seconds)
     # Timeline rebuilds run in the API process that needs them (see app.users.activity).
     activity = Activity(
         roles.sessions, engine, timelines, settings.active_days, fanout.rebuild_timeline
@@ -143,6 +145,7 @@ def create_state(
         replica=replica if settings.database_replica_feed_pages else None,
         faults=faults,
         engagement=engagement,
+        quality=source_quality,
     )
     # The test suite's cheap Argon2 (a test switch); production always hashes for real.
     cheap_hashes = faults.password_hash_cheap and settings.profile != "production"
@@ -161,7 +164,7 @@ def create_state(
             CHEAP_HASHER if cheap_hashes else None,
         ),
         engagement=engagement,
-        source_quality=SourceQuality(engine, settings.engagement_quality_refresh_seconds),
+        source_quality=source_quality,
         replica=replica,
         faults=faults,
     )

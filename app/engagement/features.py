@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -134,6 +134,10 @@ class SourceQuality:
         self._maybe_refresh()
         quality, prior = self._quality, self.prior
         return {a: quality.get(a, prior) for a in author_ids}
+
+    def quality(self, author_ids: Collection[int]) -> dict[int, float]:
+        """`of`, as the ranking's source-quality feature asks (app.ranking.features)."""
+        return self.of(author_ids)
 
     def get(self, author_id: int) -> float:
         """One author's quality (as `of`)."""

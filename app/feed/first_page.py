@@ -96,21 +96,28 @@ class RankedFirstPages:
         if reset is not None:
             reset.start()  # the candidates are read: the page shows what they announced
         # Ranking needs four columns of each candidate; the shown rows are read in full below.
-        visible, seen = await self.rank.rank_visible(viewer_id, found.ids, first_reads)
+        read = await self.rank.rank_visible(viewer_id, found.ids, first_reads)
+        visible = read.columns
         stages.done("filter")
         window = RankColumns(*(column[:size] for column in visible))  # newest first
         beyond = len(visible.post_ids) > size or found.maybe_more
-        ids, late = self.rank.rank_window(window, context.affinity, seen)
-        degraded = found.degraded or late
+        recommended: frozenset[int] = frozenset()  # the recommendation source's ids
+        ranked = self.rank.rank_window(
+            viewer_id, window, context.affinity, read.seen, recommended, read.fewer
+        )
+        ids = ranked.ids
+        degraded = found.degraded or ranked.degraded
         stages.done("rank")
         oldest = window.post_ids[-1] if window.post_ids else None
         tail = (created_ms(oldest), oldest) if oldest is not None and beyond else None
         # The session is written while its first positions are read (Postgres): one round
         # trip of waiting instead of two. The page is only answered once the write is done,
         # so its cursors always find the session (decision 0047).
-        frozen = FeedSession(self.feed_sessions.new_id(), ids, tail)
+        frozen = FeedSession(self.feed_sessions.new_id(), ids, tail, ranked.ranking)
         write = asyncio.ensure_future(
-            self.feed_sessions.create(viewer_id, ids, tail, frozen.session_id)
+            self.feed_sessions.create(
+                viewer_id, ids, tail, frozen.session_id, ranking=ranked.ranking
+            )
         )
         write.add_done_callback(retrieve)
         try:
@@ -137,6 +144,7 @@ class RankedFirstPages:
                 first_page=True,
             )
         _SESSION_NEW.inc()
+        page.ranking = ranked.ranking
         if signature is not None and not degraded and self.open_sessions.max_age > 0:
             self.open_sessions.remember(viewer_id, frozen.session_id, signature)
         page.degraded, page.first_page = degraded, True
@@ -176,4 +184,5 @@ class RankedFirstPages:
             viewer_id, frozen, 0, first, stages, extras, False
         )
         page.first_page = page.reused = True
+        page.ranking = frozen.ranking
         return page

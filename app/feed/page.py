@@ -13,6 +13,7 @@ from prometheus_client import Counter, Histogram
 from app.feed.cursor import Cursor, Keyset
 from app.feed.modes import FeedMode
 from app.feed.rows import FeedPost, FeedRow, PageExtras
+from app.feed.sessions import SessionRanking
 from app.observability.metrics import FEED_EMPTY_PAGES, FEED_PAGE_DUPLICATES, FEED_STAGE
 
 # First-page work skipped or done, by kind: what the gates and the session reuse save.
@@ -38,6 +39,8 @@ class FeedPage:
     reused: bool = False  # a first page answered from the viewer's open session
     # Posts on this page that an earlier page of the same scroll covered (see `count_page`).
     repeats: int = 0
+    # The session's ranking (model version, arm) for a page built from a session, else None.
+    ranking: SessionRanking | None = None
     # Read with the rows, so the Post/User fields need no DataLoader queries of their own.
     extras: PageExtras = field(default_factory=PageExtras)
     _posts: list[FeedPost] | None = field(default=None, repr=False, compare=False)
@@ -99,6 +102,47 @@ def count_page(mode: FeedMode, cursor: Cursor | None, shown: list[int], repeats:
     if not shown:
         FEED_EMPTY_PAGES.labels(mode.value, "first" if cursor is None else "next").inc()
     return duplicates  # the page's, for the engagement log's PAGE row
+
+
+# The same figures per ranking model version and experiment arm (decision 0078), counted where
+# a page is built from a session (first pages, reused or new, and session cursors' pages):
+# a duplicate rate that rises with one version shows in its label alone.
+RANKED_PAGES = Counter(
+    "feed_ranked_pages_total", "Feed pages built from a RANKED session", ["model", "arm"]
+)
+RANKED_IMPRESSIONS = Counter(
+    "feed_ranked_impressions_total",
+    "Posts shown on pages built from a RANKED session",
+    ["model", "arm"],
+)
+RANKED_DUPLICATES = Counter(
+    "feed_ranked_page_duplicates_total",
+    "feed_page_duplicates_total of pages built from a RANKED session (an invariant: 0)",
+    ["model", "arm"],
+)
+RANKED_EMPTY = Counter(
+    "feed_ranked_empty_pages_total",
+    "feed_empty_pages_total of pages built from a RANKED session",
+    ["model", "arm", "page"],
+)
+
+
+def count_ranked_page(
+    ranking: SessionRanking | None, cursor: Cursor | None, shown: list[int], repeats: int
+) -> None:
+    """`count_page`'s figures again under the session's model version and arm (arm "none"
+    without an experiment); nothing for a page not built from a session."""
+    if ranking is None:
+        return
+    labels = (ranking.model or "none", ranking.arm or "none")
+    RANKED_PAGES.labels(*labels).inc()
+    if shown:
+        RANKED_IMPRESSIONS.labels(*labels).inc(len(shown))
+    else:
+        RANKED_EMPTY.labels(*labels, "first" if cursor is None else "next").inc()
+    duplicates = repeats + len(shown) - len(set(shown))
+    if duplicates:
+        RANKED_DUPLICATES.labels(*labels).inc(duplicates)
 
 
 def already_served(

@@ -58,7 +58,11 @@ class PageReader:
         stages = Stages()
         extras = PageExtras()
         if isinstance(cursor, SessionPosition):
-            page = await self.session_pages.session_page(viewer_id, cursor, first, stages, extras)
+            # test-only fault (app.config): the page repeats the post the last one ended at
+            back = 1 if self.faults.feed_fault_repeat_post and cursor.position > 0 else 0
+            page = await self.session_pages.session_page(
+                viewer_id, cursor, first, stages, extras, back
+            )
         else:
             self.read_counter.count()  # no I/O: pulled sources are read on these pages
             ranked_first = cursor is None and mode == FeedMode.RANKED

@@ -46,7 +46,7 @@ from app.feed.hot_cache import CoalescingCache
 from app.feed.impressions import ImpressionLog
 from app.feed.keyset import KeysetPages
 from app.feed.modes import FeedMode
-from app.feed.page import FeedPage, count_page
+from app.feed.page import FeedPage, count_page, count_ranked_page
 from app.feed.pulled import PulledAuthors
 from app.feed.rank import RankStage
 from app.feed.reader import PageReader
@@ -55,6 +55,8 @@ from app.feed.rows import Reads, read_sessions
 from app.feed.session_pages import SessionPages
 from app.feed.sessions import FeedSessionStore, OpenSessions
 from app.feed.verified import VerifiedPages
+from app.ranking.features import NegativeFeedback, SourceQuality
+from app.ranking.registry import ModelRegistry, load_registry
 from app.timelines.store import TimelineStore
 from app.users.activity import Activity
 from app.users.reads import ReadCounter
@@ -77,6 +79,9 @@ class FeedService:
         replica: ReplicaRouter | None = None,
         faults: FaultSwitches | None = None,
         engagement: EngagementLog | None = None,
+        registry: ModelRegistry | None = None,
+        quality: SourceQuality | None = None,
+        feedback: NegativeFeedback | None = None,
     ) -> None:
         self.settings = settings
         self.engagement = engagement  # the engagement log: each page served (app.engagement)
@@ -109,7 +114,17 @@ class FeedService:
             feed_sessions, filter_, self.contexts, keyset, settings.feed_authz_ttl_seconds
         )
         self.verified: VerifiedPages = session_pages.verified
-        rank = RankStage(self.reads, self.impressions, settings, self.deadline)
+        # The served ranking models, loaded and checked now: a missing or corrupt model
+        # file stops the start-up (SettingsError, app.ranking.registry).
+        self.rank = rank = RankStage(
+            self.reads,
+            self.impressions,
+            settings,
+            self.deadline,
+            registry or load_registry(settings),
+            quality,
+            feedback,
+        )
         first_reads = FirstReadsPipeline(
             store, feed_sessions, self.open_sessions, self.impressions, self.deadline
         )
@@ -161,7 +176,9 @@ class FeedService:
         shown = [row.post_id for row, _ in page.rows]
         self.impressions.record(viewer_id, shown)  # no I/O
         duplicates = count_page(mode, cursor, shown, page.repeats)
+        count_ranked_page(page.ranking, cursor, shown, page.repeats)
         if self.engagement is not None:  # no I/O either: IMPRESSION rows and a PAGE row
+            ranking = page.ranking
             self.engagement.page_served(
                 viewer_id,
                 [
@@ -172,6 +189,8 @@ class FeedService:
                 duplicates=duplicates,
                 cost_ms=(time.perf_counter() - started) * 1000,
                 position=0 if cursor is None else _position(cursor, None, after=True),
+                model_version=ranking.model if ranking is not None else None,
+                arm=ranking.arm if ranking is not None else None,
             )
         if reset is not None:
             await reset.finish(page, self.open_sessions)

@@ -51,8 +51,11 @@ class SessionPages:
         first: int,
         stages: Stages,
         extras: PageExtras,
+        back: int = 0,
     ) -> FeedPage:
-        """The page at a session cursor; CURSOR_EXPIRED when the session is gone."""
+        """The page at a session cursor; CURSOR_EXPIRED when the session is gone. `back`: the
+        test-only FEED_FAULT_REPEAT_POST, read from that many positions before the cursor
+        (the posts there are counted as the duplicates they are)."""
         try:
             frozen = await self.feed_sessions.load(viewer_id, cursor.session_id)
         except RedisError:
@@ -61,16 +64,19 @@ class SessionPages:
             FEED_CURSOR_EXPIRED.inc()
             raise CursorExpired("This feed session has expired; load the feed again from the top.")
         stages.done("session")
+        start = cursor.position - back
         try:
-            return await self.from_session(
-                viewer_id, frozen, cursor.position, first, stages, extras, True
-            )
+            page = await self.from_session(viewer_id, frozen, start, first, stages, extras, True)
+            if back:
+                page.repeats += already_served(page.rows, frozen.ids[start : cursor.position])
         except Unavailable:
-            page = self._verified_page(viewer_id, frozen, cursor.position, first, extras)
-            if page is None:
+            verified = self._verified_page(viewer_id, frozen, cursor.position, first, extras)
+            if verified is None:
                 raise
             FEED_DEGRADED.labels("postgres_down").inc()
-            return page
+            page = verified
+        page.ranking = frozen.ranking  # counted per model version and arm (app.feed.page)
+        return page
 
     def _verified_page(
         self,

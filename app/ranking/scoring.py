@@ -4,8 +4,12 @@ score = 0.5 ** (age_hours / HALF_LIFE_HOURS)
         * (1 + ENGAGEMENT_WEIGHT * ln(1 + likes + 2 * comments))
         * (1 + AFFINITY_WEIGHT * ln(1 + viewer's recent likes/comments on the author))
 Diversity: no more than MAX_RUN consecutive posts by one author (greedy re-ordering).
+Frequency (RANKING_MAX_PER_AUTHOR): an author's posts past that many in a session go below
+the others' (feedback fatigue), each part diversified.
 Seen last: posts the viewer already had impressions of (app.feed.impressions) come after
 every unseen one, each group in the order above, so a refresh opens on what is new to them.
+This is ranking version "formula-1", and stage 1 of the model versions (app.feed.rank):
+`formula_order` scores, `arrange` applies the rules after stage 2's reordering.
 Ranking never adds candidates: it only orders rows that already passed the filters.
 If it overruns its time budget the caller falls back to freshness order (degraded).
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from operator import and_, eq, itemgetter
@@ -46,12 +51,46 @@ def rank_columns(
     now_ms: int,
     budget_seconds: float,
     seen: AbstractSet[int] = frozenset(),
+    max_per_author: int = 0,
 ) -> list[int]:
     """Positions (into the columns) in ranked order; RankingTimeout past the budget.
 
     Ages come from the ids, which carry their creation millisecond; `seen` post ids go last.
+    This is version "formula-1" whole: `formula_order` then `arrange`.
     """
     deadline = time.perf_counter() + budget_seconds
+    order = formula_order(post_ids, author_ids, likes, comments, affinity, now_ms, deadline)
+    return arrange(order, post_ids, author_ids, seen, deadline, max_per_author)
+
+
+def formula_order(
+    post_ids: Sequence[int],
+    author_ids: Sequence[int],
+    likes: Sequence[int],
+    comments: Sequence[int],
+    affinity: Mapping[int, int],
+    now_ms: int,
+    deadline: float,
+) -> list[int]:
+    """Stage 1: positions by the formula's score, best first (no rules applied yet);
+    RankingTimeout past `deadline` (a perf_counter time)."""
+    scores = formula_scores(post_ids, author_ids, likes, comments, affinity, now_ms)
+    # (score, post id) descending; ids are unique, so the position never decides.
+    keyed = sorted(zip(scores, post_ids, range(len(scores)), strict=True), reverse=True)
+    if time.perf_counter() > deadline:
+        raise RankingTimeout
+    return list(map(_POSITION, keyed))
+
+
+def formula_scores(
+    post_ids: Sequence[int],
+    author_ids: Sequence[int],
+    likes: Sequence[int],
+    comments: Sequence[int],
+    affinity: Mapping[int, int],
+    now_ms: int,
+) -> list[float]:
+    """The module docstring's score of each candidate."""
     log1p = math.log1p
     bonds = {a: 1 + AFFINITY_WEIGHT * log1p(affinity.get(a, 0)) for a in set(author_ids)}
     # Engagement takes few distinct values (most candidates have few likes): one log per
@@ -62,26 +101,52 @@ def rank_columns(
     lifts = {w: 1 + ENGAGEMENT_WEIGHT * log1p(w) for w in set(weights)}
     # The module docstring's formula, one product per candidate (ages from the ids).
     since_epoch = now_ms - EPOCH_MS  # now_ms - created_ms(p), in integers, is this - (p >> bits)
-    scores = [
+    return [
         0.5 ** (max(0.0, (since_epoch - (p >> SEQUENCE_BITS)) / 3_600_000) / HALF_LIFE_HOURS)
         * lifts[w]
         * bonds[a]
         for p, a, w in zip(post_ids, author_ids, weights, strict=True)
     ]
-    # (score, post id) descending; ids are unique, so the position never decides.
-    keyed = sorted(zip(scores, post_ids, range(len(scores)), strict=True), reverse=True)
-    if time.perf_counter() > deadline:
-        raise RankingTimeout
-    order = list(map(_POSITION, keyed))
+
+
+def arrange(
+    order: list[int],
+    post_ids: Sequence[int],
+    author_ids: Sequence[int],
+    seen: AbstractSet[int],
+    deadline: float,
+    max_per_author: int = 0,
+) -> list[int]:
+    """The rules after the scores, on positions best first: seen last, then within the unseen
+    and the seen each, the frequency rule (an author's posts past `max_per_author` go below
+    the others; 0 = none) and the diversity rule. RankingTimeout past `deadline`."""
     if seen and not seen.isdisjoint(post_ids):
         groups: tuple[list[int], list[int]] = ([], [])  # unseen, seen
         for i in order:
             groups[post_ids[i] in seen].append(i)
         unseen, again = groups
-        return _diversified(unseen, author_ids, deadline) + _diversified(
-            again, author_ids, deadline
+        return _ruled(unseen, author_ids, deadline, max_per_author) + _ruled(
+            again, author_ids, deadline, max_per_author
         )
-    return _diversified(order, author_ids, deadline)
+    return _ruled(order, author_ids, deadline, max_per_author)
+
+
+def _ruled(
+    order: list[int], author_ids: Sequence[int], deadline: float, max_per_author: int
+) -> list[int]:
+    """The frequency rule, then the diversity rule within what it kept and what it moved."""
+    if max_per_author <= 0 or len(order) <= max_per_author:
+        return _diversified(order, author_ids, deadline)
+    authors = list(map(author_ids.__getitem__, order))
+    if max(Counter(authors).values()) <= max_per_author:  # in C: usually nobody is capped
+        return _diversified(order, author_ids, deadline)
+    counts: dict[int, int] = {}
+    kept: list[int] = []
+    moved: list[int] = []
+    for i, a in zip(order, authors, strict=True):
+        n = counts[a] = counts.get(a, 0) + 1
+        (kept if n <= max_per_author else moved).append(i)
+    return _diversified(kept, author_ids, deadline) + _diversified(moved, author_ids, deadline)
 
 
 def _diversified(order: list[int], author_ids: Sequence[int], deadline: float) -> list[int]:
