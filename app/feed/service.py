@@ -189,8 +189,8 @@ class FeedService:
                 duplicates=duplicates,
                 cost_ms=(time.perf_counter() - started) * 1000,
                 position=0 if cursor is None else _position(cursor, None, after=True),
-                model_version=ranking.model if ranking is not None else None,
-                arm=ranking.arm if ranking is not None else None,
+                model_version=(ranking.model or None) if ranking is not None else None,
+                arm=(ranking.arm or None) if ranking is not None else None,
             )
         if reset is not None:
             await reset.finish(page, self.open_sessions)
