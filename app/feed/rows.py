@@ -2,8 +2,10 @@
 
 Every id that leaves the read path passed the home-feed rule (app.posts.visibility,
 `home_feed_sql`) in the same request: alive, not private (unless the viewer's own), author
-followed now (or the viewer), no block either way. Timelines and caches only ever propose
-ids; these queries decide.
+followed now (or the viewer), no block either way; or, for an id the recommendation source
+proposed (RANKED sessions only), the recommendation rule (`recommended_sql`: alive, PUBLIC,
+author neither the viewer nor followed, no block). Timelines, caches and sources only ever
+propose ids; these queries decide.
 
 How the queries run: `Reads`, the driver's own SQL ($n parameters) on asyncpg's connection
 itself, checked out of the app engine's pool (same connections, same pool size and
@@ -25,7 +27,7 @@ tests' query counts) are still told of every statement, with no connection or cu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -40,10 +42,23 @@ from app.db.errors import ended, unavailable, unreachable
 from app.db.models import FANOUT_PULL
 from app.feed.constants import AFFINITY_COMMENTS, AFFINITY_LIKES, MAX_ID
 from app.posts.ids import created_ms
-from app.posts.visibility import alive_sql, home_feed_sql, reaches_followers_sql
+from app.posts.visibility import (
+    alive_sql,
+    home_feed_sql,
+    reaches_followers_sql,
+    recommended_sql,
+)
 
 # The filter ($1 = candidate ids, $2 = viewer), shared by every filter query.
 _VISIBLE = f" p.id = ANY($1::bigint[]) AND {home_feed_sql('p', '$2')}"
+# The same with recommendations among the candidates ($3 = those of $1 that came from the
+# recommendation source, app.feed.recommended): each judged by `recommended_sql`, the others
+# by the home-feed rule, so a followed source's id never passes as a recommendation nor a
+# recommended one as followed. Used only when $3 is not empty: the plain filter's plan stays.
+_VISIBLE_REC = (
+    f" p.id = ANY($1::bigint[]) AND CASE WHEN p.id = ANY($3::bigint[])"
+    f" THEN ({recommended_sql('p', '$2')}) ELSE ({home_feed_sql('p', '$2')}) END"
+)
 
 # Ranking's view of the candidates: a RANKED first page filters ~600 of them, and only the
 # 20 shown need the rest of the row (read afterwards with _PAGE_ROWS). As four arrays in one
@@ -96,13 +111,21 @@ _HYDRATE = """
     WHERE p.id = ANY($1::bigint[])
 """
 
+_RANK_ROWS_REC = _RANK_ROWS.replace(_VISIBLE, _VISIBLE_REC)
+_PAGE_ROWS_REC = _PAGE_ROWS.replace(_VISIBLE, _VISIBLE_REC)
+_AUTHORIZED_REC = _AUTHORIZED.replace(_VISIBLE, _VISIBLE_REC)
+
 # Test-only (FEED_FAULT_SKIP_FILTER, app.config; refused in production): the filter queries
 # with the home-feed rule left out, so tests can show the synthetic probe (app.probe) catches
 # what a broken filter lets through. $2 stays referenced: its type must still be inferable.
 _NO_RULE = " p.id = ANY($1::bigint[]) AND $2::bigint IS NOT NULL"
+_NO_RULE_REC = _NO_RULE + " AND $3::bigint[] IS NOT NULL"
 _UNFILTERED = {
     q: q.replace(_VISIBLE, _NO_RULE)
     for q in (_RANK_ROWS, _PAGE_ROWS, _PAGE_ROWS_NEWEST, _AUTHORIZED)
+} | {
+    q: q.replace(_VISIBLE_REC, _NO_RULE_REC)
+    for q in (_RANK_ROWS_REC, _PAGE_ROWS_REC, _AUTHORIZED_REC)
 }
 
 
@@ -135,6 +158,8 @@ _CONTEXT_SOURCES = f"""
     ) s
     UNION ALL
     SELECT 2, o.id, 0 FROM ({_own_posts_sql("$3", "$4", "$5")}) o
+    UNION ALL
+    SELECT 5, u.id, 0 FROM users u WHERE u.id = $1 AND NOT u.recommendations_enabled
 """
 _OWN_POSTS_BEFORE = f"SELECT array_agg(id) FROM ({_own_posts_sql('$2', '$3', '$4')}) o"
 _CONTEXT_AFFINITY = f"""
@@ -261,6 +286,7 @@ class ViewerContext:
     affinity: dict[int, int]  # empty unless asked for (RANKED first pages)
     own_before: int = MAX_ID
     own_limit: int = 0
+    recommendations: bool = True  # the viewer's setting (setRecommendations)
 
     def own_below(self, before: int) -> list[int] | None:
         """The viewer's posts below `before` that `own_posts` holds (all of them down to its
@@ -335,10 +361,23 @@ def read_sessions(sessions: async_sessionmaker[AsyncSession]) -> async_sessionma
     )
 
 
-async def rank_rows(reads: Reads, viewer_id: int, ids: Sequence[int]) -> RankColumns:
+def _among(ids: Sequence[int], recommended: Collection[int]) -> list[int]:
+    """The recommended ids among `ids` (the filter's $3)."""
+    return [i for i in ids if i in recommended] if recommended else []
+
+
+async def rank_rows(
+    reads: Reads, viewer_id: int, ids: Sequence[int], recommended: Collection[int] = ()
+) -> RankColumns:
+    """The visible candidates' ranking columns; `recommended`: the ids judged by the
+    recommendation rule (app.posts.visibility.recommended_sql), the rest by the home feed's."""
     if not ids:
         return RankColumns([], [], [], [])
-    (found,) = await reads.all(_RANK_ROWS, list(ids), viewer_id)
+    rec = _among(ids, recommended)
+    if rec:
+        (found,) = await reads.all(_RANK_ROWS_REC, list(ids), viewer_id, rec)
+    else:
+        (found,) = await reads.all(_RANK_ROWS, list(ids), viewer_id)
     if found[0] is None:  # no visible rows: array_agg of nothing is NULL
         return RankColumns([], [], [], [])
     return RankColumns(found[0], found[1], found[2], found[3])
@@ -350,14 +389,19 @@ async def page_rows(
     ids: Sequence[int],
     extras: PageExtras,
     newest: int | None = None,
+    recommended: Collection[int] = (),
 ) -> dict[int, FeedRow]:
     """Visible rows among ids (only the `newest` ones by id, if given); their authors and the
-    viewer's likes are added to `extras`."""
+    viewer's likes are added to `extras`. `recommended` as for `rank_rows` (never with
+    `newest`: keyset pages have no recommendations)."""
     if not ids:
         return {}
     found: dict[int, FeedRow] = {}
     authors, liked = extras.authors, extras.liked
-    if newest is None:
+    rec = _among(ids, recommended)
+    if rec:
+        rows = await reads.all(_PAGE_ROWS_REC, list(ids), viewer_id, rec)
+    elif newest is None:
         rows = await reads.all(_PAGE_ROWS, list(ids), viewer_id)
     else:
         rows = await reads.all(_PAGE_ROWS_NEWEST, list(ids), viewer_id, newest)
@@ -383,11 +427,18 @@ class Authorized(NamedTuple):
     liked: bool
 
 
-async def authorized(reads: Reads, viewer_id: int, ids: Sequence[int]) -> dict[int, Authorized]:
-    """The visible posts among ids, decided now (the primary's `reads`)."""
+async def authorized(
+    reads: Reads, viewer_id: int, ids: Sequence[int], recommended: Collection[int] = ()
+) -> dict[int, Authorized]:
+    """The visible posts among ids, decided now (the primary's `reads`); `recommended` as
+    for `rank_rows`."""
     if not ids:
         return {}
-    rows = await reads.all(_AUTHORIZED, list(ids), viewer_id)
+    rec = _among(ids, recommended)
+    if rec:
+        rows = await reads.all(_AUTHORIZED_REC, list(ids), viewer_id, rec)
+    else:
+        rows = await reads.all(_AUTHORIZED, list(ids), viewer_id)
     return {r[0]: Authorized(r[1], r[2], r[3], r[4], r[5], bool(r[6])) for r in rows}
 
 
@@ -447,6 +498,7 @@ async def viewer_context(
     pull: list[int] = []
     mine: list[int] = []
     weights: dict[int, int] = {}
+    recommendations = True
     statement = _VIEWER_CONTEXT if affinity else _VIEWER_SOURCES
     rows = await reads.all(statement, viewer_id, recent, own, *_own_args(own_before))
     for kind, idents, counts in rows:
@@ -454,10 +506,12 @@ async def viewer_context(
             pull = idents
         elif kind == 2:
             mine = idents
+        elif kind == 5:
+            recommendations = False
         else:  # likes (3) and comments (4) per author add up
             for ident, n in zip(idents, counts, strict=True):
                 weights[ident] = weights.get(ident, 0) + int(n)
-    return ViewerContext(pull, mine, weights, own_before, own)
+    return ViewerContext(pull, mine, weights, own_before, own, recommendations)
 
 
 async def followee_posts_before(

@@ -84,6 +84,23 @@ def home_feed_sql(post: str, viewer: str) -> str:
     return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
 
 
+def public_sql(post: str) -> str:
+    """The post is PUBLIC: anyone may see it."""
+    return f"{post}.visibility = {_PUBLIC}"
+
+
+def recommended_sql(post: str, viewer: str) -> str:
+    """The post may be recommended to the viewer (the recommendation source's rule, decision
+    0079): alive, PUBLIC, by another user whom the viewer does not follow (a followed
+    author's post is the home feed's, `home_feed_sql`), no block either way. Stricter than
+    `visible_sql`, never wider: a recommendation is a post the viewer could open anyway."""
+    author = f"{post}.author_id"
+    return (
+        f"{alive_sql(post)} AND {public_sql(post)} AND {author} <> {viewer}"
+        f" AND NOT {follows_sql(viewer, author)} AND NOT {blocked_sql(viewer, author)}"
+    )
+
+
 def visible_to(viewer_id: int | None) -> TextClause:
     """`visible_sql` as a clause for ORM queries over the `posts` table (`select(Post)`)."""
     if viewer_id is None:
