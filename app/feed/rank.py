@@ -5,7 +5,7 @@ RANKING_BUDGET_MS; past it the window stays newest first, degraded."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from redis.exceptions import RedisError
 
@@ -36,17 +36,22 @@ class RankStage:
         self.deadline = deadline
 
     async def rank_visible(
-        self, viewer_id: int, ids: Sequence[int], first_reads: FirstReads | None = None
+        self,
+        viewer_id: int,
+        ids: Sequence[int],
+        first_reads: FirstReads | None = None,
+        recommended: Collection[int] = (),
     ) -> tuple[RankColumns, set[int]]:
         """The visible candidates' four ranking columns (the shown rows are read in full
         later) and the posts the viewer had impressions of: at once, Redis while Postgres
-        filters (or the impressions from a first page's pipeline)."""
+        filters (or the impressions from a first page's pipeline). `recommended`: the ids
+        the filter judges by the recommendation rule (app.feed.rows)."""
         if first_reads is not None and first_reads.seen is not None:
-            visible = await sql.rank_rows(self.reads, viewer_id, ids)
+            visible = await sql.rank_rows(self.reads, viewer_id, ids, recommended)
             seen = self._seen_read(viewer_id, first_reads, first_reads.seen)
         else:
             visible, seen = await concurrently(
-                sql.rank_rows(self.reads, viewer_id, ids), self._seen(viewer_id)
+                sql.rank_rows(self.reads, viewer_id, ids, recommended), self._seen(viewer_id)
             )
         FEED_FILTERED.inc(len(ids) - len(visible.post_ids))
         return visible, seen

@@ -16,6 +16,7 @@ from app.feed.first_reads import FirstReadsPipeline
 from app.feed.keyset import KeysetPages, keyset_limit
 from app.feed.modes import FeedMode
 from app.feed.page import FeedPage, Stages
+from app.feed.recommended import why
 from app.feed.reset import CountReset
 from app.feed.rows import PageExtras
 from app.feed.session_pages import SessionPages
@@ -94,6 +95,12 @@ class PageReader:
                 )
                 page.first_page = cursor is None
         page.extras = extras
+        if page.recommended:
+            shown = [row.post_id for row, _ in page.rows if row.post_id in page.recommended]
+            if shown:
+                # Why each shown recommendation is: read now, so a liker since blocked,
+                # unfollowed or gone is never named (app.feed.recommended).
+                page.why = await why(self.candidates.reads, viewer_id, shown)
         # The page's posts: bodies, authors and likes all came with the rows (one query);
         # FeedPage.posts makes the Post type's view of them only for a reader that wants it.
         FEED_HYDRATION_BATCH.observe(len(page.rows))

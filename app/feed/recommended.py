@@ -82,7 +82,7 @@ class Why:
 
     @property
     def text(self) -> str:
-        """"Liked by @a", "Liked by @a and @b", "Liked by @a and 2 others"; a post whose
+        """ "Liked by @a", "Liked by @a and @b", "Liked by @a and 2 others"; a post whose
         likers since went (unliked, unfollowed, blocked) is "Suggested for you"."""
         if not self.liked_by:
             return "Suggested for you"

@@ -48,10 +48,12 @@ from app.feed.page import FeedPage, count_page
 from app.feed.pulled import PulledAuthors
 from app.feed.rank import RankStage
 from app.feed.reader import PageReader
+from app.feed.recommended import RecommendationSource
 from app.feed.reset import CountReset
 from app.feed.rows import Reads, read_sessions
 from app.feed.session_pages import SessionPages
 from app.feed.sessions import FeedSessionStore, OpenSessions
+from app.feed.sources import SourceBudgets
 from app.feed.verified import VerifiedPages
 from app.timelines.store import TimelineStore
 from app.users.activity import Activity
@@ -98,7 +100,12 @@ class FeedService:
         pulled = PulledAuthors(store, read_sessions(sessions), settings, self.deadline)
         self.author_cache: CoalescingCache[int, list[int]] = pulled.cache
         timeline = HomeTimeline(store, self.reads, self.deadline, rebuild)
-        candidates = CandidateSources(timeline, pulled, self.reads, lag)
+        # Every candidate source within its budget (app.feed.sources); the recommendation
+        # source's per-viewer cache beside it (app.feed.recommended).
+        self.recommendations = RecommendationSource(self.reads, settings)
+        candidates = CandidateSources(
+            timeline, pulled, self.reads, lag, SourceBudgets(settings), self.recommendations
+        )
         filter_ = PageFilter(self.reads, replica)
         keyset = KeysetPages(candidates, filter_)
         session_pages = SessionPages(
