@@ -369,7 +369,7 @@ class Settings(BaseSettings):
     # FEED_RECOMMENDED_WINDOW_SECONDS; kept per viewer in process for
     # FEED_RECOMMENDED_CACHE_SECONDS (0 = read on every ranking).
     feed_source_recommended_max: int = Field(default=100, ge=1, le=10_000)
-    feed_source_recommended_timeout_ms: int = Field(default=100, ge=1, le=MS_CEILING)
+    feed_source_recommended_timeout_ms: int = Field(default=300, ge=1, le=MS_CEILING)
     feed_source_recommended_concurrency: int = Field(default=8, ge=1, le=100_000)
     feed_recommended_followees: int = Field(default=200, ge=1, le=100_000)
     feed_recommended_likes_per_followee: int = Field(default=5, ge=1, le=1000)
