@@ -23,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import FANOUT_PULL
 from app.feed.constants import AFFINITY_COMMENTS, AFFINITY_LIKES, MAX_ID
-from app.feed.reads import UNFILTERED, Reads
+from app.feed.reads import UNFILTERED
+from app.feed.reads import Reads as Reads  # re-exported: the stages import it from here
 from app.posts.ids import created_ms
 from app.posts.visibility import (
     alive_sql,
