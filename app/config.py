@@ -336,15 +336,7 @@ class Settings(BaseSettings):
     feed_authz_ttl_seconds: float = Field(default=5.0, ge=0, le=60)
     # per Redis candidate source on the read path
     feed_source_timeout_ms: int = Field(default=250, ge=1, le=MS_CEILING)
-    # past this, RANKED falls back to freshness (degraded)
-    ranking_budget_ms: int = Field(default=50, ge=1, le=MS_CEILING)
-    # Impressions kept per viewer (app.feed.impressions; 0 = none recorded, no demotion) and
-    # how long a viewer's impressions outlive their last one (docs/decisions/0010: up to 128
-    # a zset stays a ~3 KB listpack; past it, a ~120 B-per-entry skiplist).
-    impressions_max: int = Field(default=128, ge=0, le=100_000)
-    impressions_ttl_seconds: int = Field(default=3 * DAY, ge=1, le=365 * DAY)
-
-    # ---- Feed candidate sources (app.feed.sources; decision 0079) ---------------------------
+    # Candidate sources (app.feed.sources; decision 0079).
     # Per source: the ids it may add to one candidate round at most, how long a page waits
     # for it (past it the page goes without it, degraded, feed_source_dropped_total) and how
     # many of its reads run at once per process (a semaphore; the wait counts in the time).
@@ -378,6 +370,13 @@ class Settings(BaseSettings):
     # At most this share of a session's positions are recommendations: no more than
     # ceil(share x 10) in any 10 consecutive positions (0 = none at all).
     feed_recommended_share: float = Field(default=0.2, ge=0, le=1)
+    # past this, RANKED falls back to freshness (degraded)
+    ranking_budget_ms: int = Field(default=50, ge=1, le=MS_CEILING)
+    # Impressions kept per viewer (app.feed.impressions; 0 = none recorded, no demotion) and
+    # how long a viewer's impressions outlive their last one (docs/decisions/0010: up to 128
+    # a zset stays a ~3 KB listpack; past it, a ~120 B-per-entry skiplist).
+    impressions_max: int = Field(default=128, ge=0, le=100_000)
+    impressions_ttl_seconds: int = Field(default=3 * DAY, ge=1, le=365 * DAY)
 
     # ---- Writes: content and idempotency -----------------------------------------------------
     max_body_chars: int = Field(default=500, ge=1, le=1_000_000)

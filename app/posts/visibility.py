@@ -8,6 +8,9 @@ The rule, read against the current rows (never a cache):
   author's followers, PRIVATE posts by the author alone;
 - a home feed, a timeline, a live count or a pull shows another user's post only to a
   follower, so there a post "reaches followers" when it is alive and not PRIVATE.
+- a recommendation (a RANKED feed's out-of-network post) is a post the viewer could open
+  anyway and does not get from following: alive, PUBLIC, another user's, an author the
+  viewer does not follow, no block either way (`recommended_sql`).
 
 Every query that returns posts or routes them to users builds its condition from here. The
 rule is written once, as SQL fragments: queries kept as SQL text for speed (the read path's
