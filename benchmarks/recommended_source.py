@@ -46,7 +46,7 @@ async def _timed(conn: asyncpg.Connection, sql: str, args: list[object], runs: i
 
 async def _explained(conn: asyncpg.Connection, sql: str, args: list[object]) -> str:
     plan = await conn.fetch("EXPLAIN (ANALYZE, FORMAT TEXT) " + sql, *args)
-    return next(r[0] for r in plan if r[0].startswith("Execution Time"))
+    return str(next(r[0] for r in plan if r[0].startswith("Execution Time")))
 
 
 async def main(db: str, runs: int) -> None:
@@ -64,7 +64,9 @@ async def main(db: str, runs: int) -> None:
     since = recommended.since_id(settings.feed_recommended_window_seconds)
     print("| statement | median ms | p90 ms |\n| --- | --- | --- |")
     for name, viewer in (("heavy", heavy), ("light", light)):
-        followees = await conn.fetchval("SELECT count(*) FROM follows WHERE follower_id = $1", viewer)
+        followees = await conn.fetchval(
+            "SELECT count(*) FROM follows WHERE follower_id = $1", viewer
+        )
         args = [
             viewer,
             since,
@@ -74,9 +76,19 @@ async def main(db: str, runs: int) -> None:
         ]
         rec_ids = (await conn.fetchval(recommended._RECOMMENDED, *args)) or []
         label = f"{name} ({followees} followees, {len(rec_ids)} recommended)"
-        print(_row(f"recommendation source, {label}", await _timed(conn, recommended._RECOMMENDED, args, runs)))
+        print(
+            _row(
+                f"recommendation source, {label}",
+                await _timed(conn, recommended._RECOMMENDED, args, runs),
+            )
+        )
         unbounded = [*args[:4], 1_000_000]
-        print(_row(f"  without the followee bound, {name}", await _timed(conn, recommended._RECOMMENDED, unbounded, max(runs // 5, 5))))
+        print(
+            _row(
+                f"  without the followee bound, {name}",
+                await _timed(conn, recommended._RECOMMENDED, unbounded, max(runs // 5, 5)),
+            )
+        )
         # A first page's followed candidates: the followees' newest 625 posts (as a timeline).
         followed = [
             r[0]
@@ -95,9 +107,11 @@ async def main(db: str, runs: int) -> None:
         why_ids = list(rec_ids[:4])
         why = await _timed(conn, recommended._WHY_SQL, [why_ids, viewer], runs)
         print(_row(f"why of {len(why_ids)} shown recommendations, {name}", why))
-        print(f"|   EXPLAIN ANALYZE: source {await _explained(conn, recommended._RECOMMENDED, args)}; "
-              f"filter {await _explained(conn, rows._RANK_ROWS, [followed, viewer])}; "
-              f"two rules {await _explained(conn, rows._RANK_ROWS_REC, [both, viewer, list(rec_ids)])} | | |")
+        print(
+            f"|   EXPLAIN ANALYZE: source {await _explained(conn, recommended._RECOMMENDED, args)}; "
+            f"filter {await _explained(conn, rows._RANK_ROWS, [followed, viewer])}; "
+            f"two rules {await _explained(conn, rows._RANK_ROWS_REC, [both, viewer, list(rec_ids)])} | | |"
+        )
     await conn.close()
 
 

@@ -104,13 +104,14 @@ def _both(plan: Any, page: FeedPage, has_previous: bool) -> tuple[Any, Any]:
 def test_the_registered_feed_document_has_a_row_plan() -> None:
     # A field added to the Feed document without a row read would quietly leave the
     # registered document on the (slower) object render: this fails instead.
-    plan = compile_text(gql_text("Feed"))
-    assert plan is not None and plan.rows is not None
+    for name in ("Feed", "FeedWithReasons"):
+        plan = compile_text(gql_text(name))
+        assert plan is not None and plan.rows is not None, name
 
 
 def test_row_plans_render_the_object_renders_bytes() -> None:
     rng = random.Random(58)
-    plans = [compile_text(gql_text("Feed"))]
+    plans = [compile_text(gql_text("Feed")), compile_text(gql_text("FeedWithReasons"))]
     for _ in range(80):
         text, _ = Gen(rng, []).document()
         plans.append(compile_text(text))
@@ -125,8 +126,9 @@ def test_row_plans_render_the_object_renders_bytes() -> None:
     assert compared == 3 * len(plans)
 
 
-def test_what_the_object_render_refuses_the_row_render_refuses() -> None:
-    plan = compile_text(gql_text("Feed"))
+@pytest.mark.parametrize("document", ["Feed", "FeedWithReasons"])
+def test_what_the_object_render_refuses_the_row_render_refuses(document: str) -> None:
+    plan = compile_text(gql_text(document))
     rng = random.Random(7)
     cases = []
     page = _page(rng, 3)
