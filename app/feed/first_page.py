@@ -117,6 +117,8 @@ class RankedFirstPages:
         beyond = beyond or found.maybe_more
         ids, late = self.rank.rank_window(window, context.affinity, seen)
         ranking = NO_RANKING
+        if recommended and late:
+            ids.sort(reverse=True)  # ranking's fallback, newest first: recommendations came first
         if recommended:
             # The share of recommendations, on the ranked order (app.feed.sources).
             ids = cap_share(ids, recommended, share)
@@ -204,24 +206,17 @@ class RankedFirstPages:
 def _window(
     visible: RankColumns, size: int, recommended: frozenset[int]
 ) -> tuple[RankColumns, bool, int | None]:
-    """The session's window of the visible candidates (newest first): the newest `size` of
-    the followed ones and every recommended one (few, and older than a heavy viewer's window
-    may reach); whether followed ones were left below it; the oldest followed id in it
-    (where RANKED scrolling continues as a keyset: recommendations are no keyset's)."""
+    """The session's window of the visible candidates: the newest `size` followed ones and
+    every recommended one (few, and older than a heavy viewer's window may reach; the rank
+    rows put them first: app.feed.rows); whether followed ones were left below it; the oldest
+    followed id in it (where RANKED scrolling continues as a keyset: recommendations are no
+    keyset's)."""
     ids = visible.post_ids
-    if not recommended:
-        window = RankColumns(*(column[:size] for column in visible))
-        return window, len(ids) > size, window.post_ids[-1] if window.post_ids else None
-    keep: list[int] = []
-    followed = 0
-    oldest = None
-    for i, post_id in enumerate(ids):
-        if post_id in recommended:
-            keep.append(i)
-        elif followed < size:
-            keep.append(i)
-            followed += 1
-            oldest = post_id
-    beyond = len(ids) - len(keep) > 0
-    window = RankColumns(*([column[i] for i in keep] for column in visible))
-    return window, beyond, oldest
+    k = 0
+    if recommended:
+        while k < len(ids) and ids[k] in recommended:
+            k += 1
+    end = size + k
+    window = RankColumns(*(column[:end] for column in visible)) if len(ids) > end else visible
+    oldest = window.post_ids[-1] if len(window.post_ids) > k else None
+    return window, len(ids) > end, oldest

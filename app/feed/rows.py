@@ -95,7 +95,11 @@ _HYDRATE = """
     WHERE p.id = ANY($1::bigint[])
 """
 
-_RANK_ROWS_REC = _RANK_ROWS.replace(_VISIBLE, _VISIBLE_REC)
+# With recommendations, those come first, then the followed ones newest first: the session's
+# window (app.feed.first_page) is then two slices, not a pass over ~600 ids in Python.
+_RANK_ROWS_REC = _RANK_ROWS.replace(_VISIBLE, _VISIBLE_REC).replace(
+    " ORDER BY p.id DESC) s", " ORDER BY p.id = ANY($3::bigint[]) DESC, p.id DESC) s"
+)
 _PAGE_ROWS_REC = _PAGE_ROWS.replace(_VISIBLE, _VISIBLE_REC)
 _AUTHORIZED_REC = _AUTHORIZED.replace(_VISIBLE, _VISIBLE_REC)
 
@@ -302,8 +306,9 @@ def _among(ids: Sequence[int], recommended: Collection[int]) -> list[int]:
 async def rank_rows(
     reads: Reads, viewer_id: int, ids: Sequence[int], recommended: Collection[int] = ()
 ) -> RankColumns:
-    """The visible candidates' ranking columns; `recommended`: the ids judged by the
-    recommendation rule (app.posts.visibility.recommended_sql), the rest by the home feed's."""
+    """The visible candidates' ranking columns, newest first; `recommended`: the ids judged
+    by the recommendation rule (app.posts.visibility.recommended_sql), the rest by the home
+    feed's; the visible recommended ones then come first (newest first too)."""
     if not ids:
         return RankColumns([], [], [], [])
     rec = _among(ids, recommended)

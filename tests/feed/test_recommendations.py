@@ -9,11 +9,15 @@ share cap holds on every page of a long scroll; a source past its timeout is dro
 from __future__ import annotations
 
 import asyncio
+import math
+import random
 from typing import Any
 
 import pytest
 
 from app.feed import recommended as recommended_module
+from app.feed.constants import SHARE_WINDOW
+from app.feed.sources import cap_share
 from app.operation_documents import operations
 from app.posts.ids import created_ms
 from tests.helpers import app_client, gql, metric_value, quick_users, sql
@@ -339,3 +343,42 @@ async def test_the_compiled_and_the_regular_path_answer_the_same_bytes(
         answer = await regular.post("/graphql", json=body, headers=headers)
     assert answer.status_code == compiled.status_code == 200
     assert answer.content == compiled.content
+
+
+def _cap_share_reference(ids: list[int], recommended: frozenset[int], allowed: int) -> list[int]:
+    """cap_share one id at a time: the rule as plainly as it can be written."""
+    out: list[int] = []
+    waiting: list[int] = []
+
+    def fits() -> bool:
+        window = out[-(SHARE_WINDOW - 1) :]
+        return sum(1 for p in window if p in recommended) < allowed
+
+    for post_id in ids:
+        if post_id in recommended:
+            waiting.append(post_id)
+            continue
+        while waiting and fits():
+            out.append(waiting.pop(0))
+        out.append(post_id)
+    while waiting and fits():
+        out.append(waiting.pop(0))
+    return out
+
+
+def test_cap_share_is_the_plain_rule_and_holds_the_share() -> None:
+    rng = random.Random(35)
+    for _ in range(2000):
+        n = rng.randrange(0, 80)
+        ids = rng.sample(range(1000), n)
+        recommended = frozenset(p for p in ids if rng.random() < rng.choice((0.1, 0.3, 0.7)))
+        share = rng.choice((0.1, 0.2, 0.25, 0.5, 0.95))
+        allowed = math.ceil(share * SHARE_WINDOW)
+        capped = cap_share(ids, recommended, share)
+        assert capped == _cap_share_reference(ids, recommended, allowed)
+        assert [p for p in capped if p not in recommended] == [
+            p for p in ids if p not in recommended
+        ]
+        for start in range(len(capped)):
+            window = capped[start : start + SHARE_WINDOW]
+            assert sum(1 for p in window if p in recommended) <= allowed
