@@ -147,15 +147,22 @@ class FeedService:
         await self.contexts.changed(viewer_id)
 
     async def page(
-        self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
+        self,
+        viewer_id: int,
+        mode: FeedMode,
+        first: int,
+        cursor: Cursor | None,
+        why: bool = False,
     ) -> FeedPage:
-        """One page; without a cursor, a fresh first page (see the module docstring)."""
+        """One page; without a cursor, a fresh first page (see the module docstring).
+        `why`: read why each shown recommendation is (one query; only for a reader that
+        shows it: app.feed.recommended)."""
         reset = None
         if cursor is None:
             await self.activity.touch_read(viewer_id)  # at most once an hour
             reset = CountReset(self._reset_new_posts, viewer_id)
         try:
-            page = await self.reader.read_page(viewer_id, mode, first, cursor, reset)
+            page = await self.reader.read_page(viewer_id, mode, first, cursor, reset, why)
         except BaseException:
             if reset is not None:
                 await reset.abandon()

@@ -17,10 +17,11 @@ import pytest
 
 from app.feed import recommended as recommended_module
 from app.feed.constants import SHARE_WINDOW
+from app.feed.recommended import _WHY_SQL
 from app.feed.sources import cap_share
 from app.operation_documents import operations
 from app.posts.ids import created_ms
-from tests.helpers import app_client, gql, metric_value, quick_users, sql
+from tests.helpers import app_client, counting_statements, gql, metric_value, quick_users, sql
 
 PAGE = 50
 
@@ -382,3 +383,18 @@ def test_cap_share_is_the_plain_rule_and_holds_the_share() -> None:
         for start in range(len(capped)):
             window = capped[start : start + SHARE_WINDOW]
             assert sum(1 for p in window if p in recommended) <= allowed
+
+
+@pytest.mark.parametrize(("document", "reads_why"), [("Feed", False), ("FeedWithReasons", True)])
+async def test_the_why_is_read_only_for_a_document_that_shows_it(
+    client, state, pipeline, document, reads_why
+) -> None:
+    w = await _world(client, state, pipeline)
+    variables = {"first": 20}
+    for compiled in (True, False):
+        async with app_client(state, compiled_documents=compiled) as http:
+            state.feed.open_sessions.clear()
+            with counting_statements(state) as statements:
+                page = (await gql(http, document, variables, token=w["tok"]["viewer"])).ok()
+            assert w["posts"]["public"] in {int(e["node"]["id"]) for e in page["feed"]["edges"]}
+            assert any(s == _WHY_SQL for s in statements) is reads_why, (document, compiled)

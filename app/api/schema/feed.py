@@ -50,26 +50,45 @@ def _latency(mode: str, page: str) -> Histogram:
 async def resolve_feed(
     info: Info[Context, None], first: int | None, after: str | None, mode: FeedMode | None
 ) -> FeedConnection:
-    connection = await feed_connection(info.context, first, after, mode)
+    why = any(_selects_why(field) for field in info.selected_fields)
+    connection = await feed_connection(info.context, first, after, mode, why)
     info.context.loaders.prime_page([e.node.row for e in connection.edges], connection.extras)
     return connection
 
 
+def _selects_why(selection: Any) -> bool:
+    """Whether a selection (Strawberry's selected_fields: fields, fragments) asks for
+    `PostEdge.recommendation` anywhere below it: only then is the why read."""
+    for inner in getattr(selection, "selections", None) or ():
+        if getattr(inner, "name", None) == "recommendation" or _selects_why(inner):
+            return True
+    return False
+
+
 async def feed_connection(
-    ctx: Context, first: int | None, after: str | None, mode: FeedMode | None
+    ctx: Context,
+    first: int | None,
+    after: str | None,
+    mode: FeedMode | None,
+    why: bool = False,
 ) -> FeedConnection:
     """The `feed` field's value, for the resolver above and for compiled documents
-    (app.api.fast.compiler), which read the page's authors and likes from `extras`."""
-    return await _read_page(ctx, first, after, mode, _connection)
+    (app.api.fast.compiler), which read the page's authors and likes from `extras`. `why`:
+    the document selects `recommendation` (its why costs a query)."""
+    return await _read_page(ctx, first, after, mode, _connection, why)
 
 
 async def feed_rows(
-    ctx: Context, first: int | None, after: str | None, mode: FeedMode | None
+    ctx: Context,
+    first: int | None,
+    after: str | None,
+    mode: FeedMode | None,
+    why: bool = False,
 ) -> FeedRows:
     """The `feed` field's value for plans that render straight from the page's rows
     (app.api.fast.compiler, ROW_READS below): the same page, reads, checks, errors and
     timing as `feed_connection`, without a PostEdge, Post or FeedPost per post."""
-    return await _read_page(ctx, first, after, mode, _rows)
+    return await _read_page(ctx, first, after, mode, _rows, why)
 
 
 async def _read_page(
@@ -78,6 +97,7 @@ async def _read_page(
     after: str | None,
     mode: FeedMode | None,
     build: Callable[[FeedPage, CursorCodec, str, bool, int], T],
+    why: bool = False,
 ) -> T:
     start = time.perf_counter()
     viewer_id = ctx.require_viewer()
@@ -88,7 +108,7 @@ async def _read_page(
     try:
         cursor = codec.decode(after, fp) if after else None
         # Without a cursor this is a fresh first page, with what that implies (FeedService).
-        page = await ctx.state.feed.page(viewer_id, feed_mode, size, cursor)
+        page = await ctx.state.feed.page(viewer_id, feed_mode, size, cursor, why)
         return build(page, codec, fp, after is not None, viewer_id)
     finally:
         # Failed reads count too (a timed-out read is latency the operator must see); a
