@@ -340,13 +340,15 @@ class Settings(BaseSettings):
     # Per source: the ids it may add to one candidate round at most, how long a page waits
     # for it (past it the page goes without it, degraded, feed_source_dropped_total) and how
     # many of its reads run at once per process (a semaphore; the wait counts in the time).
-    # The timeline's wait covers its PostgreSQL fallback (FEED_SOURCE_TIMEOUT_MS is its
-    # Redis read's); own posts read at most OWN_PER_READ per round whatever this says.
+    # The timeline's and the pulled authors' waits stay above what their Redis reads may
+    # take when the process is busy ((PATIENCE + 1) x FEED_SOURCE_TIMEOUT_MS, app.feed.deadline:
+    # load alone does not degrade a page), the timeline's with its PostgreSQL fallback on top;
+    # own posts read at most OWN_PER_READ per round whatever FEED_SOURCE_OWN_MAX says.
     feed_source_timeline_max: int = Field(default=1000, ge=1, le=100_000)
-    feed_source_timeline_timeout_ms: int = Field(default=2000, ge=1, le=MS_CEILING)
+    feed_source_timeline_timeout_ms: int = Field(default=5000, ge=1, le=MS_CEILING)
     feed_source_timeline_concurrency: int = Field(default=256, ge=1, le=100_000)
     feed_source_pull_max: int = Field(default=5000, ge=1, le=100_000)
-    feed_source_pull_timeout_ms: int = Field(default=1000, ge=1, le=MS_CEILING)
+    feed_source_pull_timeout_ms: int = Field(default=3000, ge=1, le=MS_CEILING)
     feed_source_pull_concurrency: int = Field(default=256, ge=1, le=100_000)
     feed_source_own_max: int = Field(default=100, ge=1, le=100_000)
     feed_source_own_timeout_ms: int = Field(default=1000, ge=1, le=MS_CEILING)

@@ -341,6 +341,10 @@ class CandidateSources:
     async def _pulled(self, authors: list[int]) -> tuple[dict[int, list[int]], bool]:
         if not authors:
             return {}, True
+        if self.pulled.cache.all_fresh(authors):
+            # The author cache answers without I/O: no budget (its timer alone cost ~10-20 us
+            # per page, measured), as the module doc of app.feed.sources says.
+            return await self.pulled.read_pulled(authors)
         try:
             return await self.budgets["pull"].run(self.pulled.read_pulled(authors))
         except SourceDropped:

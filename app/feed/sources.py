@@ -9,10 +9,11 @@ viewer's own posts, from the context or PostgreSQL), "lag" (followees' recent po
 fan-out queue lag) and "recommended" (app.feed.recommended; RANKED first pages only).
 
 What a budget costs a page: no task. `SourceBudget.run` awaits the read in the caller's task
-under `asyncio.timeout` (one timer handle) and the semaphore (no wait while free). A source
-that usually answers from an in-process cache (the pulled authors, the recommendations)
-declares `cached`, and a page whose read that cache answers skips the budget altogether
-(`CandidateSources.gather` says how each is awaited)."""
+under `asyncio.timeout` and the semaphore (no wait while free): ~19 us a read, measured on
+asyncio's default loop on the loaded 2-core machine (the timeout's timer is most of it). So
+a source whose in-process cache answers (the pulled authors' `all_fresh`, the
+recommendations' `cached`) skips the budget altogether, and the timeline read with a first
+page's pipeline comes already read (`CandidateSources.gather` says how each is awaited)."""
 
 from __future__ import annotations
 
