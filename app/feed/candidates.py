@@ -21,7 +21,7 @@ from prometheus_client import Counter
 from redis.exceptions import RedisError
 
 from app.feed import rows as sql
-from app.feed.aio import concurrently
+from app.feed.aio import concurrently, retrieve
 from app.feed.constants import LAG_WINDOW, MAX_ID, MERGES_MAX, OWN_PER_READ
 from app.feed.home_timeline import HomeTimeline, TimelineRead
 from app.feed.pulled import PulledAuthors
@@ -194,6 +194,7 @@ class CandidateSources:
                 rec_read = asyncio.ensure_future(
                     budgets["recommended"].run(self.recommendations.read_recommended(viewer_id))
                 )
+                rec_read.add_done_callback(retrieve)  # read below, unless this page fails
         try:
             read, pulled, pulled_ok = await self._followed(
                 viewer_id, context, before, limit, timeline
