@@ -85,3 +85,24 @@ _._name_the_variable
 _.UpstreamInternalsContract
 _.verbose
 _.render_broken_contract
+
+# Settings read by name per candidate source (app/feed/sources.py, `source_limits`:
+# getattr(settings, f"feed_source_{name}_max") ...).
+_.feed_source_timeline_max
+_.feed_source_timeline_timeout_ms
+_.feed_source_timeline_concurrency
+_.feed_source_pull_max
+_.feed_source_pull_timeout_ms
+_.feed_source_pull_concurrency
+_.feed_source_own_max
+_.feed_source_own_timeout_ms
+_.feed_source_own_concurrency
+_.feed_source_lag_max
+_.feed_source_lag_timeout_ms
+_.feed_source_lag_concurrency
+_.feed_source_recommended_timeout_ms
+_.feed_source_recommended_concurrency
+
+# Strawberry: fields set by keyword and read by the executor (PostEdge, Recommendation).
+_.liked_by_count
+_.recommendation

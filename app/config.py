@@ -336,6 +336,42 @@ class Settings(BaseSettings):
     feed_authz_ttl_seconds: float = Field(default=5.0, ge=0, le=60)
     # per Redis candidate source on the read path
     feed_source_timeout_ms: int = Field(default=250, ge=1, le=MS_CEILING)
+    # Candidate sources (app.feed.sources; decision 0079).
+    # Per source: the ids it may add to one candidate round at most, how long a page waits
+    # for it (past it the page goes without it, degraded, feed_source_dropped_total) and how
+    # many of its reads run at once per process (a semaphore; the wait counts in the time).
+    # The timeline's and the pulled authors' waits stay above what their Redis reads may
+    # take when the process is busy ((PATIENCE + 1) x FEED_SOURCE_TIMEOUT_MS, app.feed.deadline:
+    # load alone does not degrade a page), the timeline's with its PostgreSQL fallback on top;
+    # own posts read at most OWN_PER_READ per round whatever FEED_SOURCE_OWN_MAX says.
+    feed_source_timeline_max: int = Field(default=1000, ge=1, le=100_000)
+    feed_source_timeline_timeout_ms: int = Field(default=5000, ge=1, le=MS_CEILING)
+    feed_source_timeline_concurrency: int = Field(default=256, ge=1, le=100_000)
+    feed_source_pull_max: int = Field(default=5000, ge=1, le=100_000)
+    feed_source_pull_timeout_ms: int = Field(default=3000, ge=1, le=MS_CEILING)
+    feed_source_pull_concurrency: int = Field(default=256, ge=1, le=100_000)
+    feed_source_own_max: int = Field(default=100, ge=1, le=100_000)
+    feed_source_own_timeout_ms: int = Field(default=1000, ge=1, le=MS_CEILING)
+    feed_source_own_concurrency: int = Field(default=64, ge=1, le=100_000)
+    feed_source_lag_max: int = Field(default=500, ge=1, le=100_000)
+    feed_source_lag_timeout_ms: int = Field(default=500, ge=1, le=MS_CEILING)
+    feed_source_lag_concurrency: int = Field(default=8, ge=1, le=100_000)
+    # The recommendation source (RANKED first pages only): PUBLIC posts of authors the viewer
+    # does not follow that their followees liked lately, read with a hard bound: the
+    # viewer's newest FEED_RECOMMENDED_FOLLOWEES follows, each one's newest
+    # FEED_RECOMMENDED_LIKES_PER_FOLLOWEE likes of posts younger than
+    # FEED_RECOMMENDED_WINDOW_SECONDS; kept per viewer in process for
+    # FEED_RECOMMENDED_CACHE_SECONDS (0 = read on every ranking).
+    feed_source_recommended_max: int = Field(default=100, ge=1, le=10_000)
+    feed_source_recommended_timeout_ms: int = Field(default=300, ge=1, le=MS_CEILING)
+    feed_source_recommended_concurrency: int = Field(default=8, ge=1, le=100_000)
+    feed_recommended_followees: int = Field(default=200, ge=1, le=100_000)
+    feed_recommended_likes_per_followee: int = Field(default=5, ge=1, le=1000)
+    feed_recommended_window_seconds: int = Field(default=3 * DAY, ge=60, le=365 * DAY)
+    feed_recommended_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
+    # At most this share of a session's positions are recommendations: no more than
+    # ceil(share x 10) in any 10 consecutive positions (0 = none at all).
+    feed_recommended_share: float = Field(default=0.2, ge=0, le=1)
     # past this, RANKED falls back to freshness (degraded)
     ranking_budget_ms: int = Field(default=50, ge=1, le=MS_CEILING)
     # Two-stage ranking (app.ranking, decision 0078). The versions served (comma-separated;

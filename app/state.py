@@ -82,6 +82,7 @@ class AppState:
         self.feed.author_cache.clear()
         self.feed.open_sessions.clear()
         self.feed.context_cache.clear()
+        self.feed.recommendations.cache.clear()
         self.feed.verified.clear()
         self.activity.recently.clear()
         self.feed.impressions.clear()

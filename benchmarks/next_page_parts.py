@@ -136,7 +136,7 @@ def _page_render(
     if rows_plan is not None:  # this change: the row plan
 
         def by_rows() -> object:
-            value = feed._rows(fresh(), codec, fp, True)  # type: ignore[attr-defined]
+            value = feed._rows(fresh(), codec, fp, True, 0)  # type: ignore[attr-defined]
             return rows_plan.render(value, value.extras)
 
         return by_rows

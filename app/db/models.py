@@ -23,6 +23,7 @@ from sqlalchemy import (
     false,
     func,
     text,
+    true,
 )
 from sqlalchemy.dialects.postgresql import JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -77,6 +78,8 @@ class User(Base):
     fanout_mode: Mapped[int] = mapped_column(SmallInteger, server_default=str(FANOUT_PUSH))
     # Bumped on every mode switch so an in-flight fan-out can tell it is stale.
     fanout_mode_version: Mapped[int] = mapped_column(Integer, server_default="0")
+    # The viewer's setting: RANKED feeds carry recommendations (setRecommendations).
+    recommendations_enabled: Mapped[bool] = mapped_column(Boolean, server_default=true())
     # When the mode last changed: posts made in pull mode since then need reconciling.
     fanout_mode_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # An operator's override of the control plane ("push" | "pull"; NULL: decided by cost),

@@ -61,6 +61,11 @@ SESSION_SLACK = 5
 # page is served as a keyset page instead.
 SESSION_STORE_FALLBACK_SLACK = 5
 
+# positions: the window FEED_RECOMMENDED_SHARE is counted over (app.feed.sources.cap_share):
+# at most ceil(share x this) recommendations in any this many consecutive positions, so a
+# page of 20 shows at most 2 x that wherever it starts.
+SHARE_WINDOW = 10
+
 # -- affinity (RANKED first pages' context query, app/feed/rows.py) -----------------------------
 
 # likes, comments: the viewer's newest ones that make per-author affinity. Enough to weigh

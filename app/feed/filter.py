@@ -1,9 +1,11 @@
 """The filter and hydration stage: which candidates the viewer may see now, read with
-everything the page shows of them (one query: app.feed.rows), counted as filtered out."""
+everything the page shows of them (one query: app.feed.rows), counted as filtered out.
+Recommended candidates (a RANKED session's, `SessionRanking.recommended`) are judged by the
+recommendation rule, the others by the home feed's; model scores never come into it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 
 from app.db.replica import REPLICA_STALE_ROWS, ReplicaRouter
@@ -23,10 +25,17 @@ class PageFilter:
         self.replica_reads = Reads(replica.engine) if replica is not None else None
 
     async def visible_rows(
-        self, viewer_id: int, ids: Sequence[int], extras: PageExtras, newest: int | None = None
+        self,
+        viewer_id: int,
+        ids: Sequence[int],
+        extras: PageExtras,
+        newest: int | None = None,
+        recommended: Collection[int] = (),
     ) -> dict[int, FeedRow]:
-        """The visible rows among ids (the `newest` ones only, for id-ordered candidates)."""
-        visible = await sql.page_rows(self.reads, viewer_id, ids, extras, newest)
+        """The visible rows among ids (the `newest` ones only, for id-ordered candidates);
+        the `recommended` ones judged by the recommendation rule, the rest by the home
+        feed's (app.feed.rows)."""
+        visible = await sql.page_rows(self.reads, viewer_id, ids, extras, newest, recommended)
         if newest is not None and len(visible) == newest:
             # Cut by the limit: only candidates down to the oldest row returned were judged.
             oldest = min(visible)
@@ -37,7 +46,11 @@ class PageFilter:
         return visible
 
     async def session_rows(
-        self, viewer_id: int, ids: Sequence[int], extras: PageExtras
+        self,
+        viewer_id: int,
+        ids: Sequence[int],
+        extras: PageExtras,
+        recommended: Collection[int] = (),
     ) -> dict[int, FeedRow]:
         """`visible_rows` for a frozen session's positions. With a replica (decision 0043): the
         decision, counts and the viewer's like from the primary, the rest of each row from
@@ -45,8 +58,8 @@ class PageFilter:
         yet), and the viewer's own posts, from the primary."""
         replica, replica_reads = self.replica, self.replica_reads
         if replica is None or replica_reads is None:
-            return await self.visible_rows(viewer_id, ids, extras)
-        allowed = await sql.authorized(self.reads, viewer_id, ids)
+            return await self.visible_rows(viewer_id, ids, extras, None, recommended)
+        allowed = await sql.authorized(self.reads, viewer_id, ids, recommended)
         FEED_FILTERED.inc(len(ids) - len(allowed))
         if not allowed:
             return {}

@@ -25,6 +25,7 @@ public again); both are ranked in on the first refresh after that.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from redis.exceptions import RedisError
 
@@ -41,7 +42,13 @@ from app.feed.rank import RankStage
 from app.feed.reset import CountReset
 from app.feed.rows import PageExtras, RankColumns, ViewerContext
 from app.feed.session_pages import SessionPages
-from app.feed.sessions import FeedSession, FeedSessionStore, OpenSessions, candidates_signature
+from app.feed.sessions import (
+    FeedSession,
+    FeedSessionStore,
+    OpenSessions,
+    candidates_signature,
+)
+from app.feed.sources import cap_share
 from app.observability.metrics import FEED_DEGRADED
 from app.posts.ids import created_ms
 
@@ -80,8 +87,14 @@ class RankedFirstPages:
         first_reads: FirstReads | None = None,
     ) -> FeedPage:
         size = self.settings.feed_session_size
+        share = self.settings.feed_recommended_share
         found = await self.candidates.gather(
-            viewer_id, context, MAX_ID, int(size * CANDIDATE_SLACK), timeline
+            viewer_id,
+            context,
+            MAX_ID,
+            int(size * CANDIDATE_SLACK),
+            timeline,
+            recommend=context.recommendations and share > 0,
         )
         stages.done("candidates")
         signature = None
@@ -96,28 +109,29 @@ class RankedFirstPages:
         if reset is not None:
             reset.start()  # the candidates are read: the page shows what they announced
         # Ranking needs four columns of each candidate; the shown rows are read in full below.
-        read = await self.rank.rank_visible(viewer_id, found.ids, first_reads)
-        visible = read.columns
+        recommended = found.recommended
+        read = await self.rank.rank_visible(viewer_id, found.ids, first_reads, recommended)
         stages.done("filter")
-        window = RankColumns(*(column[:size] for column in visible))  # newest first
-        beyond = len(visible.post_ids) > size or found.maybe_more
-        recommended: frozenset[int] = frozenset()  # the recommendation source's ids
+        window, beyond, oldest = _window(read.columns, size, recommended)
+        beyond = beyond or found.maybe_more
         ranked = self.rank.rank_window(
             viewer_id, window, context.affinity, read.seen, recommended, read.fewer
         )
-        ids = ranked.ids
+        ids, ranking = ranked.ids, ranked.ranking
+        if recommended:
+            # The share of recommendations, on the ranked order (app.feed.sources).
+            ids = cap_share(ids, recommended, share)
+            kept = frozenset(i for i in ids if i in recommended)
+            ranking = replace(ranking, recommended=kept)
         degraded = found.degraded or ranked.degraded
         stages.done("rank")
-        oldest = window.post_ids[-1] if window.post_ids else None
         tail = (created_ms(oldest), oldest) if oldest is not None and beyond else None
         # The session is written while its first positions are read (Postgres): one round
         # trip of waiting instead of two. The page is only answered once the write is done,
         # so its cursors always find the session (decision 0047).
-        frozen = FeedSession(self.feed_sessions.new_id(), ids, tail, ranked.ranking)
+        frozen = FeedSession(self.feed_sessions.new_id(), ids, tail, ranking)
         write = asyncio.ensure_future(
-            self.feed_sessions.create(
-                viewer_id, ids, tail, frozen.session_id, ranking=ranked.ranking
-            )
+            self.feed_sessions.create(viewer_id, ids, tail, frozen.session_id, ranking)
         )
         write.add_done_callback(retrieve)
         try:
@@ -133,12 +147,13 @@ class RankedFirstPages:
         except RedisError:
             # No session store: serve the freshest window as a keyset feed instead.
             FEED_DEGRADED.labels("session_store").inc()
-            newest = sorted(ids, reverse=True)[: first + SESSION_STORE_FALLBACK_SLACK]
+            followed = [i for i in ids if i not in recommended]  # keyset: no recommendations
+            newest = sorted(followed, reverse=True)[: first + SESSION_STORE_FALLBACK_SLACK]
             rows = await self.filter.visible_rows(viewer_id, newest, extras)
             shown = [rows[i] for i in newest if i in rows][:first]
             return FeedPage(
                 [(r, Keyset(r.created_ms, r.post_id)) for r in shown],
-                len(window.post_ids) > first or beyond,
+                len(followed) > first or beyond,
                 None,
                 True,
                 first_page=True,
@@ -186,3 +201,22 @@ class RankedFirstPages:
         page.first_page = page.reused = True
         page.ranking = frozen.ranking
         return page
+
+
+def _window(
+    visible: RankColumns, size: int, recommended: frozenset[int]
+) -> tuple[RankColumns, bool, int | None]:
+    """The session's window of the visible candidates: the newest `size` followed ones and
+    every recommended one (few, and older than a heavy viewer's window may reach; the rank
+    rows put them first: app.feed.rows); whether followed ones were left below it; the oldest
+    followed id in it (where RANKED scrolling continues as a keyset: recommendations are no
+    keyset's)."""
+    ids = visible.post_ids
+    k = 0
+    if recommended:
+        while k < len(ids) and ids[k] in recommended:
+            k += 1
+    end = size + k
+    window = RankColumns(*(column[:end] for column in visible)) if len(ids) > end else visible
+    oldest = window.post_ids[-1] if len(window.post_ids) > k else None
+    return window, len(ids) > end, oldest

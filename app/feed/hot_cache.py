@@ -89,6 +89,21 @@ class CoalescingCache(Generic[K, V]):
         for key, value in loaded.items():
             self._values[key] = (expires, value)
 
+    def all_fresh(self, keys: Sequence[K]) -> bool:
+        """Every key's value is cached and alive: `get_many` would answer without I/O."""
+        now = time.monotonic()
+        values = self._values
+        for key in keys:
+            held = values.get(key)
+            if held is None or held[0] <= now:
+                return False
+        return True
+
+    def fresh(self, key: K) -> V | None:
+        """The value cached for key while it lives (None: none, or expired), without I/O."""
+        held = self._values.get(key)
+        return held[1] if held is not None and held[0] > time.monotonic() else None
+
     def last(self, key: K) -> V | None:
         """The value last stored for key, expired or not (None: none is held). A loader may
         hand back this very object when what it loaded is equal, so that callers comparing

@@ -12,6 +12,7 @@ from prometheus_client import Counter, Histogram
 
 from app.feed.cursor import Cursor, Keyset
 from app.feed.modes import FeedMode
+from app.feed.recommended import Why
 from app.feed.rows import FeedPost, FeedRow, PageExtras
 from app.feed.sessions import SessionRanking
 from app.observability.metrics import FEED_EMPTY_PAGES, FEED_PAGE_DUPLICATES, FEED_STAGE
@@ -43,6 +44,10 @@ class FeedPage:
     ranking: SessionRanking | None = None
     # Read with the rows, so the Post/User fields need no DataLoader queries of their own.
     extras: PageExtras = field(default_factory=PageExtras)
+    # The session's ids that came from the recommendation source (their edges' reason is
+    # RECOMMENDED), and why each shown one is recommended (app.feed.recommended).
+    recommended: frozenset[int] = frozenset()
+    why: dict[int, Why] = field(default_factory=dict)
     _posts: list[FeedPost] | None = field(default=None, repr=False, compare=False)
 
     @property

@@ -12,7 +12,7 @@ columns through the home-feed rule): a model cannot add a post, only move one.""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -99,23 +99,29 @@ class RankStage:
         self.registry = registry
 
     async def rank_visible(
-        self, viewer_id: int, ids: Sequence[int], first_reads: FirstReads | None = None
+        self,
+        viewer_id: int,
+        ids: Sequence[int],
+        first_reads: FirstReads | None = None,
+        recommended: Collection[int] = (),
     ) -> Visible:
         """The visible candidates' four ranking columns (the shown rows are read in full
         later), the posts the viewer had impressions of and their feedback: at once, Redis
-        while Postgres filters (or the impressions from a first page's pipeline)."""
+        while Postgres filters (or the impressions from a first page's pipeline).
+        `recommended`: the ids the filter judges by the recommendation rule (app.feed.rows)."""
         fewer: Mapping[int, float]
         if first_reads is not None and first_reads.seen is not None:
             if isinstance(self.feedback, NoFeedback):  # nothing to read: no extra task
-                visible, fewer = await sql.rank_rows(self.reads, viewer_id, ids), {}
+                visible, fewer = await sql.rank_rows(self.reads, viewer_id, ids, recommended), {}
             else:
                 visible, fewer = await concurrently(
-                    sql.rank_rows(self.reads, viewer_id, ids), self._fewer(viewer_id)
+                    sql.rank_rows(self.reads, viewer_id, ids, recommended), self._fewer(viewer_id)
                 )
             seen = self._seen_read(viewer_id, first_reads, first_reads.seen)
         else:
             visible, (seen, fewer) = await concurrently(
-                sql.rank_rows(self.reads, viewer_id, ids), self._seen_and_fewer(viewer_id)
+                sql.rank_rows(self.reads, viewer_id, ids, recommended),
+                self._seen_and_fewer(viewer_id),
             )
         FEED_FILTERED.inc(len(ids) - len(visible.post_ids))
         return Visible(visible, seen, fewer)
@@ -163,7 +169,8 @@ class RankStage:
             )
         except RankingTimeout:
             FEED_DEGRADED.labels("ranking_timeout").inc()
-            return WindowRanking(list(window.post_ids), True, ranking)  # newest first
+            # Newest first (the window's recommendations lead it: app.feed.rows).
+            return WindowRanking(sorted(window.post_ids, reverse=True), True, ranking)
         if ranked.fallback is not None:
             STAGE2_FALLBACKS.labels(choice.version, ranked.fallback).inc()
             FEED_DEGRADED.labels("ranking_model").inc()

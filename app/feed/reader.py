@@ -6,6 +6,7 @@ a first page both from one Redis pipeline when it can (app.feed.first_reads)."""
 from __future__ import annotations
 
 from app.config import FaultSwitches, Settings
+from app.feed import recommended
 from app.feed.aio import concurrently
 from app.feed.candidates import CandidateSources
 from app.feed.constants import CANDIDATE_SLACK, MAX_ID, OWN_PER_READ
@@ -54,6 +55,7 @@ class PageReader:
         first: int,
         cursor: Cursor | None,
         reset: CountReset | None = None,
+        why: bool = False,
     ) -> FeedPage:
         stages = Stages()
         extras = PageExtras()
@@ -98,6 +100,12 @@ class PageReader:
                 )
                 page.first_page = cursor is None
         page.extras = extras
+        if why and page.recommended:
+            shown = [row.post_id for row, _ in page.rows if row.post_id in page.recommended]
+            if shown:
+                # Why each shown recommendation is: read now, so a liker since blocked,
+                # unfollowed or gone is never named (app.feed.recommended).
+                page.why = await recommended.why(self.candidates.reads, viewer_id, shown)
         # The page's posts: bodies, authors and likes all came with the rows (one query);
         # FeedPage.posts makes the Post type's view of them only for a reader that wants it.
         FEED_HYDRATION_BATCH.observe(len(page.rows))

@@ -2,48 +2,47 @@
 
 Every id that leaves the read path passed the home-feed rule (app.posts.visibility,
 `home_feed_sql`) in the same request: alive, not private (unless the viewer's own), author
-followed now (or the viewer), no block either way. Timelines and caches only ever propose
-ids; these queries decide.
+followed now (or the viewer), no block either way; or, for an id the recommendation source
+proposed (RANKED sessions only), the recommendation rule (`recommended_sql`: alive, PUBLIC,
+author neither the viewer nor followed, no block). Timelines, caches and sources only ever
+propose ids; these queries decide.
 
-How the queries run: `Reads`, the driver's own SQL ($n parameters) on asyncpg's connection
-itself, checked out of the app engine's pool (same connections, same pool size and
-overflow, same checkout errors). The read path is a few lone SELECTs per page, each in its
-own short checkout, so it needs no ORM session, no statement compilation and no
-transaction: in SQLAlchemy's default mode asyncpg wraps every SELECT in BEGIN ... ROLLBACK,
-three round trips instead of one. Measured per query (client CPU): ORM session ~400 us, Core
-on autocommit ~250 us; SQLAlchemy's Connection, execution context and result around the
-driver were still ~40% of a query's client CPU (decision 0052), so the driver connection
-answers directly (~150-200 us). What the engine did for these statements is done here:
-PostgreSQL out of reach is `Unavailable` and throws the pool's connections of that
-generation away (app.db.engine's handle_error hook), a read on a connection the server
-ended (app.db.errors.ended) is tried once more on a fresh one, a statement cancelled
-midway invalidates its connection (its state is unknown), any other driver error is
-SQLAlchemy's DBAPIError as before. Listeners of the engine's `before_cursor_execute` (the
-tests' query counts) are still told of every statement, with no connection or cursor.
+How the queries run: `Reads` (app.feed.reads), the driver's own SQL on the app engine's
+pooled connections, no ORM session, no transaction.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
-from sqlalchemy.pool import Pool, PoolProxiedConnection
-from sqlalchemy.util import greenlet_spawn
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.db.errors import ended, unavailable, unreachable
 from app.db.models import FANOUT_PULL
 from app.feed.constants import AFFINITY_COMMENTS, AFFINITY_LIKES, MAX_ID
+from app.feed.reads import UNFILTERED
+from app.feed.reads import Reads as Reads  # re-exported: the stages import it from here
 from app.posts.ids import created_ms
-from app.posts.visibility import alive_sql, home_feed_sql, reaches_followers_sql
+from app.posts.visibility import (
+    alive_sql,
+    home_feed_sql,
+    reaches_followers_sql,
+    recommended_sql,
+)
 
 # The filter ($1 = candidate ids, $2 = viewer), shared by every filter query.
 _VISIBLE = f" p.id = ANY($1::bigint[]) AND {home_feed_sql('p', '$2')}"
+# The same with recommendations among the candidates ($3 = those of $1 that came from the
+# recommendation source, app.feed.recommended): each judged by `recommended_sql`, the others
+# by the home-feed rule, so a followed source's id never passes as a recommendation nor a
+# recommended one as followed. Used only when $3 is not empty: the plain filter's plan stays.
+_VISIBLE_REC = (
+    f" p.id = ANY($1::bigint[]) AND CASE WHEN p.id = ANY($3::bigint[])"
+    f" THEN ({recommended_sql('p', '$2')}) ELSE ({home_feed_sql('p', '$2')}) END"
+)
 
 # Ranking's view of the candidates: a RANKED first page filters ~600 of them, and only the
 # 20 shown need the rest of the row (read afterwards with _PAGE_ROWS). As four arrays in one
@@ -96,14 +95,29 @@ _HYDRATE = """
     WHERE p.id = ANY($1::bigint[])
 """
 
+# With recommendations, those come first, then the followed ones newest first: the session's
+# window (app.feed.first_page) is then two slices, not a pass over ~600 ids in Python.
+_RANK_ROWS_REC = _RANK_ROWS.replace(_VISIBLE, _VISIBLE_REC).replace(
+    " ORDER BY p.id DESC) s", " ORDER BY p.id = ANY($3::bigint[]) DESC, p.id DESC) s"
+)
+_PAGE_ROWS_REC = _PAGE_ROWS.replace(_VISIBLE, _VISIBLE_REC)
+_AUTHORIZED_REC = _AUTHORIZED.replace(_VISIBLE, _VISIBLE_REC)
+
 # Test-only (FEED_FAULT_SKIP_FILTER, app.config; refused in production): the filter queries
 # with the home-feed rule left out, so tests can show the synthetic probe (app.probe) catches
 # what a broken filter lets through. $2 stays referenced: its type must still be inferable.
 _NO_RULE = " p.id = ANY($1::bigint[]) AND $2::bigint IS NOT NULL"
-_UNFILTERED = {
-    q: q.replace(_VISIBLE, _NO_RULE)
-    for q in (_RANK_ROWS, _PAGE_ROWS, _PAGE_ROWS_NEWEST, _AUTHORIZED)
-}
+_NO_RULE_REC = _NO_RULE + " AND $3::bigint[] IS NOT NULL"
+UNFILTERED.update(
+    {
+        q: q.replace(_VISIBLE, _NO_RULE)
+        for q in (_RANK_ROWS, _PAGE_ROWS, _PAGE_ROWS_NEWEST, _AUTHORIZED)
+    }
+    | {
+        q: q.replace(_VISIBLE_REC, _NO_RULE_REC)
+        for q in (_RANK_ROWS_REC, _PAGE_ROWS_REC, _AUTHORIZED_REC)
+    }
+)
 
 
 def _own_posts_sql(limit: str, before: str, before_at: str) -> str:
@@ -135,6 +149,8 @@ _CONTEXT_SOURCES = f"""
     ) s
     UNION ALL
     SELECT 2, o.id, 0 FROM ({_own_posts_sql("$3", "$4", "$5")}) o
+    UNION ALL
+    SELECT 5, u.id, 0 FROM users u WHERE u.id = $1 AND NOT u.recommendations_enabled
 """
 _OWN_POSTS_BEFORE = f"SELECT array_agg(id) FROM ({_own_posts_sql('$2', '$3', '$4')}) o"
 _CONTEXT_AFFINITY = f"""
@@ -261,6 +277,7 @@ class ViewerContext:
     affinity: dict[int, int]  # empty unless asked for (RANKED first pages)
     own_before: int = MAX_ID
     own_limit: int = 0
+    recommendations: bool = True  # the viewer's setting (setRecommendations)
 
     def own_below(self, before: int) -> list[int] | None:
         """The viewer's posts below `before` that `own_posts` holds (all of them down to its
@@ -269,60 +286,6 @@ class ViewerContext:
         if before == self.own_before or len(self.own_posts) < self.own_limit:
             return [p for p in self.own_posts if p < before]
         return None
-
-
-class Reads:
-    """The read path's SELECTs: driver SQL on the app engine's pooled connections (see module
-    doc).
-
-    At most the pool's size of them at once. The pool lends "overflow" connections past its
-    size, but closes them when they come back: under more concurrent readers than that,
-    every query paid a fresh connection (TCP + auth + type introspection + preparing its
-    statement again), ~10% of the CPU at 50 concurrent clients. Waiting for a pooled
-    connection is cheaper, and the overflow stays for the app's other work.
-    """
-
-    def __init__(self, engine: AsyncEngine, skip_filter: bool = False) -> None:
-        self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._pool: Pool = engine.sync_engine.pool
-        self._dispatch = engine.sync_engine.dispatch  # its listeners, as they are now
-        size = getattr(self._pool, "size", None)
-        self._slots = asyncio.Semaphore(size()) if callable(size) and size() > 0 else None
-        self._faulty: dict[str, str] = _UNFILTERED if skip_filter else {}
-
-    async def all(self, statement: str, *args: Any) -> Sequence[Sequence[Any]]:
-        statement = self._faulty.get(statement, statement)
-        if self._slots is None:
-            return await self._all(statement, args)
-        async with self._slots:
-            return await self._all(statement, args)
-
-    async def _all(self, statement: str, args: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
-        # The pool's checkout and return may open or close a connection: SQLAlchemy runs
-        # those in a greenlet (as engine.connect() does). No transaction is begun, so the
-        # return's reset (a rollback) has nothing to do.
-        announce = self._dispatch.before_cursor_execute
-        if announce:  # listeners (tests count statements): told as the engine tells them
-            announce(None, None, statement, args, None, False)
-        for attempt in range(2):
-            fairy: PoolProxiedConnection = await greenlet_spawn(self._pool.connect)
-            try:
-                return await fairy.driver_connection.fetch(statement, *args)  # type: ignore[union-attr,no-any-return]
-            except Exception as exc:
-                if not unreachable(exc):
-                    raise sa_exc.DBAPIError(statement, args, exc) from exc
-                # As the engine's handle_error: this connection and its generation go.
-                self._pool._invalidate(fairy, exc)
-                if attempt or not ended(exc):
-                    raise unavailable() from exc
-                # The server ended this connection (a read loses nothing): once more, on a
-                # connection the pool opens now (refused at once if the server is away).
-            except BaseException:
-                fairy.invalidate()  # cancelled mid-statement: the connection's state is unknown
-                raise
-            finally:
-                await greenlet_spawn(fairy.close)
-        raise AssertionError("unreachable")  # the second attempt returns or raises
 
 
 @lru_cache(maxsize=8)
@@ -335,10 +298,24 @@ def read_sessions(sessions: async_sessionmaker[AsyncSession]) -> async_sessionma
     )
 
 
-async def rank_rows(reads: Reads, viewer_id: int, ids: Sequence[int]) -> RankColumns:
+def _among(ids: Sequence[int], recommended: Collection[int]) -> list[int]:
+    """The recommended ids among `ids` (the filter's $3)."""
+    return [i for i in ids if i in recommended] if recommended else []
+
+
+async def rank_rows(
+    reads: Reads, viewer_id: int, ids: Sequence[int], recommended: Collection[int] = ()
+) -> RankColumns:
+    """The visible candidates' ranking columns, newest first; `recommended`: the ids judged
+    by the recommendation rule (app.posts.visibility.recommended_sql), the rest by the home
+    feed's; the visible recommended ones then come first (newest first too)."""
     if not ids:
         return RankColumns([], [], [], [])
-    (found,) = await reads.all(_RANK_ROWS, list(ids), viewer_id)
+    rec = _among(ids, recommended)
+    if rec:
+        (found,) = await reads.all(_RANK_ROWS_REC, list(ids), viewer_id, rec)
+    else:
+        (found,) = await reads.all(_RANK_ROWS, list(ids), viewer_id)
     if found[0] is None:  # no visible rows: array_agg of nothing is NULL
         return RankColumns([], [], [], [])
     return RankColumns(found[0], found[1], found[2], found[3])
@@ -350,14 +327,19 @@ async def page_rows(
     ids: Sequence[int],
     extras: PageExtras,
     newest: int | None = None,
+    recommended: Collection[int] = (),
 ) -> dict[int, FeedRow]:
     """Visible rows among ids (only the `newest` ones by id, if given); their authors and the
-    viewer's likes are added to `extras`."""
+    viewer's likes are added to `extras`. `recommended` as for `rank_rows` (never with
+    `newest`: keyset pages have no recommendations)."""
     if not ids:
         return {}
     found: dict[int, FeedRow] = {}
     authors, liked = extras.authors, extras.liked
-    if newest is None:
+    rec = _among(ids, recommended)
+    if rec:
+        rows = await reads.all(_PAGE_ROWS_REC, list(ids), viewer_id, rec)
+    elif newest is None:
         rows = await reads.all(_PAGE_ROWS, list(ids), viewer_id)
     else:
         rows = await reads.all(_PAGE_ROWS_NEWEST, list(ids), viewer_id, newest)
@@ -383,11 +365,18 @@ class Authorized(NamedTuple):
     liked: bool
 
 
-async def authorized(reads: Reads, viewer_id: int, ids: Sequence[int]) -> dict[int, Authorized]:
-    """The visible posts among ids, decided now (the primary's `reads`)."""
+async def authorized(
+    reads: Reads, viewer_id: int, ids: Sequence[int], recommended: Collection[int] = ()
+) -> dict[int, Authorized]:
+    """The visible posts among ids, decided now (the primary's `reads`); `recommended` as
+    for `rank_rows`."""
     if not ids:
         return {}
-    rows = await reads.all(_AUTHORIZED, list(ids), viewer_id)
+    rec = _among(ids, recommended)
+    if rec:
+        rows = await reads.all(_AUTHORIZED_REC, list(ids), viewer_id, rec)
+    else:
+        rows = await reads.all(_AUTHORIZED, list(ids), viewer_id)
     return {r[0]: Authorized(r[1], r[2], r[3], r[4], r[5], bool(r[6])) for r in rows}
 
 
@@ -447,6 +436,7 @@ async def viewer_context(
     pull: list[int] = []
     mine: list[int] = []
     weights: dict[int, int] = {}
+    recommendations = True
     statement = _VIEWER_CONTEXT if affinity else _VIEWER_SOURCES
     rows = await reads.all(statement, viewer_id, recent, own, *_own_args(own_before))
     for kind, idents, counts in rows:
@@ -454,10 +444,12 @@ async def viewer_context(
             pull = idents
         elif kind == 2:
             mine = idents
+        elif kind == 5:
+            recommendations = False
         else:  # likes (3) and comments (4) per author add up
             for ident, n in zip(idents, counts, strict=True):
                 weights[ident] = weights.get(ident, 0) + int(n)
-    return ViewerContext(pull, mine, weights, own_before, own)
+    return ViewerContext(pull, mine, weights, own_before, own, recommendations)
 
 
 async def followee_posts_before(

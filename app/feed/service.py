@@ -50,10 +50,12 @@ from app.feed.page import FeedPage, count_page, count_ranked_page
 from app.feed.pulled import PulledAuthors
 from app.feed.rank import RankStage
 from app.feed.reader import PageReader
+from app.feed.recommended import RecommendationSource
 from app.feed.reset import CountReset
 from app.feed.rows import Reads, read_sessions
 from app.feed.session_pages import SessionPages
 from app.feed.sessions import FeedSessionStore, OpenSessions
+from app.feed.sources import SourceBudgets
 from app.feed.verified import VerifiedPages
 from app.ranking.features import NegativeFeedback, SourceQuality
 from app.ranking.registry import ModelRegistry, load_registry
@@ -107,7 +109,12 @@ class FeedService:
         pulled = PulledAuthors(store, read_sessions(sessions), settings, self.deadline)
         self.author_cache: CoalescingCache[int, list[int]] = pulled.cache
         timeline = HomeTimeline(store, self.reads, self.deadline, rebuild)
-        candidates = CandidateSources(timeline, pulled, self.reads, lag)
+        # Every candidate source within its budget (app.feed.sources); the recommendation
+        # source's per-viewer cache beside it (app.feed.recommended).
+        self.recommendations = RecommendationSource(self.reads, settings)
+        candidates = CandidateSources(
+            timeline, pulled, self.reads, lag, SourceBudgets(settings), self.recommendations
+        )
         filter_ = PageFilter(self.reads, replica)
         keyset = KeysetPages(candidates, filter_)
         session_pages = SessionPages(
@@ -159,16 +166,23 @@ class FeedService:
         await self.contexts.changed(viewer_id)
 
     async def page(
-        self, viewer_id: int, mode: FeedMode, first: int, cursor: Cursor | None
+        self,
+        viewer_id: int,
+        mode: FeedMode,
+        first: int,
+        cursor: Cursor | None,
+        why: bool = False,
     ) -> FeedPage:
-        """One page; without a cursor, a fresh first page (see the module docstring)."""
+        """One page; without a cursor, a fresh first page (see the module docstring).
+        `why`: read why each shown recommendation is (one query; only for a reader that
+        shows it: app.feed.recommended)."""
         started = time.perf_counter()
         reset = None
         if cursor is None:
             await self.activity.touch_read(viewer_id)  # at most once an hour
             reset = CountReset(self._reset_new_posts, viewer_id)
         try:
-            page = await self.reader.read_page(viewer_id, mode, first, cursor, reset)
+            page = await self.reader.read_page(viewer_id, mode, first, cursor, reset, why)
         except BaseException:
             if reset is not None:
                 await reset.abandon()

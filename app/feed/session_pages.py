@@ -104,7 +104,14 @@ class SessionPages:
         extras.liked.update(window.liked)
         extras.covered.update(row.post_id for row, _ in taken)
         repeats = already_served(taken, frozen.ids, position)
-        return FeedPage(taken, has_next, frozen.session_id, True, repeats=repeats)
+        return FeedPage(
+            taken,
+            has_next,
+            frozen.session_id,
+            True,
+            repeats=repeats,
+            recommended=frozen.ranking.recommended,
+        )
 
     async def from_session(
         self,
@@ -120,16 +127,19 @@ class SessionPages:
         `continue_below`), newest first below its oldest candidate."""
         taken: list[tuple[FeedRow, Cursor]] = []
         ids = frozen.ids
-        # Every id is re-checked now: deletes, blocks and unfollows apply at once, and the
+        # Each id under the rule it was frozen under: a recommendation's (app.posts.visibility
+        # recommended_sql) for the ids the recommendation source proposed, else the home
+        # feed's. Every id is re-checked now: deletes, blocks and unfollows apply at once, and the
         # gaps they leave are filled from the following positions. The check reads one page
         # ahead, kept as the viewer's verified window for a PostgreSQL outage (decision 0019).
         ahead = first if self.verified.ttl > 0 else 0
         checked: list[tuple[int, FeedRow]] = []
         start, at = position, time.monotonic()
+        recommended = frozen.ranking.recommended
         while len(taken) < first and position < len(ids):
             # The read-ahead doubles as the slack for ids that turn out hidden.
             chunk = ids[position : position + first - len(taken) + max(SESSION_SLACK, ahead)]
-            visible = await self.filter.session_rows(viewer_id, chunk, extras)
+            visible = await self.filter.session_rows(viewer_id, chunk, extras, recommended)
             for offset, post_id in enumerate(chunk, position):
                 row = visible.get(post_id)
                 if row is not None:
@@ -146,10 +156,17 @@ class SessionPages:
         stages.done("filter")
         repeats = already_served(taken, ids, start)
         if position < len(ids):
-            return FeedPage(taken, True, frozen.session_id, False, repeats=repeats)
+            return FeedPage(
+                taken, True, frozen.session_id, False, repeats=repeats, recommended=recommended
+            )
         if frozen.tail is None or len(taken) == first or not continue_below:
             return FeedPage(
-                taken, frozen.tail is not None, frozen.session_id, False, repeats=repeats
+                taken,
+                frozen.tail is not None,
+                frozen.session_id,
+                False,
+                repeats=repeats,
+                recommended=recommended,
             )
         # The frozen window is used up: continue below its oldest post, newest first.
         left = first - len(taken)
@@ -161,5 +178,10 @@ class SessionPages:
         # Below the window: none of the window's ids, served on this page or before it.
         repeats += already_served(rest.rows, ids)
         return FeedPage(
-            taken + rest.rows, rest.has_next, frozen.session_id, rest.degraded, repeats=repeats
+            taken + rest.rows,
+            rest.has_next,
+            frozen.session_id,
+            rest.degraded,
+            repeats=repeats,
+            recommended=recommended,
         )

@@ -8,6 +8,9 @@ The rule, read against the current rows (never a cache):
   author's followers, PRIVATE posts by the author alone;
 - a home feed, a timeline, a live count or a pull shows another user's post only to a
   follower, so there a post "reaches followers" when it is alive and not PRIVATE.
+- a recommendation (a RANKED feed's out-of-network post) is a post the viewer could open
+  anyway and does not get from following: alive, PUBLIC, another user's, an author the
+  viewer does not follow, no block either way (`recommended_sql`).
 
 Every query that returns posts or routes them to users builds its condition from here. The
 rule is written once, as SQL fragments: queries kept as SQL text for speed (the read path's
@@ -82,6 +85,23 @@ def home_feed_sql(post: str, viewer: str) -> str:
         f" AND NOT {blocked_sql(viewer, author)}"
     )
     return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
+
+
+def public_sql(post: str) -> str:
+    """The post is PUBLIC: anyone may see it."""
+    return f"{post}.visibility = {_PUBLIC}"
+
+
+def recommended_sql(post: str, viewer: str) -> str:
+    """The post may be recommended to the viewer (the recommendation source's rule, decision
+    0079): alive, PUBLIC, by another user whom the viewer does not follow (a followed
+    author's post is the home feed's, `home_feed_sql`), no block either way. Stricter than
+    `visible_sql`, never wider: a recommendation is a post the viewer could open anyway."""
+    author = f"{post}.author_id"
+    return (
+        f"{alive_sql(post)} AND {public_sql(post)} AND {author} <> {viewer}"
+        f" AND NOT {follows_sql(viewer, author)} AND NOT {blocked_sql(viewer, author)}"
+    )
 
 
 def visible_to(viewer_id: int | None) -> TextClause:

@@ -119,3 +119,16 @@ async def update_profile(session: AsyncSession, user_id: int, display_name: str)
     if user is None:
         raise NotFound("Your account no longer exists.")
     return user
+
+
+async def set_recommendations(session: AsyncSession, user_id: int, enabled: bool) -> User:
+    """Turn the recommendations of the user's RANKED feed on or off; the updated row."""
+    user: User | None = await session.scalar(
+        update(User)
+        .where(User.id == user_id)
+        .values(recommendations_enabled=enabled)
+        .returning(User)
+    )
+    if user is None:
+        raise NotFound("Your account no longer exists.")
+    return user

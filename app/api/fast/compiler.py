@@ -217,6 +217,9 @@ def _compile(
     object_type = _object_type(field_def.type)
     steps = _steps(schema, object_type, root_node.selection_set, fragments)
     uses_extras = _uses_extras(steps)
+    if _selects(steps, "PostEdge", "recommendation"):
+        # The feed reads why each recommendation is only when it is shown (a query).
+        arguments["why"] = (None, True)
     return CompiledQuery(
         entry=entry,
         operation_name=operation.name.value if operation.name else None,
@@ -244,6 +247,16 @@ def _row_plan(root: str, steps: tuple[Step, ...], uses_extras: bool) -> RowPlan 
     except NotCompilable:
         return None
     return RowPlan(row_root.root, row_root.extras if uses_extras else None, render)
+
+
+def _selects(steps: tuple[Step, ...], type_name: str, key: str) -> bool:
+    """Whether the steps select the field `key` (its Python name) of `type_name` anywhere."""
+    for s in steps:
+        if s.type_name == type_name and s.attribute == key:
+            return True
+        if s.kind in (OBJECT, LIST) and _selects(s.complete, type_name, key):
+            return True
+    return False
 
 
 def _uses_extras(steps: tuple[Step, ...]) -> bool:

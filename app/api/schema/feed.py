@@ -18,9 +18,12 @@ from app.api.schema.types import (
     FanoutMode,
     FeedConnection,
     FeedMode,
+    FeedReason,
     PageInfo,
     Post,
     PostEdge,
+    Recommendation,
+    User,
     Visibility,
     page_info,
 )
@@ -28,6 +31,7 @@ from app.db.models import FANOUT_PULL
 from app.feed import modes
 from app.feed.cursor import CursorCodec, fingerprint
 from app.feed.page import FeedPage
+from app.feed.recommended import Why
 from app.feed.rows import FeedRow, PageExtras
 from app.observability.metrics import FEED_LATENCY
 
@@ -46,26 +50,45 @@ def _latency(mode: str, page: str) -> Histogram:
 async def resolve_feed(
     info: Info[Context, None], first: int | None, after: str | None, mode: FeedMode | None
 ) -> FeedConnection:
-    connection = await feed_connection(info.context, first, after, mode)
+    why = any(_selects_why(field) for field in info.selected_fields)
+    connection = await feed_connection(info.context, first, after, mode, why)
     info.context.loaders.prime_page([e.node.row for e in connection.edges], connection.extras)
     return connection
 
 
+def _selects_why(selection: Any) -> bool:
+    """Whether a selection (Strawberry's selected_fields: fields, fragments) asks for
+    `PostEdge.recommendation` anywhere below it: only then is the why read."""
+    for inner in getattr(selection, "selections", None) or ():
+        if getattr(inner, "name", None) == "recommendation" or _selects_why(inner):
+            return True
+    return False
+
+
 async def feed_connection(
-    ctx: Context, first: int | None, after: str | None, mode: FeedMode | None
+    ctx: Context,
+    first: int | None,
+    after: str | None,
+    mode: FeedMode | None,
+    why: bool = False,
 ) -> FeedConnection:
     """The `feed` field's value, for the resolver above and for compiled documents
-    (app.api.fast.compiler), which read the page's authors and likes from `extras`."""
-    return await _read_page(ctx, first, after, mode, _connection)
+    (app.api.fast.compiler), which read the page's authors and likes from `extras`. `why`:
+    the document selects `recommendation` (its why costs a query)."""
+    return await _read_page(ctx, first, after, mode, _connection, why)
 
 
 async def feed_rows(
-    ctx: Context, first: int | None, after: str | None, mode: FeedMode | None
+    ctx: Context,
+    first: int | None,
+    after: str | None,
+    mode: FeedMode | None,
+    why: bool = False,
 ) -> FeedRows:
     """The `feed` field's value for plans that render straight from the page's rows
     (app.api.fast.compiler, ROW_READS below): the same page, reads, checks, errors and
     timing as `feed_connection`, without a PostEdge, Post or FeedPost per post."""
-    return await _read_page(ctx, first, after, mode, _rows)
+    return await _read_page(ctx, first, after, mode, _rows, why)
 
 
 async def _read_page(
@@ -73,7 +96,8 @@ async def _read_page(
     first: int | None,
     after: str | None,
     mode: FeedMode | None,
-    build: Callable[[FeedPage, CursorCodec, str, bool], T],
+    build: Callable[[FeedPage, CursorCodec, str, bool, int], T],
+    why: bool = False,
 ) -> T:
     start = time.perf_counter()
     viewer_id = ctx.require_viewer()
@@ -84,19 +108,49 @@ async def _read_page(
     try:
         cursor = codec.decode(after, fp) if after else None
         # Without a cursor this is a fresh first page, with what that implies (FeedService).
-        page = await ctx.state.feed.page(viewer_id, feed_mode, size, cursor)
-        return build(page, codec, fp, after is not None)
+        page = await ctx.state.feed.page(viewer_id, feed_mode, size, cursor, why)
+        return build(page, codec, fp, after is not None, viewer_id)
     finally:
         # Failed reads count too (a timed-out read is latency the operator must see); a
         # request refused above (not logged in, bad `first`) reached no read and is not timed.
         _latency(feed_mode, "next" if after else "first").observe(time.perf_counter() - start)
 
 
-def _connection(page: FeedPage, codec: CursorCodec, fp: str, has_previous: bool) -> FeedConnection:
-    edges = [
-        PostEdge(cursor=codec.encode(position, fp), node=Post(row=post))
-        for (_, position), post in zip(page.rows, page.posts, strict=True)
-    ]
+_FOLLOWED, _RECOMMENDED, _OWN = FeedReason.FOLLOWED, FeedReason.RECOMMENDED, FeedReason.OWN
+_NO_WHY = Why(0)  # a recommendation whose why could not be read (PostgreSQL away)
+
+
+def _reason(row: FeedRow, page: FeedPage, viewer_id: int) -> tuple[FeedReason, Why | None]:
+    """An edge's reason and, for a recommendation, its why (app.feed.recommended)."""
+    if row.author_id == viewer_id:
+        return _OWN, None
+    if row.post_id in page.recommended:
+        return _RECOMMENDED, page.why.get(row.post_id, _NO_WHY)
+    return _FOLLOWED, None
+
+
+def _recommendation(why: Why | None) -> Recommendation | None:
+    if why is None:
+        return None
+    return Recommendation(
+        text=why.text, liked_by=[User(row=a) for a in why.liked_by], liked_by_count=why.count
+    )
+
+
+def _connection(
+    page: FeedPage, codec: CursorCodec, fp: str, has_previous: bool, viewer_id: int
+) -> FeedConnection:
+    edges = []
+    for (row, position), post in zip(page.rows, page.posts, strict=True):
+        reason, why = _reason(row, page, viewer_id)
+        edges.append(
+            PostEdge(
+                cursor=codec.encode(position, fp),
+                node=Post(row=post),
+                reason=reason,
+                recommendation=_recommendation(why),
+            )
+        )
     return FeedConnection(
         edges=edges,
         page_info=page_info(edges, page.has_next, has_previous),
@@ -106,9 +160,25 @@ def _connection(page: FeedPage, codec: CursorCodec, fp: str, has_previous: bool)
     )
 
 
-def _rows(page: FeedPage, codec: CursorCodec, fp: str, has_previous: bool) -> FeedRows:
+def _rows(
+    page: FeedPage, codec: CursorCodec, fp: str, has_previous: bool, viewer_id: int
+) -> FeedRows:
     encode = codec.encode
-    edges = [(encode(position, fp), row) for row, position in page.rows]
+    if page.recommended:
+        edges = [
+            (encode(position, fp), row, *_reason(row, page, viewer_id))
+            for row, position in page.rows
+        ]
+    else:  # no recommendation in the session: the reason is the author's
+        edges = [
+            (
+                encode(position, fp),
+                row,
+                _OWN if row.author_id == viewer_id else _FOLLOWED,
+                None,
+            )
+            for row, position in page.rows
+        ]
     return FeedRows(
         edges=edges,
         page_info=PageInfo(
@@ -125,9 +195,10 @@ def _rows(page: FeedPage, codec: CursorCodec, fp: str, has_previous: bool) -> Fe
 
 @dataclass(slots=True)
 class FeedRows:
-    """A FeedConnection's fields with each edge as (cursor, FeedRow): what a row plan renders."""
+    """A FeedConnection's fields with each edge as (cursor, FeedRow, reason, why): what a row
+    plan renders."""
 
-    edges: list[tuple[str, FeedRow]]
+    edges: list[tuple[str, FeedRow, FeedReason, Why | None]]
     page_info: PageInfo
     session_id: str | None
     degraded: bool
@@ -165,8 +236,10 @@ def _liked_row(row: FeedRow, extras: PageExtras) -> bool | None:
 
 # GraphQL type name -> Python attribute -> how a row plan reads it, each the value the object
 # the regular path builds holds (FeedConnection, PageInfo: FeedRows and the PageInfo itself;
-# PostEdge: the (cursor, row) pair; Post: Post.__init__ over a FeedRow; User: User.__init__
-# over a FeedAuthor or users row, never graph-hidden on a feed page; Post.author and
+# PostEdge: the (cursor, row, reason, why) tuple; Recommendation: the Why; Post:
+# Post.__init__ over a FeedRow; User: User.__init__ over a FeedAuthor or users row, never
+# graph-hidden on a feed page (a recommendation's likers are never across a block from the
+# viewer: app.feed.recommended); Post.author and
 # Post.viewerHasLiked: types.py's PAGE_EXTRAS reads). A plan selecting anything not listed
 # renders from objects instead. tests/api/fast/test_compiled_render.py holds the two renders
 # equal for every registered feed plan; tests/api/fast/test_compiled_documents.py compares
@@ -179,7 +252,17 @@ ROW_READS: dict[str, dict[str, RowRead]] = {
         name: RowRead(name)
         for name in ("has_next_page", "has_previous_page", "start_cursor", "end_cursor")
     },
-    "PostEdge": {"cursor": RowRead(0), "node": RowRead(1)},
+    "PostEdge": {
+        "cursor": RowRead(0),
+        "node": RowRead(1),
+        "reason": RowRead(2),
+        "recommendation": RowRead(3),
+    },
+    "Recommendation": {
+        "text": RowRead("text"),
+        "liked_by": RowRead("liked_by"),
+        "liked_by_count": RowRead("count"),
+    },
     "Post": {
         "id": RowRead("post_id", str),
         "body": RowRead("body"),
@@ -211,7 +294,7 @@ async def complete_page_extras(ctx: Context, connection: FeedConnection) -> None
 
 async def complete_row_extras(ctx: Context, page: FeedRows) -> None:
     """`complete_page_extras` for a row plan's FeedRows."""
-    await _complete(ctx, page.extras, [(row.post_id, row.author_id) for _, row in page.edges])
+    await _complete(ctx, page.extras, [(e[1].post_id, e[1].author_id) for e in page.edges])
 
 
 async def _complete(ctx: Context, extras: PageExtras, posts: list[tuple[int, int]]) -> None:

@@ -294,6 +294,19 @@ class Mutation:
         return User(row=user)
 
     @strawberry.mutation(
+        description="Turn the recommendations of the viewer's RANKED feed on or off "
+        "(CHRONOLOGICAL never has any). The next first page follows it."
+    )
+    async def set_recommendations(self, info: Info[Context, None], enabled: bool) -> User:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            user = await users.set_recommendations(session, viewer_id, enabled)
+        info.context.loaders.user_by_id.prime(user.id, user)
+        # The setting is read with the viewer's context (app.feed.rows): read it afresh.
+        await info.context.state.feed.context_changed(viewer_id)
+        return User(row=user)
+
+    @strawberry.mutation(
         description="Change the viewer's password; every token issued before stops working."
     )
     async def change_password(

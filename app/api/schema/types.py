@@ -53,6 +53,13 @@ class FeedMode(Enum):
     CHRONOLOGICAL = modes.FeedMode.CHRONOLOGICAL.value
 
 
+@strawberry.enum(description="Why a post is in the viewer's feed.")
+class FeedReason(Enum):
+    FOLLOWED = "followed"  # by an author the viewer follows
+    RECOMMENDED = "recommended"  # from the recommendation source (RANKED only)
+    OWN = "own"  # the viewer's own post
+
+
 @strawberry.enum
 class FanoutMode(Enum):
     PUSH = "push"
@@ -84,6 +91,16 @@ def _now_or_later(loader: DataLoader[int, V], key: int) -> V | Awaitable[V]:
     ):
         return future.result()
     return loader.load(key)
+
+
+async def _user_recommendations_enabled(root: User, info: Info) -> bool | None:
+    if root.row.id != info.context.viewer_id:
+        return None  # the viewer's own setting only
+    enabled = getattr(root.row, "recommendations_enabled", None)
+    if enabled is None:  # a feed page's author row: the users row has it
+        row = await info.context.loaders.user_by_id.load(root.row.id)
+        enabled = getattr(row, "recommendations_enabled", True)
+    return bool(enabled)
 
 
 def _user_viewer_follows(root: User, info: Info) -> bool | Awaitable[bool]:
@@ -134,6 +151,12 @@ class User:
     )
     following: UserConnection = strawberry.field(
         resolver=_user_following, init=False, description="Whom this user follows, newest first."
+    )
+    recommendations_enabled: bool | None = strawberry.field(
+        resolver=_user_recommendations_enabled,
+        init=False,
+        description="Whether the viewer's RANKED feed carries recommendations "
+        "(setRecommendations); null for any other user.",
     )
 
     def __init__(self, row: models.User | FeedAuthor, graph_hidden: bool = False) -> None:
@@ -274,10 +297,29 @@ class UserConnection:
     page_info: PageInfo
 
 
+@strawberry.type(description="Why a post is recommended to the viewer.")
+class Recommendation:
+    text: str = strawberry.field(description='E.g. "Liked by @ann and 2 others".')
+    liked_by: list[User] = strawberry.field(
+        description="Followees of the viewer who liked the post, newest first, at most 3; "
+        "never a user across a block from the viewer."
+    )
+    liked_by_count: int = strawberry.field(
+        description="How many of the viewer's followees liked the post."
+    )
+
+
 @strawberry.type
 class PostEdge:
     cursor: str
     node: Post
+    reason: FeedReason | None = strawberry.field(
+        default=None,
+        description="Why the post is in the viewer's feed; null outside the feed.",
+    )
+    recommendation: Recommendation | None = strawberry.field(
+        default=None, description="Why the post is recommended: null unless RECOMMENDED."
+    )
 
 
 @strawberry.type

@@ -3,8 +3,9 @@ render what the object render gives for the same page, byte for byte, and refuse
 (NotCompilable) what it refuses.
 
 The page is one FeedPage, turned into both roots' values by the functions the `feed` field
-uses (`_connection`: PostEdge/Post objects over FeedPage.posts; `_rows`: (cursor, FeedRow)
-pairs); documents are the registered Feed document and random plannable ones
+uses (`_connection`: PostEdge/Post objects over FeedPage.posts; `_rows`: (cursor, FeedRow,
+reason, why) tuples; some edges OWN, some RECOMMENDED with or without their why); documents
+are the registered Feed document and random plannable ones
 (tests/api/fast/test_compiled_documents.py's generator). Over HTTP and against graphql-core,
 test_compiled_documents.py compares the whole path (a compiled request takes the row plan).
 """
@@ -26,10 +27,12 @@ from app.api.schema.feed import ROW_READS
 from app.db.models import FANOUT_PULL
 from app.feed.cursor import CursorCodec, SessionPosition
 from app.feed.page import FeedPage
+from app.feed.recommended import Why
 from app.feed.rows import FeedAuthor, FeedRow, PageExtras
 from tests.api.fast.differential import Gen, compile_text, gql_text
 
 CODEC = CursorCodec("row-plan-test-secret")
+VIEWER = 1003  # one of the pages' authors: some edges are OWN
 
 
 @dataclass
@@ -72,7 +75,17 @@ def _page(rng: random.Random, posts: int) -> FeedPage:
         extras.covered.add(post_id)
         rows.append((row, SessionPosition("s1", n + 1)))
     session = rng.choice(("s1", None))
-    return FeedPage(rows, rng.random() < 0.5, session, rng.random() < 0.2, extras=extras)
+    page = FeedPage(rows, rng.random() < 0.5, session, rng.random() < 0.2, extras=extras)
+    if rng.random() < 0.7:  # some edges RECOMMENDED, most with their why, some without
+        page.recommended = frozenset(r.post_id for r, _ in rows if rng.random() < 0.4)
+        for post_id in page.recommended:
+            if rng.random() < 0.8:
+                likers = [
+                    FeedAuthor(2000 + i, f"fan{i}", f"Fan {i}", i, 2 * i, rng.choice((0, 1)))
+                    for i in range(rng.randrange(4))
+                ]
+                page.why[post_id] = Why(len(likers) + rng.randrange(3), likers)
+    return page
 
 
 def _both(plan: Any, page: FeedPage, has_previous: bool) -> tuple[Any, Any]:
@@ -80,7 +93,7 @@ def _both(plan: Any, page: FeedPage, has_previous: bool) -> tuple[Any, Any]:
     assert plan.rows is not None
     answers = []
     for build, render in ((feed._connection, plan.render), (feed._rows, plan.rows.render)):
-        value = build(page, CODEC, "fp", has_previous)
+        value = build(page, CODEC, "fp", has_previous, VIEWER)
         try:
             answers.append(orjson.dumps(render(value, value.extras)))
         except NotCompilable:
@@ -91,13 +104,14 @@ def _both(plan: Any, page: FeedPage, has_previous: bool) -> tuple[Any, Any]:
 def test_the_registered_feed_document_has_a_row_plan() -> None:
     # A field added to the Feed document without a row read would quietly leave the
     # registered document on the (slower) object render: this fails instead.
-    plan = compile_text(gql_text("Feed"))
-    assert plan is not None and plan.rows is not None
+    for name in ("Feed", "FeedWithReasons"):
+        plan = compile_text(gql_text(name))
+        assert plan is not None and plan.rows is not None, name
 
 
 def test_row_plans_render_the_object_renders_bytes() -> None:
     rng = random.Random(58)
-    plans = [compile_text(gql_text("Feed"))]
+    plans = [compile_text(gql_text("Feed")), compile_text(gql_text("FeedWithReasons"))]
     for _ in range(80):
         text, _ = Gen(rng, []).document()
         plans.append(compile_text(text))
@@ -112,8 +126,9 @@ def test_row_plans_render_the_object_renders_bytes() -> None:
     assert compared == 3 * len(plans)
 
 
-def test_what_the_object_render_refuses_the_row_render_refuses() -> None:
-    plan = compile_text(gql_text("Feed"))
+@pytest.mark.parametrize("document", ["Feed", "FeedWithReasons"])
+def test_what_the_object_render_refuses_the_row_render_refuses(document: str) -> None:
+    plan = compile_text(gql_text(document))
     rng = random.Random(7)
     cases = []
     page = _page(rng, 3)
@@ -137,7 +152,7 @@ def test_what_the_object_render_refuses_the_row_render_refuses() -> None:
     page.rows[0] = (row._replace(visibility="secret"), position)  # not a Visibility
     for build, render in ((feed._connection, plan.render), (feed._rows, plan.rows.render)):
         with pytest.raises(ValueError):
-            value = build(page, CODEC, "fp", True)
+            value = build(page, CODEC, "fp", True, VIEWER)
             render(value, value.extras)
 
 
