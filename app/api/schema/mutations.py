@@ -264,6 +264,8 @@ class Mutation:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
             await feedback.unhide_post(session, viewer_id, _post_id(id))
+        # The open session was ranked without it: the next first page ranks afresh here.
+        info.context.state.feed.open_sessions.forget(viewer_id)
         return True
 
     @strawberry.mutation(
@@ -299,6 +301,7 @@ class Mutation:
         user = await _change_graph(info, handle, feedback.unmute)
         state, viewer = info.context.state, info.context.require_viewer()
         info.context.loaders.viewer_mutes_user.prime(user.row.id, False)
+        state.feed.open_sessions.forget(viewer)  # ranked without their posts: rank afresh
         await graph.live_counts_resumed(
             state.roles.pubsub, viewer, user.row.id, since, state.settings
         )
