@@ -47,7 +47,7 @@ async def _three_authors(client, pipeline, each: int = 12):
 
 @pytest.mark.parametrize("mode", ["RANKED", "CHRONOLOGICAL"])
 async def test_hidden_and_muted_leave_the_feed_and_come_back(client, pipeline, mode) -> None:
-    viewer, tokens, made = await _three_authors(client, pipeline, each=4)
+    viewer, _, made = await _three_authors(client, pipeline, each=4)
     hidden = made["ann"][1]
     await _hide(client, viewer, hidden)
     await _mute(client, viewer, "ben")
@@ -67,7 +67,7 @@ async def test_hidden_and_muted_leave_the_feed_and_come_back(client, pipeline, m
 async def test_an_open_session_drops_what_is_hidden_or_muted_on_its_next_pages(
     client, pipeline, mode
 ) -> None:
-    viewer, tokens, made = await _three_authors(client, pipeline)
+    viewer, _, made = await _three_authors(client, pipeline)
     first = await _page(client, viewer, mode, 6)
     seen = _ids(first)
     if mode == "RANKED":
