@@ -63,9 +63,12 @@ async def hide_post(
 ) -> tuple[Post, bool]:
     """Hide a post the viewer can see from their feeds: (the post, whether this call hid it).
 
-    The viewer's own posts may be hidden too (from their own home feed only: the profile
-    still shows them). Past `max_hidden` the viewer's oldest hides are dropped."""
+    Not one's own post (BAD_USER_INPUT: delete it or make it PRIVATE): the feed rule then
+    checks hides on others' posts only, where they cost a hashed subplan (decision 0076).
+    Past `max_hidden` the viewer's oldest hides are dropped."""
     post = await _visible_post(session, viewer_id, post_id)
+    if post.author_id == viewer_id:
+        raise BadInput("You cannot hide your own post: delete it or make it PRIVATE.")
     made = await session.scalar(
         pg_insert(HiddenPost)
         .values(user_id=viewer_id, post_id=post_id)
@@ -96,9 +99,9 @@ async def show_fewer(
 ) -> tuple[Post, bool]:
     """ "Show fewer like this": hide the post and count one 'fewer' for its author (a ranking
     feature, a recommendation source's demotion). Asked again of the same post it counts
-    nothing more; of the viewer's own post it only hides it. (post, whether it was new)."""
+    nothing more; one's own post is refused as by `hide_post`. (post, whether it was new)."""
     post, made = await hide_post(session, viewer_id, post_id, max_hidden)
-    if made and post.author_id != viewer_id:
+    if made:
         stmt = pg_insert(FeedFeedback).values(
             user_id=viewer_id, author_id=post.author_id, kind=FEWER, count=1
         )

@@ -110,12 +110,3 @@ async def test_show_fewer_hides_the_post_and_a_pull_mode_author_is_muted_too(
         assert await full_scroll(client, viewer, mode=mode) == []
     # Another fan's feed is unchanged.
     assert set(await feed_ids(client, fans[1][0])) == set(posts)
-
-
-async def test_own_hidden_post_leaves_only_the_own_feed(client, pipeline) -> None:
-    author, _, [(fan, _)] = await author_with_fans(client, ["fan"])
-    mine = await post(client, author, "mine")
-    await pipeline.settle()
-    await _hide(client, author, mine)
-    assert await feed_ids(client, author) == []
-    assert await feed_ids(client, fan) == [mine]

@@ -60,15 +60,14 @@ async def test_hide_refuses_unknown_and_invisible_posts(client) -> None:
     assert await sql("SELECT 1 FROM feed_feedback") == []
 
 
-async def test_own_post_may_be_hidden(client) -> None:
+async def test_own_post_cannot_be_hidden(client) -> None:
     viewer = await sign_up(client, "viewer")
     mine = await post(client, viewer, "mine")
-    assert (await _hide(client, viewer, mine)).ok() == {"hidePost": True}
-    # "Show fewer" of one's own post hides it and records no signal about oneself.
-    other = await post(client, viewer, "mine too")
-    variables = {"postId": encode_post_id(other)}
-    (await gql(client, "ShowFewerLikeThis", variables, token=viewer)).ok()
-    assert len(await sql("SELECT 1 FROM hidden_posts")) == 2
+    assert (await _hide(client, viewer, mine)).codes == ["BAD_USER_INPUT"]
+    variables = {"postId": encode_post_id(mine)}
+    fewer = await gql(client, "ShowFewerLikeThis", variables, token=viewer)
+    assert fewer.codes == ["BAD_USER_INPUT"]
+    assert await sql("SELECT 1 FROM hidden_posts") == []
     assert await sql("SELECT 1 FROM feed_feedback") == []
 
 
