@@ -174,6 +174,23 @@ async def muted_users(session: AsyncSession, viewer_id: int, limit: int) -> Sequ
     return rows.all()
 
 
+async def fewer_counts(
+    session: AsyncSession, viewer_id: int, author_ids: Sequence[int]
+) -> dict[int, int]:
+    """How often the viewer asked "show fewer" of each of these authors (absent: never): a
+    ranking feature, and a recommendation source's demotion. One query on the primary key."""
+    if not author_ids:
+        return {}
+    rows = await session.execute(
+        select(FeedFeedback.author_id, FeedFeedback.count).where(
+            FeedFeedback.user_id == viewer_id,
+            FeedFeedback.kind == FEWER,
+            FeedFeedback.author_id.in_(list(author_ids)),
+        )
+    )
+    return {int(a): int(c) for a, c in rows}
+
+
 async def live_count_hidden(
     redis: AnyRedis, viewer_id: int, post_ids: Sequence[int], settings: Settings
 ) -> None:

@@ -192,3 +192,18 @@ async def test_muted_users_are_the_viewers_own(client) -> None:
     query = '{ __type(name: "User") { fields { name } } }'
     fields = (await gql(client, "", query=query)).ok()["__type"]["fields"]
     assert not [f["name"] for f in fields if "hid" in f["name"].lower()]
+
+
+async def test_fewer_counts_is_the_ranking_feature(client, state) -> None:
+    from app.social.feedback import fewer_counts
+
+    viewer, viewer_id = await make_user(client, "viewer")
+    author, author_id = await make_user(client, "author")
+    _, other_id = await make_user(client, "other")
+    for i in range(3):
+        post_id = await post(client, author, f"p{i}")
+        variables = {"postId": encode_post_id(post_id)}
+        (await gql(client, "ShowFewerLikeThis", variables, token=viewer)).ok()
+    async with state.sessions() as session:
+        assert await fewer_counts(session, viewer_id, [author_id, other_id]) == {author_id: 3}
+        assert await fewer_counts(session, viewer_id, []) == {}
