@@ -17,10 +17,14 @@ _.unlike_post
 _.log_out
 _.report_impressions
 _.report_engagement
+_.show_fewer_like_this  # app/api/schema/mutations.py, negative feedback (decision 0076)
+_.mute_author
+_.unmute_author
 _.has_next_page  # app/api/schema/types.py, PageInfo
 _.has_previous_page
 _.start_cursor
 _.viewer_follows
+_.viewer_mutes
 _.viewer_has_liked
 _.new_post_count
 _.latest_post_at
@@ -71,6 +75,7 @@ _.redis_limits_url
 # SQLAlchemy: mapped columns written and read by SQL, not by attribute (app/db/models.py).
 _.last_active_at
 _.published_at
+_.updated_at  # FeedFeedback: set by SQL (on conflict), read by the ranking side
 
 # arq: worker classes named on the command line (`arq jobs.worker.WorkerSettings`).
 _.WorkerSettings

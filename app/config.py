@@ -402,6 +402,14 @@ class Settings(BaseSettings):
     # use; past it the same key creates anew, and the worker's housekeeping deletes them.
     idempotency_key_ttl_seconds: int = Field(default=DAY, ge=60, le=365 * DAY)
 
+    # ---- Negative feedback (app.social.feedback, docs/decisions/0076) ----------------------
+    # Users one viewer may mute: one more is refused BAD_USER_INPUT (unmute one first). The
+    # feed rule reads a viewer's mutes once per query, so this bounds that read.
+    feedback_max_mutes: int = Field(default=1000, ge=1, le=100_000)
+    # Posts one viewer keeps hidden: past it the oldest hides are dropped (a feed is newest
+    # first, so a post hidden long ago is rarely a candidate again). Bounds the same read.
+    feedback_max_hidden_posts: int = Field(default=2000, ge=1, le=100_000)
+
     # ---- Requests: size, shape, admission, slow clients ------------------------------------
     max_query_depth: int = Field(default=10, ge=1, le=1000)
     max_request_bytes: int = Field(default=64 * 1024, ge=1024, le=64 * 1024 * 1024)

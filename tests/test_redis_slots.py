@@ -265,6 +265,12 @@ async def drive(st: Any, pipeline: Any) -> None:
         await pipeline.settle()
         (await gql(client, "Follow", {"handle": "author"}, token=fans[1][0])).ok()
         await pipeline.settle()
+        # Negative feedback: a hide's tombstone, a mute's stop marks planted again by a hub.
+        (await gql(client, "HidePost", {"id": str(posts[1])}, token=fans[3][0])).ok()
+        (await gql(client, "MuteAuthor", {"handle": "author"}, token=fans[3][0])).ok()
+        await counts.plant_stops(
+            pubsub, {fans[3][1]: [author_id], fans[0][1]: [author_id]}, st.settings
+        )
         # Realtime: counts as a hub keeps them, socket leases.
         users = [f for _, f in fans]
         await counts.reset_marks(pubsub, users, st.settings)

@@ -263,6 +263,65 @@ class RevokedToken(Base):
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class HiddenPost(Base):
+    """A post the viewer hid (hidePost, showFewerLikeThis): never in their home feed again,
+    still on the author's profile and by id (app.posts.visibility `hidden_sql`). At most
+    FEEDBACK_MAX_HIDDEN_POSTS per user: the oldest go first (app.social.feedback)."""
+
+    __tablename__ = "hidden_posts"
+    __table_args__ = (Index("hidden_posts_user_created_idx", "user_id", "created_at"),)
+
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    post_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("posts.id", ondelete="CASCADE"), primary_key=True
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Mute(Base):
+    """The muter sees none of the muted user's posts in feeds and live counts; not a block:
+    follows stay and the muted user is told nothing (app.posts.visibility `muted_sql`)."""
+
+    __tablename__ = "mutes"
+    __table_args__ = (
+        Index("mutes_muted_idx", "muted_id", "muter_id"),
+        CheckConstraint("muter_id <> muted_id", name="mutes_not_self"),
+    )
+
+    muter_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    muted_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class FeedFeedback(Base):
+    """A viewer's feedback on an author's posts by kind ('fewer': "show fewer like this"),
+    counted: a ranking feature and a recommendation source's demotion, never a filter."""
+
+    __tablename__ = "feed_feedback"
+    __table_args__ = (
+        Index("feed_feedback_author_idx", "author_id", "user_id"),
+        Index("feed_feedback_user_updated_idx", "user_id", "updated_at"),
+        CheckConstraint("kind IN ('fewer')", name="feed_feedback_kind"),
+        CheckConstraint("count > 0", name="feed_feedback_count_positive"),
+    )
+
+    user_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    author_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
 # The engagement log (app.engagement, docs/decisions/0077): a table partitioned by day on
 # `at`, one partition per UTC day (`engagement_events_pYYYYMMDD`, made ahead and dropped past
 # ENGAGEMENT_RETENTION_DAYS by a job; migrations/env.py leaves the partitions out of the

@@ -112,10 +112,10 @@ class RankedFirstPages:
         recommended = found.recommended
         read = await self.rank.rank_visible(viewer_id, found.ids, first_reads, recommended)
         stages.done("filter")
-        window, beyond, oldest = _window(read.columns, size, recommended)
+        window, beyond, oldest = session_window(read.columns, size, recommended)
         beyond = beyond or found.maybe_more
         ranked = self.rank.rank_window(
-            viewer_id, window, context.affinity, read.seen, recommended, read.fewer
+            viewer_id, window, context.affinity, read.seen, recommended, read.fewer or context.fewer
         )
         ids, ranking = ranked.ids, ranked.ranking
         if recommended:
@@ -203,7 +203,7 @@ class RankedFirstPages:
         return page
 
 
-def _window(
+def session_window(
     visible: RankColumns, size: int, recommended: frozenset[int]
 ) -> tuple[RankColumns, bool, int | None]:
     """The session's window of the visible candidates: the newest `size` followed ones and

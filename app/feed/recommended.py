@@ -26,7 +26,7 @@ from app.config import Settings
 from app.feed.hot_cache import CoalescingCache
 from app.feed.rows import FeedAuthor, Reads
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
-from app.posts.visibility import blocked_sql, follows_sql, recommended_sql
+from app.posts.visibility import blocked_sql, follows_sql, muted_sql, recommended_sql
 
 # $1 viewer, $2 the oldest post id liked that counts, $3 likes per followee, $4 limit,
 # $5 followees.
@@ -35,6 +35,7 @@ _RECOMMENDED = f"""
         SELECT c.post_id FROM (
             SELECT l.post_id, count(*) AS n
             FROM (SELECT followee_id FROM follows WHERE follower_id = $1
+                  AND NOT {muted_sql("$1", "followee_id")}
                   ORDER BY created_at DESC LIMIT $5) f
             CROSS JOIN LATERAL (
                 SELECT post_id FROM likes
@@ -50,8 +51,11 @@ _RECOMMENDED = f"""
 
 # Why each of a page's recommended posts ($1 ids, $2 viewer): how many of the viewer's
 # followees liked it, and the newest three of them with their user columns; never a user
-# across a block from the viewer.
-_LIKER = f"{follows_sql('$2', 'l.user_id')} AND NOT {blocked_sql('$2', 'l.user_id')}"
+# across a block from the viewer, nor one the viewer muted (whose likes the source skips too).
+_LIKER = (
+    f"{follows_sql('$2', 'l.user_id')} AND NOT {blocked_sql('$2', 'l.user_id')}"
+    f" AND NOT {muted_sql('$2', 'l.user_id')}"
+)
 _WHY = f"""
     SELECT q.id, c.n, u.id, u.handle, u.display_name, u.follower_count, u.following_count,
            u.fanout_mode

@@ -164,6 +164,9 @@ _CONTEXT_AFFINITY = f"""
         SELECT post_author_id FROM comments WHERE author_id = $1
         ORDER BY id DESC LIMIT {AFFINITY_COMMENTS}
     ) c GROUP BY c.post_author_id
+    UNION ALL
+    SELECT 6, ff.author_id, ff.count FROM feed_feedback ff
+    WHERE ff.user_id = $1 AND ff.kind = 'fewer'
 """
 # One row per kind with two arrays (a heavy viewer's context is hundreds of rows otherwise).
 _GROUPED = "SELECT kind, array_agg(id), array_agg(n) FROM ({}) c GROUP BY kind"
@@ -278,6 +281,8 @@ class ViewerContext:
     own_before: int = MAX_ID
     own_limit: int = 0
     recommendations: bool = True  # the viewer's setting (setRecommendations)
+    # "show fewer like this" counts per author (showFewerLikeThis), read with the affinity
+    fewer: dict[int, int] = field(default_factory=dict)
 
     def own_below(self, before: int) -> list[int] | None:
         """The viewer's posts below `before` that `own_posts` holds (all of them down to its
@@ -436,6 +441,7 @@ async def viewer_context(
     pull: list[int] = []
     mine: list[int] = []
     weights: dict[int, int] = {}
+    fewer: dict[int, int] = {}
     recommendations = True
     statement = _VIEWER_CONTEXT if affinity else _VIEWER_SOURCES
     rows = await reads.all(statement, viewer_id, recent, own, *_own_args(own_before))
@@ -446,10 +452,12 @@ async def viewer_context(
             mine = idents
         elif kind == 5:
             recommendations = False
+        elif kind == 6:  # "show fewer like this" per author (a ranking feature)
+            fewer = dict(zip(idents, map(int, counts), strict=True))
         else:  # likes (3) and comments (4) per author add up
             for ident, n in zip(idents, counts, strict=True):
                 weights[ident] = weights.get(ident, 0) + int(n)
-    return ViewerContext(pull, mine, weights, own_before, own, recommendations)
+    return ViewerContext(pull, mine, weights, own_before, own, recommendations, fewer)
 
 
 async def followee_posts_before(

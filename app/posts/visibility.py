@@ -7,10 +7,15 @@ The rule, read against the current rows (never a cache):
 - PUBLIC posts are seen by anyone (anonymous readers see only these), FOLLOWERS posts by the
   author's followers, PRIVATE posts by the author alone;
 - a home feed, a timeline, a live count or a pull shows another user's post only to a
-  follower, so there a post "reaches followers" when it is alive and not PRIVATE.
+  follower, so there a post "reaches followers" when it is alive and not PRIVATE;
 - a recommendation (a RANKED feed's out-of-network post) is a post the viewer could open
   anyway and does not get from following: alive, PUBLIC, another user's, an author the
-  viewer does not follow, no block either way (`recommended_sql`).
+  viewer does not follow, no block either way (`recommended_sql`);
+- negative feedback (decision 0076) narrows what a viewer's feeds and live counts show, never
+  what they may see: a post the viewer hid and every post of an author the viewer muted are
+  left out of the home feed (`home_feed_sql`), recommendations (`recommended_sql`) and live
+  counts, while the author's profile and the post by id still show them (`visible_sql` does
+  not apply it).
 
 Every query that returns posts or routes them to users builds its condition from here. The
 rule is written once, as SQL fragments: queries kept as SQL text for speed (the read path's
@@ -63,6 +68,33 @@ def blocked_sql(a: str, b: str) -> str:
     )
 
 
+def hidden_sql(viewer: str, post: str) -> str:
+    """The viewer hid the post (alias `post`): hidePost, showFewerLikeThis.
+
+    One EXISTS on the primary key (user_id, post_id): over a feed's candidates PostgreSQL
+    reads the viewer's hidden rows once into a hashed subplan (or an anti-join), as for
+    `blocked_sql`; a viewer holds at most FEEDBACK_MAX_HIDDEN_POSTS of them."""
+    return (
+        "EXISTS (SELECT 1 FROM hidden_posts hp"
+        f" WHERE hp.user_id = {viewer} AND hp.post_id = {post}.id)"
+    )
+
+
+def muted_sql(viewer: str, author: str) -> str:
+    """The viewer muted the author (muteAuthor): one EXISTS on the primary key, read once per
+    query into a hashed subplan when `author` varies over a feed's candidates."""
+    return (
+        f"EXISTS (SELECT 1 FROM mutes mu WHERE mu.muter_id = {viewer} AND mu.muted_id = {author})"
+    )
+
+
+def feedback_allows_sql(post: str, viewer: str) -> str:
+    """The viewer's negative feedback lets the post (alias `post`) into their feeds: not
+    hidden, its author not muted. For every source of feed candidates (the home feed here,
+    recommendations), never for `visible_sql`."""
+    return f"NOT {hidden_sql(viewer, post)} AND NOT {muted_sql(viewer, f'{post}.author_id')}"
+
+
 def visible_sql(post: str, viewer: str | None) -> str:
     """The viewer (None: anonymous) may see the post when they ask for it by id or author."""
     if viewer is None:
@@ -78,11 +110,21 @@ def visible_sql(post: str, viewer: str | None) -> str:
 
 def home_feed_sql(post: str, viewer: str) -> str:
     """The post may be in the viewer's home feed: `visible_sql` narrowed to the viewer's own
-    posts and the posts of authors they follow (so PUBLIC and FOLLOWERS alike)."""
+    posts and the posts of authors they follow (so PUBLIC and FOLLOWERS alike), less the
+    viewer's negative feedback on others' posts (`feedback_allows_sql`: no hidden post, no
+    muted author's post; one's own posts cannot be hidden). Home feeds, their sessions'
+    pages and keyset pages all filter through this, so a hide or a mute applies to an open
+    session's next page.
+
+    Inside the OR's second branch, each EXISTS is a hashed subplan (the viewer's hides and
+    mutes read once per query): at the caps (2,000 hides, 1,000 mutes) a heavy viewer's
+    600-candidate filter read 4,246 buffers against 4,226 without them, where a top-level
+    NOT EXISTS for hides became an anti-join probing the index per candidate (5,434;
+    docs/decisions/0076-negative-feedback.md)."""
     author = f"{post}.author_id"
     others = (
         f"{post}.visibility <> {_PRIVATE} AND {follows_sql(viewer, author)}"
-        f" AND NOT {blocked_sql(viewer, author)}"
+        f" AND NOT {blocked_sql(viewer, author)} AND {feedback_allows_sql(post, viewer)}"
     )
     return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
 
@@ -96,11 +138,13 @@ def recommended_sql(post: str, viewer: str) -> str:
     """The post may be recommended to the viewer (the recommendation source's rule, decision
     0079): alive, PUBLIC, by another user whom the viewer does not follow (a followed
     author's post is the home feed's, `home_feed_sql`), no block either way. Stricter than
-    `visible_sql`, never wider: a recommendation is a post the viewer could open anyway."""
+    `visible_sql`, never wider: a recommendation is a post the viewer could open anyway.
+    The viewer's negative feedback applies as in the home feed (`feedback_allows_sql`)."""
     author = f"{post}.author_id"
     return (
         f"{alive_sql(post)} AND {public_sql(post)} AND {author} <> {viewer}"
         f" AND NOT {follows_sql(viewer, author)} AND NOT {blocked_sql(viewer, author)}"
+        f" AND {feedback_allows_sql(post, viewer)}"
     )
 
 

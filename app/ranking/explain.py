@@ -21,7 +21,7 @@ from sqlalchemy import text
 
 from app.config import Settings
 from app.feed.constants import CANDIDATE_SLACK, MAX_ID, OWN_PER_READ
-from app.feed.rows import RankColumns
+from app.feed.first_page import session_window
 from app.ranking.features import FEATURES, ViewerSignals, feature_matrix
 from app.ranking.scoring import formula_scores
 from app.state import AppState, create_state
@@ -45,14 +45,20 @@ async def explain(state: AppState, handle: str, top: int = DEFAULT_TOP) -> dict[
     choice = rank.choose(viewer_id)
     size = settings.feed_session_size
     context = await feed.contexts.read_context(viewer_id, True, MAX_ID, OWN_PER_READ)
+    share = settings.feed_recommended_share
     found = await feed.reader.candidates.gather(
-        viewer_id, context, MAX_ID, int(size * CANDIDATE_SLACK)
+        viewer_id,
+        context,
+        MAX_ID,
+        int(size * CANDIDATE_SLACK),
+        recommend=context.recommendations and share > 0,
     )
-    read = await rank.rank_visible(viewer_id, found.ids)
-    window = RankColumns(*(column[:size] for column in read.columns))
-    recommended: frozenset[int] = frozenset(getattr(found, "recommended", ()))
+    recommended = found.recommended
+    read = await rank.rank_visible(viewer_id, found.ids, None, recommended)
+    window, _, _ = session_window(read.columns, size, recommended)
+    fewer = read.fewer or context.fewer
     ranked = rank.rank_window(
-        viewer_id, window, context.affinity, read.seen, recommended, read.fewer, choice
+        viewer_id, window, context.affinity, read.seen, recommended, fewer, choice
     )
     detail = ranked.detail
     now_ms = int(time.time() * 1000)
@@ -61,7 +67,7 @@ async def explain(state: AppState, handle: str, top: int = DEFAULT_TOP) -> dict[
         now_ms,
         context.affinity,
         rank.quality,
-        read.fewer,
+        fewer,
         recommended,
         read.seen,
     )

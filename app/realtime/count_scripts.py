@@ -166,6 +166,24 @@ return {}
 )
 
 
+# Keep pairs stopped for good while their cause lasts (a mute: the follow stays, so the
+# author's posts keep arriving). KEYS: stop-marks key. ARGV: mark, ttl, author ids. Only marks
+# that are missing are set (NX): a mark an unmute or follow lowered since is left as it is.
+PLANT = LuaScript(
+    "plant",
+    """
+local marks = {}
+for i = 3, #ARGV do
+  marks[#marks + 1] = ARGV[1]
+  marks[#marks + 1] = ARGV[i]
+end
+local added = redis.call('ZADD', KEYS[1], 'NX', unpack(marks))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return added
+""",
+)
+
+
 def _publish_count(channel: str, now: str, key: str = "KEYS[1]") -> str:
     """Lua that publishes the count in `key` and its newest post's ms to `channel`, as
     `decode_count` reads it (`channel`, `now` and `key` are Lua expressions)."""

@@ -12,6 +12,14 @@ commit) marks the pair in `fuc:{<user>}` and removes that author's counted posts
 count script rejects the author's posts older than the mark. A later (re)follow only lowers
 the mark to the follow time: posts made since count again, older ones never resurface.
 
+Why a mute keeps its pair stopped (decision 0076): the muter still follows the author, so the
+fan-out keeps bringing the author's posts, counted against the stop marks alone. A mute
+stops the pair as an unfollow does (`stop_counting`); since the marks live as long as the
+user's stop-marks key (the counts' ttl), hubs plant every mute of a user again when it
+connects and on each refresh (`plant_stops`, NX: never over a mark lowered since), and the
+hub's SQL checks (a pull-mode post, a connect's catch-up) read the mutes themselves. A hidden
+post leaves the viewer's count with a tombstone (`forget_for_user`), as a deleted one does.
+
 Why a delete leaves the counts on its own too: a deleted (or newly PRIVATE) post must not stay
 "new" until the next first page. `forget_posts` (run by the post-change job) removes it from
 every follower's count (ZREM: only where it was counted, never twice) and announces the lower
@@ -31,7 +39,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from app.config import Settings
 from app.realtime import constants, keys
-from app.realtime.count_scripts import ADD, DROP, FORGET, MARK, RESET, STOP
+from app.realtime.count_scripts import ADD, DROP, FORGET, MARK, PLANT, RESET, STOP
 from app.realtime.keys import stops_key
 from app.realtime.metrics import PUBLISHED
 from app.redis_scripts import AnyRedis, LuaScript, run_script, run_script_many
@@ -329,3 +337,35 @@ async def _stop(
     args = [int(author_id), mark, ttl, now_ms() - ttl * 1000, "1" if stop else "0"]
     ids = await run_script(redis, STOP, [stops_key(user_id), keys.count_key(user_id)], args)
     return [int(p) for p in ids]
+
+
+async def forget_for_user(
+    redis: AnyRedis, user_id: int, post_ids: Sequence[int], settings: Settings
+) -> bool:
+    """The user hid these posts: out of their count now (announced when it shrank), and a
+    tombstone each, online or not, so no raise already under way counts them again (the
+    hub's SQL checks read the hides themselves). Whether the count shrank."""
+    if not post_ids:
+        return False
+    prefix = keys.Channels.for_redis(redis, settings.realtime_namespace).user_prefix
+    ttl = settings.realtime_count_ttl_seconds
+    now = now_ms()
+    args = [now, prefix, ttl, now - ttl * 1000, len(post_ids), *(int(p) for p in post_ids)]
+    lowered = int(await run_script(redis, FORGET, user_keys([user_id]), [*args, user_id, 1]))
+    PUBLISHED.labels("reset").inc(lowered)
+    return bool(lowered)
+
+
+async def plant_stops(
+    redis: AnyRedis, authors_by_user: Mapping[int, Sequence[int]], settings: Settings
+) -> None:
+    """Each user's pairs with these authors (their mutes) stopped, where no mark is set: one
+    script per user, pipelined. Run by hubs for the users they serve (see the module doc)."""
+    ttl = settings.realtime_count_ttl_seconds
+    calls = [
+        ([stops_key(u)], [STOPPED, ttl, *(int(a) for a in authors)])
+        for u, authors in authors_by_user.items()
+        if authors
+    ]
+    if calls:
+        await run_script_many(redis, PLANT, calls)

@@ -117,6 +117,20 @@ async def deliver_pull_post(
         raise failed[0]
 
 
+async def keep_mutes(
+    redis: AnyRedis,
+    sessions: async_sessionmaker[AsyncSession],
+    settings: Settings,
+    users: list[int],
+) -> None:
+    """These users' mutes planted as stop marks where missing (`counts.plant_stops`), so a
+    fan-out batch, which counts against the marks alone, counts no muted author's post even
+    after the marks' key expired or Redis lost it. One query and one pipeline for them all."""
+    async with reads(sessions) as session:
+        muted = await queries.muted_authors_many(session, users)
+    await counts.plant_stops(redis, muted, settings)
+
+
 async def first_counts(
     redis: AnyRedis,
     sessions: async_sessionmaker[AsyncSession],

@@ -200,6 +200,8 @@ class Hub:
         if not users:
             return
         await self.listener.join_many([self.channels.user(u) for u in users])
+        # Before they count as online: no fan-out batch counts a muted author's post for them.
+        await delivery.keep_mutes(self.redis, self.sessions, self.settings, users)
         await counts.mark_online(self.redis, users, self.settings)
         authors = await self._learn_follows(users)
         read_at = counts.now_ms()
@@ -351,7 +353,8 @@ class Hub:
         return pause
 
     async def _refresh_loop(self) -> None:
-        """New follows of pull-mode authors and mode switches reach live sockets this late."""
+        """New follows of pull-mode authors and mode switches reach live sockets this late;
+        the users' mutes are planted again (`delivery.keep_mutes`)."""
         while True:
             await asyncio.sleep(self.settings.realtime_refresh_seconds)
             users = list(self._subs)
@@ -360,6 +363,7 @@ class Hub:
                 await pause()
                 batch = users[i : i + UPKEEP_BATCH]
                 try:
+                    await delivery.keep_mutes(self.redis, self.sessions, self.settings, batch)
                     await counts.mark_online(self.redis, batch, self.settings)
                     await self._learn_follows(batch)
                 except Exception:

@@ -1,6 +1,7 @@
 """The SQL the hub needs: whom a subscriber follows in pull mode, their posts since the last
-reset, and the final check that a pull-mode post may be announced to these users; and the
-authors of counted posts, for an unfollow or block to remove the pair's posts from a count."""
+reset, and the final check that a pull-mode post may be announced to these users; the
+authors of counted posts, for an unfollow, block or mute to remove the pair's posts from a
+count; and whom each user mutes, for the hub to keep those pairs stopped."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from sqlalchemy.types import BigInteger
 
 from app.db.models import FANOUT_PULL
 from app.posts.ids import created_ms
-from app.posts.visibility import blocked_sql, reaches_followers_sql
+from app.posts.visibility import blocked_sql, hidden_sql, muted_sql, reaches_followers_sql
 
 # The follow edge `f` carries posts: no block either way between its two users.
 _NOT_BLOCKED = f"NOT {blocked_sql('f.follower_id', 'f.followee_id')}"
+# ... nor a mute of the followee by the follower (decision 0076: the follow stays).
+_NOT_MUTED = f"NOT {muted_sql('f.follower_id', 'f.followee_id')}"
 
 _PULL_FOLLOWEES = text(
     f"""
@@ -33,6 +36,7 @@ _ALLOWED = text(
     f"""
     SELECT f.follower_id FROM follows f
     WHERE f.followee_id = :author AND f.follower_id = ANY(:users) AND {_NOT_BLOCKED}
+      AND {_NOT_MUTED}
     """
 ).bindparams(bindparam("users", type_=ARRAY(BigInteger)))
 
@@ -56,7 +60,8 @@ async def pull_followees(session: AsyncSession, user_ids: Sequence[int]) -> dict
 async def allowed_recipients(
     session: AsyncSession, author_id: int, user_ids: Sequence[int]
 ) -> set[int]:
-    """Those of `user_ids` who follow the author now and block neither way."""
+    """Those of `user_ids` who follow the author now, block neither way and do not mute
+    the author."""
     if not user_ids:
         return set()
     rows = await session.execute(_ALLOWED, {"author": author_id, "users": list(user_ids)})
@@ -73,7 +78,7 @@ async def post_authors(session: AsyncSession, post_ids: Sequence[int]) -> dict[i
 
 # Posts a user may be told about now, for many (user, post) pairs at once: the author is
 # followed, since before the post (a refollow does not bring old posts back as "new"), no
-# block either way, still visible.
+# block either way, not muted, the post not hidden by the user, still visible.
 _COUNTABLE_PAIRS = text(
     f"""
     SELECT pair.user_id, p.id, p.author_id
@@ -81,9 +86,24 @@ _COUNTABLE_PAIRS = text(
     JOIN posts p ON p.id = pair.post_id
     JOIN follows f ON f.follower_id = pair.user_id AND f.followee_id = p.author_id
     WHERE f.created_at < p.created_at AND {reaches_followers_sql("p")}
-      AND {_NOT_BLOCKED}
+      AND {_NOT_BLOCKED} AND {_NOT_MUTED} AND NOT {hidden_sql("pair.user_id", "p")}
     """
 ).bindparams(bindparam("users", type_=ARRAY(BigInteger)), bindparam("ids", type_=ARRAY(BigInteger)))
+
+_MUTED_BY = text(
+    "SELECT muter_id, array_agg(muted_id) FROM mutes WHERE muter_id = ANY(:users) GROUP BY 1"
+).bindparams(bindparam("users", type_=ARRAY(BigInteger)))
+
+
+async def muted_authors_many(
+    session: AsyncSession, user_ids: Sequence[int]
+) -> dict[int, list[int]]:
+    """user id -> the authors they mute (users muting nobody are absent); one query on the
+    primary key's prefix."""
+    if not user_ids:
+        return {}
+    rows = await session.execute(_MUTED_BY, {"users": list(user_ids)})
+    return {r[0]: list(r[1]) for r in rows}
 
 
 async def countable_entries_many(

@@ -19,8 +19,9 @@ export class PagedList {
    * onError(err, {first}) -> true when handled (the list then shows nothing more about it)
    * renderItem(node) -> HTMLElement, for lists of something else than posts
    */
-  constructor(app, { fetchPage, onPage = () => {}, onError = () => false, empty = 'Nothing here yet.', testid = 'list', renderItem = null, listClass = 'posts' }) {
+  constructor(app, { fetchPage, onPage = () => {}, onError = () => false, empty = 'Nothing here yet.', testid = 'list', renderItem = null, listClass = 'posts', feedback = false }) {
     this.app = app;
+    this.feedback = feedback; // the home feed: each card offers Hide and Mute (decision 0076)
     this.renderItem = renderItem;
     this.fetchPage = fetchPage;
     this.onPage = onPage;
@@ -169,6 +170,16 @@ export class PagedList {
     return postCard(post, this.app, {
       fresh,
       isNew,
+      feedback: this.feedback,
+      onMute: (handle) => {
+        // A mute takes every post of that author out of the list at once, as the server's
+        // next pages leave them out.
+        for (const card of this.list.querySelectorAll(`article.post[data-author="${CSS.escape(handle)}"]`)) {
+          this.ids.delete(card.dataset.postId);
+          card.closest('li')?.remove();
+        }
+        this.renderFooter();
+      },
       onRemove: (p) => {
         this.ids.delete(p.id);
         setTimeout(() => this.renderFooter(), 450);

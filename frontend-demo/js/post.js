@@ -14,11 +14,13 @@ export const VISIBILITY = {
 export const MAX_BODY = 500;
 
 /**
- * postCard(post, app, {onRemove, fresh, isNew}) -> HTMLElement
+ * postCard(post, app, {onRemove, fresh, isNew, feedback, onMute}) -> HTMLElement
  * `app` provides viewer, call(operation, variables) and report(error). `fresh` flashes the
  * card once; `isNew` marks it "New" (a post that arrived since the feed was last read).
+ * `feedback` (the home feed): others' posts get "Hide" (hidePost) and "Mute @author"
+ * (muteAuthor); `onMute(handle)` is told after a mute, to drop that author's other cards.
  */
-export function postCard(initial, app, { onRemove = () => {}, fresh = false, isNew = false } = {}) {
+export function postCard(initial, app, { onRemove = () => {}, fresh = false, isNew = false, feedback = false, onMute = () => {} } = {}) {
   let post = initial;
   let mode = 'view'; // view | edit | confirm-delete
   let menuOpen = false;
@@ -316,6 +318,44 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
         icon('comment'),
         h('span.count', { dataset: { testid: 'comment-count' } }, String(post.commentCount)),
         h('span.count-label', post.commentCount === 1 ? 'comment' : 'comments'),
+      ),
+      feedback && app.viewer && !mine() ? feedbackActions() : null,
+    );
+  }
+
+  // Negative feedback (decision 0076): gone from this feed at once, and from its next pages
+  // and the live count on the server's side; the profile still shows the post.
+  function feedbackActions() {
+    const handle = post.author.handle;
+    return h(
+      'span.feedback',
+      h(
+        'button.action.hide',
+        {
+          type: 'button',
+          title: 'Hide this post from your feed',
+          dataset: { testid: 'post-hide' },
+          onclick: () =>
+            run('HidePost', { id: post.id }, () => {
+              app.toast('Post hidden from your feed.');
+              remove();
+            }),
+        },
+        'Hide',
+      ),
+      h(
+        'button.action.mute',
+        {
+          type: 'button',
+          title: `Stop seeing @${handle}'s posts in your feed (they are not told)`,
+          dataset: { testid: 'post-mute' },
+          onclick: () =>
+            run('MuteAuthor', { handle }, () => {
+              app.toast(`Muted @${handle}: their posts leave your feed.`);
+              onMute(handle);
+            }),
+        },
+        `Mute @${handle}`,
       ),
     );
   }

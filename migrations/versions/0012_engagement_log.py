@@ -2,7 +2,7 @@
 (issue 35, item 5)
 
 Revision ID: 0012
-Revises: 0010 (written against 0010; chained after 0011 at merge)
+Revises: 0011
 """
 
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0012"
-down_revision: str | None = "0010"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -18,6 +18,12 @@ points. A reference model (follows, blocks, posts and their visibility) checks e
   can supply followees' posts. Settled also means the read path's in-process cache of PULL authors'
   indexes (2 s) has expired: a check scrolls again until SETTLE_SECONDS (`late_checks`).
 
+Negative feedback (issue 35, decision 0076): users hide (or "show fewer" of) others' posts,
+unhide them, mute and unmute authors at random points, also between the pages of an open
+session; the model's rule leaves a hidden post and a muted author's posts out of the feed, so
+no page may show one after the change (inside open sessions too), and completeness brings
+them back once unhidden or unmuted.
+
 The fan-out control plane (issue 21) switches modes under all this: a rule posts a burst from
 one author (the cost model takes it PULL within a WINDOW_SECONDS posting window), a rule pins
 or unpins an author (`python -m app.fanout pin`), a rule runs the periodic pass (which brings a
@@ -114,6 +120,8 @@ class Figures:
     pins: int = 0
     reviews: int = 0  # periodic passes run (jobs.worker.REVIEW)
     switches: int = 0  # mode switches those passes made
+    hides: int = 0  # posts hidden (hidePost, showFewerLikeThis) or unhidden
+    mutes: int = 0  # mutes and unmutes
 
 
 FIGURES = Figures()
@@ -136,6 +144,8 @@ class FeedModel(RuleBasedStateMachine):
         self.aged: set[tuple[int, int]] = set()  # follows made to look an hour old
         self.blocks: set[tuple[int, int]] = set()
         self.posts: dict[int, Post] = {}
+        self.hidden: set[tuple[int, int]] = set()  # (viewer, post id)
+        self.mutes: set[tuple[int, int]] = set()  # (muter, muted)
         self.sessions: dict[int, Session] = {}
         FIGURES.examples += 1
 
@@ -162,7 +172,19 @@ class FeedModel(RuleBasedStateMachine):
             post.visibility != "PRIVATE"
             and (viewer, post.author) in self.follows
             and not self.blocked(viewer, post.author)
+            and (viewer, post.id) not in self.hidden
+            and (viewer, post.author) not in self.mutes
         )
+
+    def visible_by_id(self, viewer: int, post: Post) -> bool:
+        """The by-id rule (visible_sql): what a viewer may hide or unhide."""
+        if post.deleted:
+            return False
+        if post.author == viewer:
+            return True
+        if self.blocked(viewer, post.author) or post.visibility == "PRIVATE":
+            return False
+        return post.visibility == "PUBLIC" or (viewer, post.author) in self.follows
 
     def drop_follow(self, a: int, b: int) -> None:
         self.follows.pop((a, b), None)
@@ -211,6 +233,79 @@ class FeedModel(RuleBasedStateMachine):
             self.drop_follow(b, a)
         else:
             self.blocks.discard((a, b))
+
+    # -- negative feedback (decision 0076) ------------------------------------------------
+
+    @rule(
+        a=users,
+        b=users,
+        index=st.integers(0, 1000),
+        op=st.sampled_from(("HidePost", "HidePost", "ShowFewerLikeThis", "UnhidePost")),
+        in_feed=st.booleans(),
+    )
+    def feedback(self, a: int, b: int, index: int, op: str, in_feed: bool) -> None:
+        """`a` hides (or asks fewer of, or unhides) a post of `b`'s; `in_feed`: one the
+        feed may show `a` now, when there is one (else a hide rarely changes a page)."""
+        target = self.pick(b, index)
+        if in_feed:
+            if op == "UnhidePost":
+                pool = sorted(post for viewer, post in self.hidden if viewer == a)
+            else:
+                pool = sorted(
+                    p.id for p in self.posts.values() if p.author != a and self.may_see(a, p)
+                )
+            if pool:
+                target = self.posts[pool[index % len(pool)]]
+        if target is None:
+            return
+        b = target.author
+        FIGURES.hides += 1
+        key = "postId" if op == "ShowFewerLikeThis" else "id"
+        result = self.call(a, op, {key: str(target.id)})
+        if op == "UnhidePost":
+            if (a, target.id) in self.hidden or self.visible_by_id(a, target):
+                result.ok()
+                self.hidden.discard((a, target.id))
+            else:
+                assert result.codes == ["NOT_FOUND"], result
+            return
+        if not self.visible_by_id(a, target):
+            assert result.codes == ["NOT_FOUND"], result
+        elif a == b:
+            assert result.codes == ["BAD_USER_INPUT"], result
+        else:
+            result.ok()
+            self.hidden.add((a, target.id))
+            self.read_after_change(a)
+
+    @rule(a=users, b=users, undo=st.booleans(), followee=st.booleans())
+    def mute(self, a: int, b: int, undo: bool, followee: bool) -> None:
+        """`a` mutes (or unmutes) `b`: follows and blocks stay as they are; `followee`: one
+        `a` follows (or, to undo, mutes) when there is one."""
+        pool = sorted(y for x, y in (self.mutes if undo else self.follows) if x == a)
+        if followee and pool:
+            b = pool[b % len(pool)]
+        FIGURES.mutes += 1
+        result = self.call(a, "UnmuteAuthor" if undo else "MuteAuthor", {"handle": HANDLES[b]})
+        if a == b:
+            assert result.codes == ["BAD_USER_INPUT"], result
+            return
+        user = result.ok()["unmuteAuthor" if undo else "muteAuthor"]
+        assert user["viewerMutes"] is not undo
+        if undo:
+            self.mutes.discard((a, b))
+        else:
+            self.mutes.add((a, b))
+            self.read_after_change(a)
+
+    def read_after_change(self, viewer: int) -> None:
+        """The viewer reads on at once: the open session's next page (a hide or mute must
+        hold inside it), else a first page."""
+        session = self.sessions.get(viewer)
+        if session is not None and session.has_next:
+            self.page(viewer, session, 10)
+        else:
+            self.open_feed(viewer, "RANKED" if self.step % 2 else "CHRONOLOGICAL", 10)
 
     # -- posts -----------------------------------------------------------------------------
 

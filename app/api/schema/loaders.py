@@ -16,7 +16,7 @@ from sqlalchemy import ARRAY, BigInteger, Select, cast, func, select, true, tupl
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 from strawberry.dataloader import DataLoader
 
-from app.db.models import Comment, Follow, Like, Post, User
+from app.db.models import Comment, Follow, Like, Mute, Post, User
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras, read_sessions
 from app.posts.visibility import visible_to
 from app.social.comments import comments_pages
@@ -71,6 +71,10 @@ class Loaders:
     @cached_property
     def viewer_follows_user(self) -> DataLoader[int, bool]:
         return DataLoader(self._viewer_follows)
+
+    @cached_property
+    def viewer_mutes_user(self) -> DataLoader[int, bool]:
+        return DataLoader(self._viewer_mutes)
 
     @cached_property
     def viewer_liked_post(self) -> DataLoader[int, bool]:
@@ -164,6 +168,9 @@ class Loaders:
 
     async def _viewer_follows(self, user_ids: Sequence[int]) -> list[bool]:
         return await self._viewer_has(Follow.followee_id, Follow.follower_id, user_ids)
+
+    async def _viewer_mutes(self, user_ids: Sequence[int]) -> list[bool]:
+        return await self._viewer_has(Mute.muted_id, Mute.muter_id, user_ids)
 
     async def _viewer_liked(self, post_ids: Sequence[int]) -> list[bool]:
         return await self._viewer_has(Like.post_id, Like.user_id, post_ids)

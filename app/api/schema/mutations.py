@@ -27,7 +27,7 @@ from app.feed import impressions
 from app.posts import service as posts
 from app.posts.ids import parse_post_id
 from app.ratelimit import check_rates, check_windows, login_budgets, signup_budgets
-from app.social import comments, engagement, graph
+from app.social import comments, engagement, feedback, graph
 from app.users import service as users
 
 
@@ -87,6 +87,28 @@ async def _engage(
         raise NotFound("No such post.")
     info.context.loaders.viewer_liked_post.prime(post.id, liked)
     return Post(row=post)
+
+
+PostFeedback = Callable[[AsyncSession, int, int, int], Awaitable[tuple[models.Post, bool]]]
+
+
+async def _feedback_on_post(
+    info: Info[Context, None], raw_id: strawberry.ID, change: PostFeedback, kind: Kind
+) -> None:
+    """hidePost/showFewerLikeThis: one transaction, then the post leaves the live count; a
+    change (not a repeat) goes to the engagement log."""
+    viewer_id = await _writer(info)
+    state = info.context.state
+    post_id = _post_id(raw_id)
+    async with info.context.transaction() as session:
+        post, made = await change(
+            session, viewer_id, post_id, state.settings.feedback_max_hidden_posts
+        )
+    if made:
+        state.engagement.append(kind, viewer_id, post_id, post.author_id)
+        if kind == Kind.FEWER:  # a ranking feature read with the viewer's context
+            await state.feed.context_changed(viewer_id)
+    await feedback.live_count_hidden(state.roles.pubsub, viewer_id, [post_id], state.settings)
 
 
 @strawberry.type
@@ -211,9 +233,10 @@ class Mutation:
         user = await _change_graph(info, handle, graph.follow)
         state, viewer = info.context.state, info.context.require_viewer()
         await state.feed.context_changed(viewer)  # the new followee is pulled at once
-        await graph.live_counts_resumed(
-            state.roles.pubsub, viewer, user.row.id, since, state.settings
-        )
+        if not await info.context.loaders.viewer_mutes_user.load(user.row.id):
+            await graph.live_counts_resumed(  # (a muted followee stays out of the count)
+                state.roles.pubsub, viewer, user.row.id, since, state.settings
+            )
         return user
 
     @strawberry.mutation
@@ -240,6 +263,63 @@ class Mutation:
     async def unblock(self, info: Info[Context, None], handle: str) -> User:
         user = await _change_graph(info, handle, graph.unblock)
         await info.context.state.feed.context_changed(info.context.require_viewer())
+        return user
+
+    @strawberry.mutation(
+        description="Hide a post you can see from your feeds and live count (not from the "
+        "author's profile or by id). Idempotent; true."
+    )
+    async def hide_post(self, info: Info[Context, None], id: strawberry.ID) -> bool:
+        await _feedback_on_post(info, id, feedback.hide_post, Kind.HIDE)
+        return True
+
+    @strawberry.mutation(description="Show a hidden post in your feeds again. Idempotent; true.")
+    async def unhide_post(self, info: Info[Context, None], id: strawberry.ID) -> bool:
+        viewer_id = await _writer(info)
+        async with info.context.transaction() as session:
+            await feedback.unhide_post(session, viewer_id, _post_id(id))
+        # The open session was ranked without it: the next first page ranks afresh here.
+        info.context.state.feed.open_sessions.forget(viewer_id)
+        return True
+
+    @strawberry.mutation(
+        description="Hide the post and show fewer of its author's posts (a ranking signal). "
+        "Idempotent per post; true."
+    )
+    async def show_fewer_like_this(self, info: Info[Context, None], post_id: strawberry.ID) -> bool:
+        await _feedback_on_post(info, post_id, feedback.show_fewer, Kind.FEWER)
+        return True
+
+    @strawberry.mutation(
+        description="Mute a user: none of their posts in your feeds or live count. Not a "
+        "block: follows stay, and they are told nothing. Idempotent."
+    )
+    async def mute_author(self, info: Info[Context, None], handle: str) -> User:
+        state = info.context.state
+        cap = state.settings.feedback_max_mutes
+
+        async def change(session: AsyncSession, viewer_id: int, target: models.User) -> bool:
+            return await feedback.mute(session, viewer_id, target, cap)
+
+        user = await _change_graph(info, handle, change)
+        viewer = info.context.require_viewer()
+        info.context.loaders.viewer_mutes_user.prime(user.row.id, True)
+        state.engagement.append(Kind.MUTE, viewer, author_id=user.row.id)
+        # As an unfollow: out of the live count now, and no batch queued before counts them.
+        pairs = [(viewer, user.row.id)]
+        await graph.live_counts_stopped(state.roles.pubsub, state.sessions, pairs, state.settings)
+        return user
+
+    @strawberry.mutation(description="Unmute a user: their posts from now on count live again.")
+    async def unmute_author(self, info: Info[Context, None], handle: str) -> User:
+        since = graph.live_counts_clock()  # their posts from now on count live, as on follow
+        user = await _change_graph(info, handle, feedback.unmute)
+        state, viewer = info.context.state, info.context.require_viewer()
+        info.context.loaders.viewer_mutes_user.prime(user.row.id, False)
+        state.feed.open_sessions.forget(viewer)  # ranked without their posts: rank afresh
+        await graph.live_counts_resumed(
+            state.roles.pubsub, viewer, user.row.id, since, state.settings
+        )
         return user
 
     @strawberry.mutation

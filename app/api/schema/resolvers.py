@@ -12,6 +12,7 @@ from app.db import models
 from app.errors import BadInput
 from app.posts import keyset
 from app.posts.ids import MAX_STORED_ID
+from app.social import feedback
 from app.social.follow_lists import Direction
 
 if TYPE_CHECKING:
@@ -82,3 +83,17 @@ async def follow_list(
     for user, _ in rows:
         ctx.loaders.user_by_id.prime(user.id, user)
     return rows, has_next, position is not None
+
+
+async def muted_users(ctx: Context, user_id: int, first: int | None) -> list[models.User] | None:
+    """The users `user_id` mutes, most recent first, when `user_id` is the viewer; None for
+    anyone else (a user's mutes are theirs alone: the muted are told nothing)."""
+    size = check_first(first)
+    if ctx.viewer() != user_id:
+        return None
+    async with ctx.state.sessions() as session:
+        rows = list(await feedback.muted_users(session, user_id, size))
+    for user in rows:
+        ctx.loaders.user_by_id.prime(user.id, user)
+        ctx.loaders.viewer_mutes_user.prime(user.id, True)
+    return rows

@@ -107,6 +107,15 @@ def _user_viewer_follows(root: User, info: Info) -> bool | Awaitable[bool]:
     return _now_or_later(info.context.loaders.viewer_follows_user, root.row.id)
 
 
+def _user_viewer_mutes(root: User, info: Info) -> bool | Awaitable[bool]:
+    return _now_or_later(info.context.loaders.viewer_mutes_user, root.row.id)
+
+
+async def _user_muted_users(root: User, info: Info, first: int | None = 20) -> list[User] | None:
+    rows = await resolvers.muted_users(info.context, root.row.id, first)
+    return None if rows is None else [User(row=row) for row in rows]
+
+
 async def _user_posts(
     root: User, info: Info, first: int | None = 20, after: str | None = None
 ) -> PostConnection:
@@ -144,6 +153,18 @@ class User:
     # The resolvers below may return an awaitable, which graphql-core resolves: typed so.
     viewer_follows: bool = strawberry.field(  # type: ignore[assignment]
         resolver=_user_viewer_follows, graphql_type=bool, init=False
+    )
+    viewer_mutes: bool = strawberry.field(  # type: ignore[assignment]
+        resolver=_user_viewer_mutes,
+        graphql_type=bool,
+        init=False,
+        description="The viewer muted this user (false without a token).",
+    )
+    muted_users: list[User] | None = strawberry.field(
+        resolver=_user_muted_users,
+        init=False,
+        description="Whom this user mutes, most recent first (at most `first`, 1..100): "
+        "the viewer's own list only, null for anyone else.",
     )
     posts: PostConnection = strawberry.field(resolver=_user_posts, init=False)
     followers: UserConnection = strawberry.field(

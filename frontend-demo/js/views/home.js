@@ -32,6 +32,7 @@ function createHome(app) {
 
   const list = new PagedList(app, {
     testid: 'feed',
+    feedback: true,
     empty: 'Your feed is empty. Follow someone (click an author) or post something.',
     fetchPage: async (after, signal) => {
       const data = await app.call('Feed', { first: app.pageSize, after, mode }, { signal });
