@@ -278,8 +278,10 @@ async def job_results(redis: Redis) -> dict[str, Any]:
 
 
 def start_server(
-    app: str, env: dict[str, str], port: int, workers: int, log: Path
+    app: str, env: dict[str, str], port: int, workers: int, log: Path, cwd: Path = PROJECT_ROOT
 ) -> subprocess.Popen[bytes]:
+    """uvicorn serving `app` from the checkout `cwd` (another checkout: that code, e.g. a
+    baseline commit's worktree; `python -m` puts the working directory first on sys.path)."""
     argv = [
         sys.executable,
         "-m",
@@ -300,9 +302,7 @@ def start_server(
         "warning",
     ]
     with log.open("wb") as out:
-        return subprocess.Popen(
-            argv, cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def process_tree(root: int) -> list[int]:

@@ -51,7 +51,9 @@ What it does, in order:
              is reported as a ratio to it too ("x anchor", per viewer class)
    Every variant sends the Feed selection set of graphql/operations/feed.graphql.
    `--before-env KEY=VALUE,...` starts the API a second time with those settings (a change
-   turned off) and runs `--before-variants` on it as well: before and after in one run.
+   turned off) and runs `--before-variants` on it as well: before and after in one run;
+   `--before-root DIR` starts that second API from another checkout (the baseline commit's
+   code on the same database, venv, Redis and machine).
 5. Measures per run: pages/s over the window from the first request to the last answer;
    p50/p99 from the script's own per-request timings (wrk's histogram is in the JSON too, but
    wrk "corrects" it for coordinated omission); requests still in flight when wrk stops are
@@ -180,6 +182,22 @@ def children_cpu() -> float:
     """CPU of this process's children that have been waited for (wrk, once it exits)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def before_label(args: argparse.Namespace) -> str:
+    """What the `before` server differs by ("" when there is none): its settings and/or the
+    commit of the checkout it runs (--before-root)."""
+    parts = [args.before_env] if args.before_env else []
+    if args.before_root:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=args.before_root,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        parts.append(f"commit {rev or args.before_root}")
+    return ", ".join(parts)
 
 
 def code_state() -> str:
@@ -778,13 +796,17 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
             BEFORE: workdir / "api-before.log",
         }
         envs = {API_APP: env, STOCK_APP: env, ANCHOR_APP: env}
-        if args.before_env:  # the API again, as it was before a change (a setting off)
-            pairs = (item.split("=", 1) for item in args.before_env.split(",") if item)
+        if before_label(args):  # the API again, as it was before a change (a setting off,
+            # or another checkout's code: --before-root)
+            pairs = (item.split("=", 1) for item in (args.before_env or "").split(",") if item)
             envs[BEFORE] = {**env, **dict(pairs)}
         for app_name, app_env in envs.items():
             port = free_port()
             module = app_name.split(" ")[0]
-            servers[app_name] = start_server(module, app_env, port, args.workers, logs[app_name])
+            root = Path(args.before_root) if app_name == BEFORE and args.before_root else None
+            servers[app_name] = start_server(
+                module, app_env, port, args.workers, logs[app_name], root or PROJECT_ROOT
+            )
             bases[app_name] = f"http://127.0.0.1:{port}"
         for app_name in envs:
             await wait_ready(bases[app_name], servers[app_name], logs[app_name])
@@ -823,10 +845,10 @@ async def run(args: argparse.Namespace, wrk: str) -> None:
         print(await warm_up(bases, redis, headers, everyone), flush=True)
 
         loads = [w for w in workloads(viewers, tokens, classes) if w.key in (*chosen, "stock")]
-        if args.before_env:
+        if before_label(args):
             before = [v for v in args.before_variants.split(",") if v]
             loads += [
-                dataclasses.replace(w, server=BEFORE, label=f" (before: {args.before_env})")
+                dataclasses.replace(w, server=BEFORE, label=f" (before: {before_label(args)})")
                 for w in list(loads)
                 if w.key in before and w.server == API_APP
             ]
@@ -941,6 +963,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="KEY=VALUE,...",
         help="also start the API with these settings and run --before-variants on it too "
         "(same run: before and after a change that a setting turns off)",
+    )
+    parser.add_argument(
+        "--before-root",
+        help="run the before server from this checkout (e.g. a worktree of the baseline "
+        "commit: `git worktree add /tmp/base <rev>`), with --before-env if given",
     )
     parser.add_argument("--before-variants", default="next-text,chrono-text,ranked-text")
     parser.add_argument("--classes", default=",".join(CLASSES))
