@@ -12,8 +12,6 @@ that is killed loses at most FLUSH_SECONDS of events. Rows are stamped when appe
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -23,6 +21,7 @@ import asyncpg
 from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.background_flush import BackgroundFlush
 from app.engagement import partitions
 from app.engagement.constants import FLUSH_AT, FLUSH_SECONDS, LABEL_MAX, REASON_MAX
 from app.engagement.kinds import AUTHOR_LOOKUP, COLUMNS, TABLE, Event, Kind
@@ -45,16 +44,14 @@ def _label(value: str | None, limit: int) -> str | None:
     return None if value is None else value[:limit]
 
 
-class EngagementLog:
+class EngagementLog(BackgroundFlush):
     """Buffer and batch writer of the engagement log (see the module doc)."""
 
     def __init__(self, engine: AsyncEngine, buffer_max: int) -> None:
+        super().__init__("engagement")
         self.engine = engine
         self.buffer_max = buffer_max
         self._rows: list[Event] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         # This process's own counts (the metric is process-wide and cumulative; tests and
         # the benchmark read these).
         self.written = 0
@@ -215,44 +212,6 @@ class EngagementLog:
         """Drop what is buffered (tests: ids restart with every test's empty tables)."""
         self._cancel_timer()
         self._rows = []
-
-    async def close(self) -> None:
-        """Write what is buffered (a process shutting down)."""
-        for task in list(self._tasks):
-            with contextlib.suppress(Exception):
-                await task
-        with contextlib.suppress(Exception):
-            await self.flush()
-
-    # -- scheduling ----------------------------------------------------------------------------
-
-    def _schedule(self, delay: float) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop (a script): the caller flushes
-        if self._timer is not None and self._timer_loop is loop and delay > 0:
-            return  # a flush is already due
-        self._cancel_timer()
-        self._timer_loop = loop
-        self._timer = loop.call_later(delay, self._start_flush, loop)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self._timer_loop = None
-
-    def _start_flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = self._timer_loop = None
-        task = loop.create_task(self._flush_logged())
-        self._tasks.add(task)  # keep a reference until done, or it may be collected
-        task.add_done_callback(self._tasks.discard)
-
-    async def _flush_logged(self) -> None:
-        try:
-            await self.flush()
-        except Exception:  # a background flush must never go unnoticed nor kill the loop
-            log.exception("engagement flush failed")
 
 
 async def _copy(conn: asyncpg.Connection[Any], batch: list[Event]) -> None:

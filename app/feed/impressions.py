@@ -16,8 +16,6 @@ A ranking that misses a few impressions shows a seen post early once; it never f
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -26,6 +24,7 @@ from typing import Any
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
+from app.background_flush import BackgroundFlush
 from app.errors import BadInput
 from app.feed.constants import (
     IMPRESSIONS_FLUSH_SECONDS,
@@ -93,18 +92,16 @@ def reported_ids(raw: Sequence[str]) -> list[int]:
     return [post_id for post_id in ids if post_id is not None]
 
 
-class ImpressionLog:
+class ImpressionLog(BackgroundFlush):
     """Buffer, batch writer and reader of the viewers' impressions (see the module doc)."""
 
     def __init__(self, redis: AnyRedis, max_per_viewer: int, ttl_seconds: int) -> None:
+        super().__init__("impression")
         self.redis = redis
         self.max_per_viewer = max_per_viewer
         self.ttl_seconds = ttl_seconds
         self._pending: dict[int, dict[int, int]] = {}  # viewer -> post id -> ms
         self._count = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def enabled(self) -> bool:
@@ -191,41 +188,3 @@ class ImpressionLog:
         """Drop what is buffered (tests: user ids restart with every test's empty tables)."""
         self._cancel_timer()
         self._pending, self._count = {}, 0
-
-    async def close(self) -> None:
-        """Write what is buffered (a process shutting down)."""
-        for task in list(self._tasks):
-            with contextlib.suppress(Exception):
-                await task
-        with contextlib.suppress(Exception):
-            await self.flush()
-
-    # -- scheduling ------------------------------------------------------------------------
-
-    def _schedule(self, delay: float) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop (a script): the caller flushes
-        if self._timer is not None and self._timer_loop is loop and delay > 0:
-            return  # a flush is already due
-        self._cancel_timer()
-        self._timer_loop = loop
-        self._timer = loop.call_later(delay, self._start_flush, loop)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self._timer_loop = None
-
-    def _start_flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = self._timer_loop = None
-        task = loop.create_task(self._flush_logged())
-        self._tasks.add(task)  # keep a reference until done, or it may be collected
-        task.add_done_callback(self._tasks.discard)
-
-    async def _flush_logged(self) -> None:
-        try:
-            await self.flush()
-        except Exception:  # a background flush must never go unnoticed nor kill the loop
-            log.exception("impression flush failed")
