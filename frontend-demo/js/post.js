@@ -19,9 +19,13 @@ export const MAX_BODY = 500;
  * card once; `isNew` marks it "New" (a post that arrived since the feed was last read).
  * `feedback` (the home feed): others' posts get "Hide" (hidePost) and "Mute @author"
  * (muteAuthor); `onMute(handle)` is told after a mute, to drop that author's other cards.
+ * A post the RANKED feed recommends (`post.recommended`: the edge's `recommendation`, set by
+ * the home view from FeedWithReasons) shows "Recommended · Liked by @x and 2 others" and
+ * "Show fewer like this" (showFewerLikeThis, decision 0079).
  */
 export function postCard(initial, app, { onRemove = () => {}, fresh = false, isNew = false, feedback = false, onMute = () => {} } = {}) {
   let post = initial;
+  const recommended = initial.recommended ?? null; // kept: server answers (likes, edits) lack it
   let mode = 'view'; // view | edit | confirm-delete
   let menuOpen = false;
   let commenting = false;
@@ -31,6 +35,10 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
     dataset: { postId: post.id, testid: 'post', author: post.author.handle },
   });
   if (fresh) root.classList.add('fresh');
+  if (recommended) {
+    root.classList.add('recommended');
+    root.dataset.reason = 'RECOMMENDED';
+  }
   if (isNew) {
     root.classList.add('new');
     root.dataset.new = 'true';
@@ -164,6 +172,26 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
         )
       : null;
     return h('header.post-head', h('div.meta', bits), menu);
+  }
+
+  // Why a recommended post is here: the server's text, its @handles linked to the likers'
+  // profiles (only handles the server listed in likedBy become links).
+  function why() {
+    if (!recommended) return null;
+    const handles = new Set((recommended.likedBy || []).map((u) => u.handle));
+    const text = recommended.text || 'Suggested for you';
+    const parts = text.split(/(@[A-Za-z0-9_]+)/).map((part) =>
+      part.startsWith('@') && handles.has(part.slice(1))
+        ? h('a', { href: `#/u/${encodeURIComponent(part.slice(1))}` }, part)
+        : part,
+    );
+    return h(
+      'div.why',
+      { dataset: { testid: 'post-recommendation' }, title: 'Not from someone you follow: the feed recommends it' },
+      h('strong', 'Recommended'),
+      ' · ',
+      h('span', { dataset: { testid: 'post-recommendation-text' } }, parts),
+    );
   }
 
   function menuItems() {
@@ -329,6 +357,22 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
     const handle = post.author.handle;
     return h(
       'span.feedback',
+      recommended
+        ? h(
+            'button.action.fewer',
+            {
+              type: 'button',
+              title: 'Fewer recommendations like this one (and this post leaves your feed)',
+              dataset: { testid: 'post-show-fewer' },
+              onclick: () =>
+                run('ShowFewerLikeThis', { postId: post.id }, () => {
+                  app.toast('You will see fewer posts like this.');
+                  remove();
+                }),
+            },
+            'Show fewer like this',
+          )
+        : null,
       h(
         'button.action.hide',
         {
@@ -381,7 +425,7 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
     root.dataset.postId = post.id;
     root.append(
       avatar(post.author),
-      h('div.post-main', header(), body(), confirmDelete(), actions(), comments()),
+      h('div.post-main', why(), header(), body(), confirmDelete(), actions(), comments()),
     );
   }
 

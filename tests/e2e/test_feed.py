@@ -9,6 +9,7 @@ import json
 from playwright.async_api import expect
 
 from tests.e2e.ui import (
+    FEED_OPERATIONS,
     feed_post,
     graphql_error,
     log_in,
@@ -174,7 +175,7 @@ async def test_an_expired_cursor_restarts_from_the_top(page, http, pipeline) -> 
 
     async def answer(route) -> None:
         variables = json.loads(route.request.post_data or "{}").get("variables") or {}
-        if operation_of(route) == "Feed" and variables.get("after") and not expired:
+        if operation_of(route) in FEED_OPERATIONS and variables.get("after") and not expired:
             expired.append(variables["after"])
             message = "Your feed session expired; reload the feed from the top."
             await route.fulfill(

@@ -65,6 +65,11 @@ async def _world(http, pipeline) -> dict[str, str]:
             variables = {"postId": made["id"], "body": "Beautiful!"}
             (await gql(http, "AddComment", variables, token=tokens["bob"])).ok()
     await post(http, tokens["alice"], "Notes to self: chalk, tape, new shoes.", "PRIVATE")
+    # A recommendation for alice: fran, whom she does not follow, liked by people she does.
+    fran = await sign_up(http, "fran", name="Fran Ito")
+    found = await create_post(http, fran, "Found a 1970s Olympus at the flea market for 5 dollars.")
+    for liker in ("bob", "carol", "erin"):
+        (await gql(http, "LikePost", {"id": found["id"]}, token=tokens[liker])).ok()
     await pipeline.settle()
     return tokens
 
@@ -100,6 +105,12 @@ async def test_screenshots(pages, http, pipeline, test_database) -> None:
     operator_p99 = home.get_by_test_id("operator-graphql-p99")
     await expect(operator_p99).to_contain_text("last 30 s", timeout=15_000)
     await _shot(home, "home.png")
+
+    recommended = home.get_by_test_id("feed").locator('article.post[data-reason="RECOMMENDED"]')
+    await expect(recommended).to_contain_text("Liked by @")
+    await recommended.scroll_into_view_if_needed()
+    await home.wait_for_function(f"() => !({_SETTLING})()")
+    await recommended.screenshot(path=str(OUT / "recommended.png"))
 
     await home.get_by_test_id("new-posts-banner").click()
     await expect(feed_post(home, "Crumb shot incoming")).to_be_visible()

@@ -44,7 +44,7 @@ async def test_the_page_sends_document_ids_not_texts(page, http) -> None:
     await log_in(page, "reader")
     await expect(page.get_by_test_id("live-status")).to_have_attribute("data-state", "live")
 
-    assert {p["operationName"] for p in posts} >= {"LogIn", "Feed"}
+    assert {p["operationName"] for p in posts} >= {"LogIn", "FeedWithReasons", "ViewerSettings"}
     for body in posts:
         name = body["operationName"]
         assert "query" not in body, name
@@ -54,10 +54,11 @@ async def test_the_page_sends_document_ids_not_texts(page, http) -> None:
     assert "query" not in subscribes[-1]
 
 
-@pytest.mark.parametrize("stale", ["Feed", "FeedUpdates"])
+@pytest.mark.parametrize("stale", ["FeedWithReasons", "FeedUpdates"])
 async def test_an_unknown_id_falls_back_to_the_text(page, http, pipeline, stale: str) -> None:
     """A server restarted with other documents does not know the page's id of `stale`: the
-    page sends its text instead (over HTTP for Feed, the websocket for FeedUpdates)."""
+    page sends its text instead (over HTTP for FeedWithReasons, the RANKED home feed's read;
+    over the websocket for FeedUpdates)."""
     reader = await sign_up(http, "reader")
     writer = await sign_up(http, "writer")
     await follow(http, reader, "writer")
@@ -75,10 +76,10 @@ async def test_an_unknown_id_falls_back_to_the_text(page, http, pipeline, stale:
     await expect(feed_post(page, "a post the feed shows")).to_be_visible()
     await expect(page.get_by_test_id("live-status")).to_have_attribute("data-state", "live")
 
-    if stale == "Feed":
-        sent = [p for p in posts if p["operationName"] == "Feed"]
-        assert sent[0].get("documentId") == ids["Feed"] and "query" not in sent[0]
-        assert sent[1].get("query") == operations()["Feed"] and "documentId" not in sent[1]
+    if stale == "FeedWithReasons":
+        sent = [p for p in posts if p["operationName"] == stale]
+        assert sent[0].get("documentId") == ids[stale] and "query" not in sent[0]
+        assert sent[1].get("query") == operations()[stale] and "documentId" not in sent[1]
         assert sent[1]["variables"] == sent[0]["variables"]
     else:
         assert subscribes[0].get("documentId") == ids["FeedUpdates"]

@@ -45,14 +45,18 @@ def graphql_error(code: str, message: str) -> str:
     return json.dumps({"data": None, "errors": [error]})
 
 
+FEED_OPERATIONS = ("Feed", "FeedWithReasons")  # the home feed's reads
+
+
 def record_feed_requests(page: Page) -> list[dict[str, Any]]:
-    """Variables of every Feed request the page sends, in order."""
+    """Variables of every feed read the page sends, in order (`FeedWithReasons` in RANKED
+    mode, `Feed` in CHRONOLOGICAL mode and for the newest posts on top)."""
     sent: list[dict[str, Any]] = []
 
     def on_request(request: Any) -> None:
         if request.url.endswith("/graphql") and request.method == "POST":
             payload = json.loads(request.post_data or "{}")
-            if payload.get("operationName") == "Feed":
+            if payload.get("operationName") in FEED_OPERATIONS:
                 sent.append(payload.get("variables") or {})
 
     page.on("request", on_request)

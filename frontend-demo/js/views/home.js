@@ -1,6 +1,9 @@
 // The home feed: compose, RANKED/CHRONOLOGICAL switch, infinite scroll over the opaque cursor,
 // the live "N new posts" banner and the websocket's state. The view is kept while you visit a
 // profile, so coming back restores the same feed session and scroll position.
+// RANKED pages come from FeedWithReasons: a recommended post carries its edge's
+// `recommendation` (as `recommended`) to its card. "Show recommendations" is the viewer's
+// setting (ViewerSettings / SetRecommendations); changing it reloads the first page.
 
 import { composer } from '../compose.js';
 import { clear, h, icon, plural, timeAgo } from '../dom.js';
@@ -23,6 +26,13 @@ export function forgetHome() {
   cached = null;
 }
 
+/** A RANKED edge with its recommendation on the node, for the card (null unless RECOMMENDED). */
+function withReason(edge) {
+  const recommended =
+    edge.reason === 'RECOMMENDED' ? edge.recommendation ?? { text: 'Suggested for you', likedBy: [] } : null;
+  return { ...edge, node: { ...edge.node, recommended } };
+}
+
 function createHome(app) {
   let mode = MODES[localStorage.getItem(MODE_KEY)] ? localStorage.getItem(MODE_KEY) : 'RANKED';
   let sessionId = null;
@@ -35,7 +45,9 @@ function createHome(app) {
     feedback: true,
     empty: 'Your feed is empty. Follow someone (click an author) or post something.',
     fetchPage: async (after, signal) => {
-      const data = await app.call('Feed', { first: app.pageSize, after, mode }, { signal });
+      const operation = mode === 'RANKED' ? 'FeedWithReasons' : 'Feed';
+      const data = await app.call(operation, { first: app.pageSize, after, mode }, { signal });
+      if (mode === 'RANKED') data.feed.edges = data.feed.edges.map(withReason);
       if (!after) {
         // The server resets its count when it serves a first page; so do we.
         const times = data.feed.edges.map((e) => Date.parse(e.node.createdAt)).filter(Number.isFinite);
@@ -84,12 +96,53 @@ function createHome(app) {
     { type: 'button', title: 'Refresh', 'aria-label': 'Refresh feed', dataset: { testid: 'refresh' }, onclick: () => refresh() },
     icon('refresh'),
   );
+  // The viewer's setting, read once (null until known: the box stays disabled).
+  const recommendationsBox = h('input', {
+    type: 'checkbox',
+    disabled: true,
+    dataset: { testid: 'recommendations-toggle' },
+    onchange: () => setRecommendations(recommendationsBox.checked),
+  });
+  const recommendationsToggle = h(
+    'label.rec-toggle',
+    { title: 'Posts from people you do not follow, liked by people you follow (Ranked feed only)' },
+    recommendationsBox,
+    'Show recommendations',
+  );
   const toolbar = h(
     'div.feed-toolbar',
     h('h1', 'Home'),
+    recommendationsToggle,
     h('div.segmented', { role: 'group', 'aria-label': 'Feed order' }, modeButtons),
     refreshButton,
   );
+
+  async function loadSettings() {
+    try {
+      const data = await app.call('ViewerSettings');
+      recommendationsBox.checked = data.viewer?.recommendationsEnabled !== false;
+      recommendationsBox.disabled = false;
+    } catch (err) {
+      // An older server (no such field): leave the box disabled, the feed works without it.
+      recommendationsToggle.hidden = true;
+    }
+  }
+
+  async function setRecommendations(enabled) {
+    recommendationsBox.disabled = true;
+    try {
+      const data = await app.call('SetRecommendations', { enabled });
+      recommendationsBox.checked = data.setRecommendations.recommendationsEnabled !== false;
+      app.toast(enabled ? 'Recommendations on.' : 'Recommendations off.');
+      window.scrollTo({ top: 0 });
+      list.reset(); // the next first page follows the setting
+    } catch (err) {
+      recommendationsBox.checked = !enabled;
+      app.report(err);
+    } finally {
+      recommendationsBox.disabled = false;
+    }
+  }
 
   function switchMode(value) {
     if (value === mode) return;
@@ -102,6 +155,7 @@ function createHome(app) {
 
   function syncModes() {
     for (const b of modeButtons) b.setAttribute('aria-pressed', String(b.dataset.mode === mode));
+    recommendationsToggle.classList.toggle('inactive', mode !== 'RANKED'); // CHRONOLOGICAL has none
   }
 
   // "N new posts" (or refresh): a fresh first page, with the posts that arrived since the
@@ -255,6 +309,7 @@ function createHome(app) {
   syncModes();
   renderBanner();
   renderLive(app.live.status);
+  loadSettings();
   list.reset();
 
   return {
