@@ -24,6 +24,18 @@ session; the model's rule leaves a hidden post and a muted author's posts out of
 no page may show one after the change (inside open sessions too), and completeness brings
 them back once unhidden or unmuted.
 
+Recommendations (issue 35, decision 0079): users like posts (one of the liker's followers
+reads RANKED at once), so followees' likes propose candidates; every page is read with
+`FeedWithReasons` and each edge is checked by its reason: RECOMMENDED only in RANKED and only
+a post the recommendation rule allows now (alive, PUBLIC, not the viewer's, author not
+followed, no block either way, not hidden, author not muted; liked by a user the viewer
+follows or followed: the source's list is cached RECOMMENDED_CACHE_SECONDS), its likers
+current, unblocked, unmuted followees who liked it; OWN the viewer's, FOLLOWED the home-feed
+rule's. A block or a narrowing (delete, PUBLIC -> FOLLOWERS/PRIVATE) is read at once: the next
+page of an open RANKED session (re-judged mid-scroll), else a first page. A recommendation
+may show late or never (cache, ranking, share cap): nothing asserts that one must show;
+`test_a_followees_like_surfaces_a_recommendation_in_the_models_setting` shows one does.
+
 The fan-out control plane (issue 21) switches modes under all this: a rule posts a burst from
 one author (the cost model takes it PULL within a WINDOW_SECONDS posting window), a rule pins
 or unpins an author (`python -m app.fanout pin`), a rule runs the periodic pass (which brings a
@@ -261,6 +273,7 @@ class FeedModel(RuleBasedStateMachine):
             self.drop_follow(a, b)
             self.drop_follow(b, a)
             self.rejudge(a)
+            self.rejudge(b)
         else:
             self.blocks.discard((a, b))
 
@@ -329,12 +342,14 @@ class FeedModel(RuleBasedStateMachine):
             self.read_after_change(a)
 
     def rejudge(self, viewer: int) -> None:
-        """Mid-scroll, a page after a block or a narrowing is judged anew: read the next page
-        of the viewer's open RANKED session, if there is one."""
+        """A page after a block or a narrowing is judged anew: the next page of the viewer's
+        open RANKED session (mid-scroll), else a fresh RANKED first page."""
         session = self.sessions.get(viewer)
         if session is not None and session.mode == "RANKED" and session.has_next:
             FIGURES.rejudged += 1
             self.page(viewer, session, 10)
+        else:
+            self.open_feed(viewer, "RANKED", 10)
 
     def read_after_change(self, viewer: int) -> None:
         """The viewer reads on at once: the open session's next page (a hide or mute must
@@ -354,24 +369,17 @@ class FeedModel(RuleBasedStateMachine):
         candidate=st.sampled_from((True, True, False)),
     )
     def like(self, a: int, b: int, index: int, candidate: bool) -> None:
-        """`a` likes a post of `b`'s (`candidate`: a PUBLIC post `a` may open that one of
-        `a`'s followers may be recommended, when there is one): a candidate for everyone
-        who follows `a`."""
+        """`a` likes a post of `b`'s (`candidate`: a post `a` may open by someone other than
+        a follower of `a`'s, when there is one): a candidate for everyone who follows `a`,
+        one the rule must keep away from those who follow, block or are blocked by its
+        author, and from all of them unless PUBLIC."""
         target = self.pick(b, index)
         if candidate:
             fans = [v for v, x in self.follows if x == a]
             pool = sorted(
                 p.id
                 for p in self.posts.values()
-                if p.author != a
-                and p.visibility == "PUBLIC"
-                and self.visible_by_id(a, p)
-                and any(
-                    p.author != v
-                    and (v, p.author) not in self.follows
-                    and not self.blocked(v, p.author)
-                    for v in fans
-                )
+                if p.author != a and self.visible_by_id(a, p) and any(p.author != v for v in fans)
             )
             if pool:
                 target = self.posts[pool[index % len(pool)]]
@@ -386,7 +394,7 @@ class FeedModel(RuleBasedStateMachine):
         self.likes.add((a, target.id))
         fans = sorted(v for v, x in self.follows if x == a)
         if fans:  # one of them opens RANKED at once (a fresh list, or one cached a moment ago)
-            self.open_feed(fans[b % len(fans)], "RANKED", 10)
+            self.open_feed(fans[b % len(fans)], "RANKED", 25)
 
     # -- posts -----------------------------------------------------------------------------
 
