@@ -248,8 +248,9 @@ class FeedModel(RuleBasedStateMachine):
         self.ids = [i for _, i in made]
         for a, b in START_FOLLOWS:  # a start the rules may undo: the PULL author is followed
             self.graph(a, b, "follow")
-        for a in range(len(HANDLES)):  # something to like (and recommend) from the start
+        for a in range(len(HANDLES)):  # something to like (and to recommend, or not) at once
             self.post(a, "PUBLIC", 1)
+            self.post(a, "FOLLOWERS", 1)
 
     # -- the graph -------------------------------------------------------------------------
 
