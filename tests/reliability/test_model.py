@@ -24,6 +24,18 @@ session; the model's rule leaves a hidden post and a muted author's posts out of
 no page may show one after the change (inside open sessions too), and completeness brings
 them back once unhidden or unmuted.
 
+Recommendations (issue 35, decision 0079): users like posts (one of the liker's followers
+reads RANKED at once), so followees' likes propose candidates; every page is read with
+`FeedWithReasons` and each edge is checked by its reason: RECOMMENDED only in RANKED and only
+a post the recommendation rule allows now (alive, PUBLIC, not the viewer's, author not
+followed, no block either way, not hidden, author not muted; liked by a user the viewer
+follows or followed: the source's list is cached RECOMMENDED_CACHE_SECONDS), its likers
+current, unblocked, unmuted followees who liked it; OWN the viewer's, FOLLOWED the home-feed
+rule's. A block or a narrowing (delete, PUBLIC -> FOLLOWERS/PRIVATE) is read at once: the next
+page of an open RANKED session (re-judged mid-scroll), else a first page. A recommendation
+may show late or never (cache, ranking, share cap): nothing asserts that one must show;
+`test_a_followees_like_surfaces_a_recommendation_in_the_models_setting` shows one does.
+
 The fan-out control plane (issue 21) switches modes under all this: a rule posts a burst from
 one author (the cost model takes it PULL within a WINDOW_SECONDS posting window), a rule pins
 or unpins an author (`python -m app.fanout pin`), a rule runs the periodic pass (which brings a
@@ -83,6 +95,7 @@ GRAPH_ACTIONS = ("follow", "follow", "unfollow", "block", "unblock")
 SETTLE_SECONDS = 10.0  # beyond the write path: the read path's 2 s author-index cache
 MAX_PAGES = 40  # a full scroll of page size 25: far more than any example posts
 WINDOW_SECONDS = 3  # the control plane's posting-rate window here (the default: 600)
+RECOMMENDED_CACHE_SECONDS = 0.25  # FEED_RECOMMENDED_CACHE_SECONDS here (tests: 60)
 
 users = st.integers(0, len(HANDLES) - 1)
 modes = st.sampled_from(("RANKED", "CHRONOLOGICAL"))
@@ -122,6 +135,9 @@ class Figures:
     switches: int = 0  # mode switches those passes made
     hides: int = 0  # posts hidden (hidePost, showFewerLikeThis) or unhidden
     mutes: int = 0  # mutes and unmutes
+    likes: int = 0  # likes made (each one a recommendation candidate for the liker's fans)
+    recommended: int = 0  # RECOMMENDED edges checked
+    rejudged: int = 0  # pages read in an open session at once after a block or a narrowing
 
 
 FIGURES = Figures()
@@ -146,6 +162,8 @@ class FeedModel(RuleBasedStateMachine):
         self.posts: dict[int, Post] = {}
         self.hidden: set[tuple[int, int]] = set()  # (viewer, post id)
         self.mutes: set[tuple[int, int]] = set()  # (muter, muted)
+        self.likes: set[tuple[int, int]] = set()  # (liker, post id)
+        self.ever_followed: set[tuple[int, int]] = set()  # the source's cache may lag
         self.sessions: dict[int, Session] = {}
         FIGURES.examples += 1
 
@@ -186,6 +204,26 @@ class FeedModel(RuleBasedStateMachine):
             return False
         return post.visibility == "PUBLIC" or (viewer, post.author) in self.follows
 
+    def may_recommend(self, viewer: int, post: Post) -> bool:
+        """The recommendation rule (recommended_sql), on the model: alive, PUBLIC, by another
+        user the viewer does not follow, no block either way, neither hidden nor muted; and
+        liked by a user the viewer follows or followed (the source's ids are cached briefly,
+        so a since-dropped follow may still have brought it)."""
+        return (
+            not post.deleted
+            and post.visibility == "PUBLIC"
+            and post.author != viewer
+            and (viewer, post.author) not in self.follows
+            and not self.blocked(viewer, post.author)
+            and (viewer, post.id) not in self.hidden
+            and (viewer, post.author) not in self.mutes
+            and any(
+                (viewer, liker) in self.ever_followed
+                for liker, liked in self.likes
+                if liked == post.id
+            )
+        )
+
     def drop_follow(self, a: int, b: int) -> None:
         self.follows.pop((a, b), None)
         self.aged.discard((a, b))
@@ -210,6 +248,9 @@ class FeedModel(RuleBasedStateMachine):
         self.ids = [i for _, i in made]
         for a, b in START_FOLLOWS:  # a start the rules may undo: the PULL author is followed
             self.graph(a, b, "follow")
+        for a in range(len(HANDLES)):  # something to like (and to recommend, or not) at once
+            self.post(a, "PUBLIC", 1)
+            self.post(a, "FOLLOWERS", 1)
 
     # -- the graph -------------------------------------------------------------------------
 
@@ -225,12 +266,15 @@ class FeedModel(RuleBasedStateMachine):
         result.ok()
         if action == "follow":
             self.follows.setdefault((a, b), self.step)
+            self.ever_followed.add((a, b))
         elif action == "unfollow":
             self.drop_follow(a, b)
         elif action == "block":
             self.blocks.add((a, b))
             self.drop_follow(a, b)
             self.drop_follow(b, a)
+            self.rejudge(a)
+            self.rejudge(b)
         else:
             self.blocks.discard((a, b))
 
@@ -298,6 +342,16 @@ class FeedModel(RuleBasedStateMachine):
             self.mutes.add((a, b))
             self.read_after_change(a)
 
+    def rejudge(self, viewer: int) -> None:
+        """A page after a block or a narrowing is judged anew: the next page of the viewer's
+        open RANKED session (mid-scroll), else a fresh RANKED first page."""
+        session = self.sessions.get(viewer)
+        if session is not None and session.mode == "RANKED" and session.has_next:
+            FIGURES.rejudged += 1
+            self.page(viewer, session, 10)
+        else:
+            self.open_feed(viewer, "RANKED", 10)
+
     def read_after_change(self, viewer: int) -> None:
         """The viewer reads on at once: the open session's next page (a hide or mute must
         hold inside it), else a first page."""
@@ -306,6 +360,42 @@ class FeedModel(RuleBasedStateMachine):
             self.page(viewer, session, 10)
         else:
             self.open_feed(viewer, "RANKED" if self.step % 2 else "CHRONOLOGICAL", 10)
+
+    # -- likes: recommendation candidates (issue 35, decision 0079) -----------------------
+
+    @rule(
+        a=users,
+        b=users,
+        index=st.integers(0, 1000),
+        candidate=st.sampled_from((True, True, False)),
+    )
+    def like(self, a: int, b: int, index: int, candidate: bool) -> None:
+        """`a` likes a post of `b`'s (`candidate`: a post `a` may open by someone other than
+        a follower of `a`'s, when there is one): a candidate for everyone who follows `a`,
+        one the rule must keep away from those who follow, block or are blocked by its
+        author, and from all of them unless PUBLIC."""
+        target = self.pick(b, index)
+        if candidate:
+            fans = [v for v, x in self.follows if x == a]
+            pool = sorted(
+                p.id
+                for p in self.posts.values()
+                if p.author != a and self.visible_by_id(a, p) and any(p.author != v for v in fans)
+            )
+            if pool:
+                target = self.posts[pool[index % len(pool)]]
+        if target is None or (a, target.id) in self.likes:
+            return
+        result = self.call(a, "LikePost", {"id": str(target.id)})
+        if not self.visible_by_id(a, target):
+            assert result.codes == ["NOT_FOUND"], result
+            return
+        result.ok()
+        FIGURES.likes += 1
+        self.likes.add((a, target.id))
+        fans = sorted(v for v, x in self.follows if x == a)
+        if fans:  # one of them opens RANKED at once (a fresh list, or one cached a moment ago)
+            self.open_feed(fans[b % len(fans)], "RANKED", 25)
 
     # -- posts -----------------------------------------------------------------------------
 
@@ -344,10 +434,21 @@ class FeedModel(RuleBasedStateMachine):
             assert target.visibility == "PRIVATE" and change != "PRIVATE", result
             return
         result.ok()
+        narrowed = change == "delete" or (target.visibility, change) in (
+            ("PUBLIC", "FOLLOWERS"),
+            ("PUBLIC", "PRIVATE"),
+            ("FOLLOWERS", "PRIVATE"),
+        )
         if change == "delete":
             target.deleted = True
         else:
             target.visibility = change
+        if narrowed:  # someone mid-scroll reads on (the first open RANKED session's owner)
+            for viewer in range(len(HANDLES)):
+                session = self.sessions.get(viewer)
+                if viewer != a and session and session.mode == "RANKED" and session.has_next:
+                    self.rejudge(viewer)
+                    break
 
     # -- the control plane (issue 21) -----------------------------------------------------
 
@@ -391,14 +492,14 @@ class FeedModel(RuleBasedStateMachine):
         variables: dict[str, Any] = {"first": first, "mode": session.mode}
         if session.cursor is not None:
             variables["after"] = session.cursor
-        feed = self.call(viewer, "Feed", variables).ok()["feed"]
+        feed = self.call(viewer, "FeedWithReasons", variables).ok()["feed"]
         FIGURES.pages += 1
         for edge in feed["edges"]:
             node = edge["node"]
             post_id = int(node["id"])
             post = self.posts.get(post_id)
             assert post is not None, f"unknown post {post_id} in the feed of {HANDLES[viewer]}"
-            assert self.may_see(viewer, post), f"leak: {post} to {HANDLES[viewer]}"
+            self.check_reason(viewer, session, post, edge)
             assert int(node["author"]["id"]) == self.ids[post.author]
             assert node["visibility"] == post.visibility, (node, post)
             assert post_id not in session.seen, f"duplicate {post_id} in a session"
@@ -411,6 +512,26 @@ class FeedModel(RuleBasedStateMachine):
         session.has_next = feed["pageInfo"]["hasNextPage"]
         if session.has_next:
             assert session.cursor, "hasNextPage without an endCursor"
+
+    def check_reason(self, viewer: int, session: Session, post: Post, edge: dict) -> None:
+        """The edge's reason against the model: a recommendation only in RANKED and only one
+        the rule allows now (its likers: current followees who liked it); else the home
+        feed's rule (OWN: the viewer's, FOLLOWED: a followee's)."""
+        who = HANDLES[viewer]
+        reason = edge["reason"]
+        if reason == "RECOMMENDED":
+            assert session.mode == "RANKED", f"a recommendation in CHRONOLOGICAL: {post}"
+            assert self.may_recommend(viewer, post), f"recommended leak: {post} to {who}"
+            why = edge["recommendation"]
+            for liker in (self.ids.index(int(u["id"])) for u in why["likedBy"]):
+                assert (viewer, liker) in self.follows, (who, liker, why)
+                assert (liker, post.id) in self.likes, (who, liker, why)
+                assert not self.blocked(viewer, liker) and (viewer, liker) not in self.mutes
+            FIGURES.recommended += 1
+            return
+        assert edge["recommendation"] is None, edge
+        assert self.may_see(viewer, post), f"leak: {post} to {who} ({reason})"
+        assert reason == ("OWN" if post.author == viewer else "FOLLOWED"), (reason, post, who)
 
     @rule(viewer=users, mode=modes, first=st.sampled_from((3, 10, 20)))
     def open_feed(self, viewer: int, mode: str, first: int) -> None:
@@ -496,6 +617,9 @@ async def test_feed_matches_the_model(client, state, pipeline, monkeypatch) -> N
     # small-author floor: FANS followers.
     monkeypatch.setattr(get_settings(), "fanout_control", "cost")
     monkeypatch.setattr(get_settings(), "fanout_pull_min_active_followers", 0)
+    # Recommendations kept per viewer briefly (tests: 60 s), so that a like made within
+    # an example may surface in it, and a cached list may still outlive a change.
+    monkeypatch.setattr(state.feed.recommendations.cache, "ttl", RECOMMENDED_CACHE_SECONDS)
     FeedModel.loop = asyncio.get_running_loop()
     FeedModel.client, FeedModel.state, FeedModel.pipeline = client, state, pipeline
     run_settings = settings(
@@ -530,3 +654,45 @@ async def test_every_own_post_is_in_the_home_feed_however_far_one_scrolls(client
             shown = await full_scroll(client, token, mode, first)
             assert len(shown) == len(set(shown)), "duplicates"
             assert set(shown) == alive | set(theirs), (mode, first)
+
+
+async def _reasons(client, token: str) -> dict[int, str]:
+    """A full RANKED scroll: each post's reason."""
+    found: dict[int, str] = {}
+    after = None
+    for _ in range(MAX_PAGES):
+        variables = {"first": 25, "mode": "RANKED", "after": after}
+        feed = (await gql(client, "FeedWithReasons", variables, token=token)).ok()["feed"]
+        found.update((int(e["node"]["id"]), e["reason"]) for e in feed["edges"])
+        if not feed["pageInfo"]["hasNextPage"]:
+            return found
+        after = feed["pageInfo"]["endCursor"]
+    raise AssertionError("the scroll did not end")
+
+
+async def test_a_followees_like_surfaces_a_recommendation_in_the_models_setting(
+    client, state, pipeline, monkeypatch
+) -> None:
+    """The model's recommendation checks are not vacuous: with its cache seconds, a like by
+    a followee made after the viewer's feed cached none surfaces as RECOMMENDED once they
+    pass; then a hide, and (unhidden) a mute of its author, keep it out."""
+    monkeypatch.setattr(state.feed.recommendations.cache, "ttl", RECOMMENDED_CACHE_SECONDS)
+    (viewer, _), (friend, _), (stranger, _) = await quick_users(
+        state, ["viewer", "friend", "stranger"]
+    )
+    await follow(client, viewer, "friend")
+    own = await post(client, viewer, "mine")
+    theirs = await post(client, stranger, "theirs")
+    await pipeline.settle()
+    assert await _reasons(client, viewer) == {own: "OWN"}  # caches no recommendation
+    assert (await gql(client, "LikePost", {"id": str(theirs)}, token=friend)).ok()
+    assert (await _reasons(client, viewer)).get(theirs) is None  # cached: not yet
+    await asyncio.sleep(RECOMMENDED_CACHE_SECONDS + 0.1)
+    assert await _reasons(client, viewer) == {own: "OWN", theirs: "RECOMMENDED"}
+    assert (await gql(client, "HidePost", {"id": str(theirs)}, token=viewer)).ok()
+    assert await _reasons(client, viewer) == {own: "OWN"}
+    assert (await gql(client, "UnhidePost", {"id": str(theirs)}, token=viewer)).ok()
+    await asyncio.sleep(RECOMMENDED_CACHE_SECONDS + 0.1)  # a list cached while it was hidden
+    assert theirs in await _reasons(client, viewer)
+    assert (await gql(client, "MuteAuthor", {"handle": "stranger"}, token=viewer)).ok()
+    assert await _reasons(client, viewer) == {own: "OWN"}
