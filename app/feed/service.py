@@ -205,6 +205,9 @@ class FeedService:
                 position=0 if cursor is None else _position(cursor, None, after=True),
                 model_version=(ranking.model or None) if ranking is not None else None,
                 arm=(ranking.arm or None) if ranking is not None else None,
+                reasons=[
+                    _reason(row.post_id, row.author_id, viewer_id, page) for row, _ in page.rows
+                ],
             )
         if reset is not None:
             await reset.finish(page, self.open_sessions)
@@ -217,3 +220,10 @@ def _position(cursor: Cursor, index: int | None, after: bool = False) -> int | N
     if isinstance(cursor, SessionPosition):
         return cursor.position if after else cursor.position - 1
     return index
+
+
+def _reason(post_id: int, author_id: int, viewer_id: int, page: FeedPage) -> str:
+    """A shown post's source as its edge names it (FeedReason), for the engagement log."""
+    if author_id == viewer_id:
+        return "OWN"
+    return "RECOMMENDED" if post_id in page.recommended else "FOLLOWED"

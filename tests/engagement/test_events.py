@@ -31,6 +31,7 @@ async def test_feed_pages_log_each_post_shown_and_the_page(client, state, pipeli
     assert {r["session_id"] for r in impressions} == {first["sessionId"]}
     handles = {r["author_id"] for r in impressions}
     assert len(handles) == 2  # ann's and ben's ids, each post with its own author
+    assert {r["reason"] for r in impressions} == {"FOLLOWED"}  # as the edges say
     # The session's ranking model (the default version; no experiment: no arm).
     model = state.settings.ranking_model
     assert all(r["model_version"] == model and r["arm"] is None for r in impressions)

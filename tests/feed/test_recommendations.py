@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 
+from app.engagement.kinds import Kind
 from app.feed import recommended as recommended_module
 from app.feed.constants import SHARE_WINDOW
 from app.feed.recommended import _WHY_SQL
 from app.feed.sources import cap_share
 from app.operation_documents import operations
 from app.posts.ids import created_ms
+from tests.engagement.log import logged
 from tests.helpers import app_client, counting_statements, gql, metric_value, quick_users, sql
 
 PAGE = 50
@@ -95,6 +97,9 @@ async def test_a_post_followees_liked_is_recommended_with_why_and_nothing_forbid
     assert edges[posts["own"]]["reason"] == "OWN"
     for forbidden in ("followers", "private", "deleted"):
         assert posts[forbidden] not in edges, forbidden
+    # The engagement log's impressions carry the edges' reasons.
+    served = {r["post_id"]: r["reason"] for r in await logged(state, Kind.IMPRESSION)}
+    assert {p: served[p] for p in edges} == {p: e["reason"] for p, e in edges.items()}
     # CHRONOLOGICAL stays followed-only.
     chrono = _edges(await _feed(client, tok["viewer"], "CHRONOLOGICAL"))
     assert posts["public"] not in chrono
