@@ -13,7 +13,8 @@ query text and documentId are ignored) and the `Authorization` bearer token. A n
 2. the cursor checked and decoded with the product's codec (app.feed.cursor);
 3. the feed session read: one GET through the product's FeedSessionStore (redis-py);
 4. the authoritative filter: the product's own page query (app.feed.rows' `_PAGE_ROWS`,
-   the home-feed rule with the authors' columns and the viewer's likes) over the same
+   the home-feed rule with the authors' columns and the viewer's likes; `_PAGE_ROWS_REC`
+   where the window holds ids the session froze as recommendations) over the same
    window of ids (the page plus its read-ahead), on a plain asyncpg pool of the product's
    size (10), no SQLAlchemy;
 5. hydration and JSON: the rows to the Feed document's response shape
@@ -46,7 +47,7 @@ from app.errors import AppError, Unauthenticated
 from app.feed.cursor import CursorCodec, SessionPosition, fingerprint
 from app.feed.modes import FeedMode
 from app.feed.page import FeedPage
-from app.feed.rows import _PAGE_ROWS, FeedRow
+from app.feed.rows import _PAGE_ROWS, _PAGE_ROWS_REC, FeedRow
 from app.feed.sessions import FeedSessionStore
 from app.state import AppState, create_state
 
@@ -179,12 +180,17 @@ class Anchor:
             return _error("This feed session has expired.", "CURSOR_EXPIRED")
         assert self.pool is not None
         ids, session, position = frozen.ids, frozen.session_id, cursor.position
+        recommended = frozen.ranking.recommended
         edges: list[dict[str, Any]] = []
         encode = self.codec.encode
         while len(edges) < first and position < len(ids):
             chunk = ids[position : position + first - len(edges) + max(5, first)]  # as the product
+            rec = [i for i in chunk if i in recommended]  # judged by their rule, as the product
             async with self.pool.acquire() as conn:
-                rows = await conn.fetch(_PAGE_ROWS, chunk, viewer)
+                if rec:
+                    rows = await conn.fetch(_PAGE_ROWS_REC, chunk, viewer, rec)
+                else:
+                    rows = await conn.fetch(_PAGE_ROWS, chunk, viewer)
             found = {r[0]: r for r in rows}
             for offset, post_id in enumerate(chunk, position):
                 row = found.get(post_id)
