@@ -21,8 +21,16 @@ from benchmarks.common import pg_cpu_delta
 from benchmarks.report.system import WORKER_SPECS, Client, System
 from benchmarks.timeline_encoding import COPY_SCRIPT
 
-# jobs.worker's RECONCILE and REVIEW cron names (importing jobs.worker needs REDIS_URL set).
-PERIODIC = ("cron:", "reconcile_fanouts:", "review_fanout_modes:")
+# jobs.worker's cron names (importing jobs.worker needs REDIS_URL set): the reconciler, the
+# control plane's pass, housekeeping, the canaries' pruner and the engagement log's jobs.
+PERIODIC = (
+    "cron:",
+    "cron_",
+    "reconcile_fanouts:",
+    "review_fanout_modes:",
+    "housekeeping:",
+    "prune_canary_posts:",
+)
 HUGE = 2_000_000_000  # a follower count no author reaches
 ACTIVE_SQL = "last_active_at >= now() - make_interval(days => 30)"
 LAG_SAMPLE_SECONDS = 0.5
@@ -213,8 +221,8 @@ async def settle(system: System, limit_s: float = 1800) -> float:
 
 
 async def queued_jobs(system: System) -> list[str]:
-    """Jobs waiting or running on either lane, but the periodic ones (the reconciler, the
-    control plane's pass: ids `<cron name>:<ms>`), which are always scheduled ahead."""
+    """Jobs waiting or running on either lane, but the periodic ones (PERIODIC: ids
+    `<cron name>:<ms>`), which ARQ enqueues a little ahead of their time."""
     assert system.redis is not None
     found: list[str] = []
     for queue in lanes.LANES.values():
