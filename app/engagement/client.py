@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from app.engagement.constants import MAX_REPORTED, SESSION_ID_MAX
 from app.engagement.kinds import Kind
 from app.errors import BadInput
-from app.posts.ids import parse_post_id
+from app.posts.ids import parse_reported_ids
 
 # The kinds a client reports, by the GraphQL enum's names.
 CLIENT_KINDS = {"CLICK": Kind.CLICK, "RECOMMENDATION_SHOWN": Kind.RECOMMENDATION_SHOWN}
@@ -19,12 +19,7 @@ CLIENT_KINDS = {"CLICK": Kind.CLICK, "RECOMMENDATION_SHOWN": Kind.RECOMMENDATION
 
 def reported_posts(raw: Sequence[str]) -> list[int]:
     """The post ids of a report; BAD_USER_INPUT for too many or a malformed one."""
-    if len(raw) > MAX_REPORTED:
-        raise BadInput(f"Report at most {MAX_REPORTED} post ids at once.")
-    ids = [parse_post_id(str(value)) for value in raw]
-    if any(post_id is None for post_id in ids):
-        raise BadInput("postIds must be post ids (19-digit strings).")
-    return [post_id for post_id in ids if post_id is not None]
+    return parse_reported_ids(raw, MAX_REPORTED)
 
 
 def session_label(raw: str | None) -> str | None:

@@ -25,14 +25,13 @@ from prometheus_client import Counter
 from redis.exceptions import RedisError
 
 from app.background_flush import BackgroundFlush
-from app.errors import BadInput
 from app.feed.constants import (
     IMPRESSIONS_FLUSH_SECONDS,
     IMPRESSIONS_MAX_PENDING,
     IMPRESSIONS_MAX_PER_VIEWER_BATCH,
     MAX_REPORTED,
 )
-from app.posts.ids import parse_post_id
+from app.posts.ids import parse_reported_ids
 from app.redis_scripts import AnyRedis, LuaScript, run_script_many
 
 log = logging.getLogger("app.feed.impressions")
@@ -84,12 +83,7 @@ def reported_ids(raw: Sequence[str]) -> list[int]:
     """The post ids of a client's report; BAD_USER_INPUT for too many or a malformed one.
     Whether the viewer may see a post is not checked: an impression only ever reorders the
     viewer's own feed, and posts they may not see never reach it anyway."""
-    if len(raw) > MAX_REPORTED:
-        raise BadInput(f"Report at most {MAX_REPORTED} post ids at once.")
-    ids = [parse_post_id(str(value)) for value in raw]
-    if any(post_id is None for post_id in ids):
-        raise BadInput("postIds must be post ids (19-digit strings).")
-    return [post_id for post_id in ids if post_id is not None]
+    return parse_reported_ids(raw, MAX_REPORTED)
 
 
 class ImpressionLog(BackgroundFlush):

@@ -8,6 +8,10 @@ fixed-width strings, and the creation millisecond can be read back without a loo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from app.errors import BadInput
+
 EPOCH_MS = 1_420_070_400_000  # 2015-01-01T00:00:00Z
 SEQUENCE_BITS = 22
 ID_DIGITS = 19
@@ -37,3 +41,14 @@ def parse_post_id(raw: str) -> int | None:
         return None
     value = int(raw)
     return value if 0 < value <= MAX_STORED_ID else None
+
+
+def parse_reported_ids(raw: Sequence[str], limit: int) -> list[int]:
+    """The post ids a client reports (reportImpressions, reportEngagement); BAD_USER_INPUT
+    for more than `limit` or a malformed one."""
+    if len(raw) > limit:
+        raise BadInput(f"Report at most {limit} post ids at once.")
+    ids = [parse_post_id(str(value)) for value in raw]
+    if any(post_id is None for post_id in ids):
+        raise BadInput("postIds must be post ids (19-digit strings).")
+    return [post_id for post_id in ids if post_id is not None]
