@@ -65,7 +65,8 @@ def _unsigned_presigned_get(context: dict[str, Any], **_: Any) -> object:
 class S3Store:
     """`ObjectStore` on one bucket. Credentials left None come from botocore's usual chain
     (environment, shared config, instance or task role); `public_base_url` (a CDN whose
-    origin is the bucket's endpoint) replaces the origin of every GET URL handed out."""
+    origin is the bucket's endpoint) replaces the origin of every GET URL handed out;
+    `key_prefix` goes before every key (an IAM policy can then grant that prefix only)."""
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class S3Store:
         public_base_url: str | None = None,
         addressing_style: AddressingStyle = "auto",
         url_signature_lifetime_seconds: int = SIGV4_MAX_EXPIRES_SECONDS,
+        key_prefix: str = "",
     ) -> None:
         if not 1 <= url_signature_lifetime_seconds <= SIGV4_MAX_EXPIRES_SECONDS:
             raise ValueError("url_signature_lifetime_seconds must be 1..604800 (SigV4's cap)")
@@ -91,6 +93,7 @@ class S3Store:
         self._public_base_url = public_base_url.rstrip("/") if public_base_url else None
         self._addressing_style = addressing_style
         self._signature_lifetime = url_signature_lifetime_seconds
+        self._prefix = key_prefix
         self._session = get_session()
         self._client: Any = None
         self._exit_stack = contextlib.AsyncExitStack()
@@ -136,7 +139,7 @@ class S3Store:
             "put_object",
             Params={
                 "Bucket": self.bucket,
-                "Key": key,
+                "Key": self._prefix + key,
                 "ContentType": content_type,
                 "ContentLength": byte_size,
             },
@@ -159,7 +162,7 @@ class S3Store:
             "get_object",
             Params={
                 "Bucket": self.bucket,
-                "Key": key,
+                "Key": self._prefix + key,
                 "ResponseContentType": content_type,
                 "ResponseCacheControl": GET_CACHE_CONTROL,
                 "ResponseExpires": datetime.fromtimestamp(expires_at, UTC),
@@ -175,13 +178,15 @@ class S3Store:
     async def read(self, key: str, max_bytes: int) -> bytes | None:
         client = await self.client()
         try:
-            head = await client.head_object(Bucket=self.bucket, Key=key)
+            head = await client.head_object(Bucket=self.bucket, Key=self._prefix + key)
             if head["ContentLength"] > max_bytes:
                 raise ValueError(f"object {key!r} is larger than {max_bytes} bytes")
             if head["ContentLength"] == 0:
                 return b""  # a range of an empty object is refused (416)
             # The object may have been replaced since the HEAD: ask for no more than allowed.
-            got = await client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{max_bytes}")
+            got = await client.get_object(
+                Bucket=self.bucket, Key=self._prefix + key, Range=f"bytes=0-{max_bytes}"
+            )
         except ClientError as error:
             if _is_missing(error):
                 return None
@@ -194,12 +199,14 @@ class S3Store:
 
     async def write(self, key: str, data: bytes, content_type: str) -> None:
         client = await self.client()
-        await client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+        await client.put_object(
+            Bucket=self.bucket, Key=self._prefix + key, Body=data, ContentType=content_type
+        )
 
     async def exists(self, key: str) -> bool:
         client = await self.client()
         try:
-            await client.head_object(Bucket=self.bucket, Key=key)
+            await client.head_object(Bucket=self.bucket, Key=self._prefix + key)
         except ClientError as error:
             if _is_missing(error):
                 return False
@@ -208,7 +215,7 @@ class S3Store:
 
     async def delete(self, key: str) -> None:
         client = await self.client()
-        await client.delete_object(Bucket=self.bucket, Key=key)
+        await client.delete_object(Bucket=self.bucket, Key=self._prefix + key)
 
     async def close(self) -> None:
         async with self._client_lock:

@@ -185,3 +185,20 @@ async def test_one_client_for_the_store_life(moto_url: str) -> None:
         assert await store.client() is not first  # usable again after close
     finally:
         await store.close()
+
+
+async def test_key_prefix(moto_url: str, store: S3Store, http: httpx.AsyncClient) -> None:
+    """Every key of a prefixed store lives under the prefix (what an IAM policy grants)."""
+    prefixed = make_store(moto_url, key_prefix="media/")
+    try:
+        key = store_contract.new_key()
+        await store_contract.put(http, prefixed, key, b"bytes")
+        assert await store.read(f"media/{key}", max_bytes=5) == b"bytes"
+        assert not await store.exists(key)
+        url = await prefixed.get_url(key, int(time.time()) + 600, "image/png")
+        assert urlsplit(url).path == f"/{BUCKET}/media/{key}"
+        assert (await http.get(url)).content == b"bytes"
+        await prefixed.delete(key)
+        assert not await store.exists(f"media/{key}")
+    finally:
+        await prefixed.close()
