@@ -80,6 +80,7 @@ class S3Store:
         addressing_style: AddressingStyle = "auto",
         url_signature_lifetime_seconds: int = SIGV4_MAX_EXPIRES_SECONDS,
         key_prefix: str = "",
+        timeout_seconds: float = 10.0,
     ) -> None:
         if not 1 <= url_signature_lifetime_seconds <= SIGV4_MAX_EXPIRES_SECONDS:
             raise ValueError("url_signature_lifetime_seconds must be 1..604800 (SigV4's cap)")
@@ -94,6 +95,7 @@ class S3Store:
         self._addressing_style = addressing_style
         self._signature_lifetime = url_signature_lifetime_seconds
         self._prefix = key_prefix
+        self._timeout = timeout_seconds
         self._session = get_session()
         self._client: Any = None
         self._exit_stack = contextlib.AsyncExitStack()
@@ -119,7 +121,11 @@ class S3Store:
                                 # would demand a checksum the browser cannot send.
                                 request_checksum_calculation="when_required",
                                 response_checksum_validation="when_required",
-                                retries={"max_attempts": 3, "mode": "standard"},
+                                # Each try's connect and each read wait at most this long
+                                # (botocore's default is 60 s), 3 tries in all.
+                                connect_timeout=self._timeout,
+                                read_timeout=self._timeout,
+                                retries={"total_max_attempts": 3, "mode": "standard"},
                             ),
                         )
                     )

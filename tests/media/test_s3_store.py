@@ -5,6 +5,7 @@ without checking them), and what only the S3 store does."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from calendar import timegm
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -13,6 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from botocore.endpoint import DEFAULT_TIMEOUT
+from botocore.exceptions import ReadTimeoutError
 from moto.server import ThreadedMotoServer
 
 from app.media.s3_store import SIGV4_MAX_EXPIRES_SECONDS, S3Store
@@ -202,3 +205,29 @@ async def test_key_prefix(moto_url: str, store: S3Store, http: httpx.AsyncClient
         assert not await store.exists(f"media/{key}")
     finally:
         await prefixed.close()
+
+
+async def test_a_silent_bucket_fails_within_the_timeout() -> None:
+    """An endpoint that accepts and never answers: 3 tries of `timeout_seconds` (plus the
+    retries' backoff, up to 1 + 2 s), not botocore's 60 s each."""
+    hung: list[asyncio.StreamWriter] = []
+
+    async def never_answer(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hung.append(writer)
+
+    server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    store = make_store(f"http://127.0.0.1:{port}", timeout_seconds=0.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ReadTimeoutError):
+            await store.exists("k")
+        assert len(hung) == 3
+        # botocore's default read timeout: one try alone would take that long.
+        assert time.monotonic() - started < DEFAULT_TIMEOUT
+    finally:
+        await store.close()
+        for writer in hung:
+            writer.close()
+        server.close()
+        await server.wait_closed()
