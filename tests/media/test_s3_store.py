@@ -9,16 +9,20 @@ import asyncio
 import time
 from calendar import timegm
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import botocore.auth
 import httpx
 import pytest
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
 from botocore.endpoint import DEFAULT_TIMEOUT
 from botocore.exceptions import ReadTimeoutError
 from moto.server import ThreadedMotoServer
 
-from app.media.s3_store import SIGV4_MAX_EXPIRES_SECONDS, S3Store
+from app.media.s3_store import GET_CACHE_CONTROL, SIGV4_MAX_EXPIRES_SECONDS, S3Store
 from app.media.store import ObjectStore
 from tests.media import store_contract
 from tests.media.sigv4_gate import SigV4Gate
@@ -231,3 +235,36 @@ async def test_a_silent_bucket_fails_within_the_timeout() -> None:
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_get_url_is_botocores_presigned_url_at_the_signing_time(
+    moto_url: str, store: S3Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fixed-clock signer changes the clock only: with botocore's clock set to the
+    signing time, a plain client presigns the very same URL."""
+    expires_at = int(time.time()) + 600
+    url = await store.get_url("a/b.png", expires_at, "image/png")
+    signed_at = datetime.fromtimestamp(expires_at - SIGV4_MAX_EXPIRES_SECONDS, UTC)
+    monkeypatch.setattr(
+        botocore.auth, "get_current_datetime", lambda: signed_at.replace(tzinfo=None)
+    )
+    async with get_session().create_client(
+        "s3",
+        region_name="eu-west-1",
+        endpoint_url=moto_url,
+        aws_access_key_id=ACCESS_KEY_ID,
+        aws_secret_access_key=SECRET_ACCESS_KEY,
+        config=AioConfig(s3={"addressing_style": "path"}, signature_version="s3v4"),
+    ) as plain:
+        expected = await plain.generate_presigned_url(
+            "get_object",
+            Params={
+                "Bucket": BUCKET,
+                "Key": "a/b.png",
+                "ResponseContentType": "image/png",
+                "ResponseCacheControl": GET_CACHE_CONTROL,
+                "ResponseExpires": datetime.fromtimestamp(expires_at, UTC),
+            },
+            ExpiresIn=SIGV4_MAX_EXPIRES_SECONDS,
+        )
+    assert url == expected
