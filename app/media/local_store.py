@@ -63,7 +63,6 @@ class LocalStore:
     def __init__(self, directory: Path, secret_key: str) -> None:
         self.directory = directory
         self._key = sub_key(secret_key, URL_SIGNATURE_LABEL)
-        directory.mkdir(parents=True, exist_ok=True)
 
     # -- signing -------------------------------------------------------------------------------
 
@@ -171,6 +170,7 @@ class LocalStore:
         final = self._path(grant.key)
         if final.exists():
             raise Refused(409, "already uploaded")
+        self.directory.mkdir(parents=True, exist_ok=True)
         temporary = self.directory / f".put-{secrets.token_hex(8)}"
         received = 0
         try:
@@ -204,6 +204,7 @@ def _read_bounded(path: Path, max_bytes: int) -> bytes | None:
 
 
 def _write_replace(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".w-{secrets.token_hex(8)}")
     try:
         temporary.write_bytes(data)
