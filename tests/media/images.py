@@ -19,7 +19,7 @@ XMP = (
 )
 SVG = (
     b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(document.cookie)">'
-    b'<script>alert(1)</script></svg>'
+    b"<script>alert(1)</script></svg>"
 )
 HTML = b"<!doctype html><html><script>alert(document.cookie)</script></html>"
 

@@ -74,7 +74,9 @@ async def test_svg_or_html_declared_as_png_is_refused(client) -> None:
     for body in (SVG, HTML):
         upload_id = await upload(client, token, body, "image/png")
         refused = await create_post(client, token, [{"uploadId": upload_id}], "look")
-        assert refused.codes == ["BAD_USER_INPUT"] and "not image/png" in refused.errors[0]["message"]
+        assert (
+            refused.codes == ["BAD_USER_INPUT"] and "not image/png" in refused.errors[0]["message"]
+        )
     for declared in ("image/svg+xml", "text/html"):
         refused = await create_upload(client, token, declared, len(SVG))
         assert refused.codes == ["BAD_USER_INPUT"]
@@ -91,12 +93,16 @@ async def test_sizes_are_bounded_at_create_upload_and_at_the_put(client, state) 
     made = (await create_upload(client, token, "image/png", len(data))).ok()["createUpload"]
     # A body longer than declared: refused, with a header that says so or one that lies.
     longer = data + b"\x00" * 100
-    assert (await put(client, made, longer, **{"Content-Length": str(len(longer))})).status_code == 400
+    assert (
+        await put(client, made, longer, **{"Content-Length": str(len(longer))})
+    ).status_code == 400
     assert (await put(client, made, longer)).status_code == 413
     # Another type than the signed one, or a forged length in the URL.
     assert (await put(client, made, data, **{"Content-Type": "text/html"})).status_code == 400
     forged = dict(made, url=made["url"].replace(f"len={len(data)}", f"len={len(longer)}"))
-    assert (await put(client, forged, longer, **{"Content-Length": str(len(longer))})).status_code == 403
+    assert (
+        await put(client, forged, longer, **{"Content-Length": str(len(longer))})
+    ).status_code == 403
     # The declared bytes go in once; a second PUT to the same URL is refused.
     assert (await put(client, made, data)).status_code == 200
     assert (await put(client, made, data)).status_code == 409
