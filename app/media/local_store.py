@@ -24,7 +24,7 @@ from urllib.parse import quote, urlencode
 
 from app.media.constants import CONTENT_TYPES
 from app.media.keys import URL_SIGNATURE_LABEL, is_key, sub_key
-from app.media.store import PresignedPut
+from app.media.store import ObjectStore, PresignedPut
 
 ROUTE_PREFIX = "/media/"  # app.web mounts the transport here
 
@@ -55,7 +55,7 @@ class PutGrant:
     byte_size: int
 
 
-class LocalStore:
+class LocalStore(ObjectStore):
     """ObjectStore over `directory`; its URLs are root-relative (`/media/<key>?...`): the
     service serves them on whatever origin the client reached it at (MEDIA_PUBLIC_BASE_URL
     puts a CDN's origin before PUBLIC posts' ones: app.media.urls)."""
