@@ -10,7 +10,7 @@ Stripping works on the container, never on the pixels:
 - PNG: eXIf and the text chunks (tEXt, zTXt, iTXt: XMP and "Raw profile type exif" travel in
   them) are dropped;
 - WebP: the EXIF and XMP chunks are dropped and VP8X's flags for them cleared;
-- GIF carries no EXIF; its bytes are kept.
+- GIF carries no EXIF: its comment extensions and XMP application extensions are dropped.
 The result is parsed again: a container this code could not follow is refused, not stored.
 """
 
@@ -101,9 +101,11 @@ def strip_metadata(data: bytes, content_type: str) -> bytes:
             return _strip_png(data)
         if content_type == WEBP:
             return _strip_webp(data)
+        if content_type == GIF:
+            return _strip_gif(data)
     except (IndexError, struct.error, ValueError):
         raise BadInput("The image's container is malformed.") from None
-    return data  # GIF: no EXIF
+    return data
 
 
 # -- JPEG --------------------------------------------------------------------------------------
@@ -215,3 +217,43 @@ def _strip_webp(data: bytes) -> bytes:
             chunk[8] &= ~(_VP8X_EXIF | _VP8X_XMP) & 0xFF
         out += chunk
     return b"RIFF" + struct.pack("<I", len(out)) + bytes(out)
+
+
+# -- GIF ---------------------------------------------------------------------------------------
+
+_GIF_EXTENSION, _GIF_IMAGE, _GIF_TRAILER = 0x21, 0x2C, 0x3B
+_GIF_COMMENT, _GIF_APPLICATION = 0xFE, 0xFF
+_GIF_XMP_ID = b"XMP DataXMP"
+
+
+def _gif_sub_blocks(data: bytes, i: int) -> int:
+    """The index after a run of data sub-blocks starting at `i` (ended by a 0 size)."""
+    while data[i]:
+        i += data[i] + 1
+    return i + 1
+
+
+def _color_table(flags: int) -> int:
+    return 3 * (2 ** ((flags & 0x07) + 1)) if flags & 0x80 else 0
+
+
+def _strip_gif(data: bytes) -> bytes:
+    i = 13 + _color_table(data[10])  # header and logical screen descriptor
+    out = bytearray(data[:i])
+    while True:
+        block = data[i]
+        if block == _GIF_TRAILER:
+            return bytes(out + data[i : i + 1])
+        if block == _GIF_IMAGE:
+            end = i + 10 + _color_table(data[i + 9]) + 1  # descriptor, table, LZW code size
+            end = _gif_sub_blocks(data, end)
+            out += data[i:end]
+        elif block == _GIF_EXTENSION:
+            label = data[i + 1]
+            end = _gif_sub_blocks(data, i + 2)
+            xmp = label == _GIF_APPLICATION and data[i + 3 : i + 14] == _GIF_XMP_ID
+            if label != _GIF_COMMENT and not xmp:
+                out += data[i:end]
+        else:
+            raise ValueError("not a GIF block")
+        i = end

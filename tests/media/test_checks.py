@@ -40,6 +40,18 @@ def test_gps_and_xmp_are_stripped_and_the_pixels_kept(fmt: str) -> None:
     assert len(checked.data) < len(data)
 
 
+def test_gif_comments_and_xmp_are_stripped_and_the_frames_kept() -> None:
+    data = image_bytes("GIF")
+    with Image.open(io.BytesIO(data)) as before:
+        assert before.info.get("comment")
+    assert XMP[:40] in data
+    checked = check_image(data, "image/gif", BIG, BIG)
+    with Image.open(io.BytesIO(checked.data)) as after:
+        assert "comment" not in after.info and "xmp" not in after.info
+    assert XMP[:40] not in checked.data and b"48.857N" not in checked.data
+    assert pixels(checked.data) == pixels(data)
+
+
 def test_webp_extended_header_flags_are_cleared() -> None:
     data = image_bytes("WEBP")
     vp8x = data.index(b"VP8X")
