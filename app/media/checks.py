@@ -4,9 +4,9 @@ from the header (never a decode) and at most MEDIA_MAX_PIXELS, and its metadata 
 GPS positions among them) removed without re-encoding the image.
 
 Stripping works on the container, never on the pixels:
-- JPEG: APP1 segments holding Exif or XMP, and APP13 (Photoshop IRB/IPTC: places, names) are
-  dropped; an EXIF orientation other than 1 comes back as a minimal APP1 holding only it (the
-  picture stays upright), everything from the start of scan on is copied as it is;
+- JPEG: APP1 segments holding Exif or XMP, APP13 (Photoshop IRB/IPTC: places, names) and
+  comments (COM) are dropped; an EXIF orientation other than 1 comes back as a minimal APP1
+  holding only it (the picture stays upright); from the start of scan on, copied as it is;
 - PNG: eXIf and the text chunks (tEXt, zTXt, iTXt: XMP and "Raw profile type exif" travel in
   them) are dropped;
 - WebP: the EXIF and XMP chunks are dropped and VP8X's flags for them cleared;
@@ -112,7 +112,7 @@ def strip_metadata(data: bytes, content_type: str) -> bytes:
 
 _EXIF_ID = b"Exif\x00\x00"
 _XMP_IDS = (b"http://ns.adobe.com/xap/1.0/\x00", b"http://ns.adobe.com/xmp/extension/\x00")
-_APP1, _APP13, _SOS, _EOI = 0xE1, 0xED, 0xDA, 0xD9
+_APP1, _APP13, _COM, _SOS, _EOI = 0xE1, 0xED, 0xFE, 0xDA, 0xD9
 # Markers without a length: TEM, RST0-7, SOI.
 _STANDALONE = {0x01, 0xD8, *range(0xD0, 0xD8)}
 
@@ -159,7 +159,7 @@ def _strip_jpeg(data: bytes) -> bytes:
             return bytes(out + segment + data[i:])
         if marker == _APP1 and (payload.startswith(_EXIF_ID) or payload.startswith(_XMP_IDS)):
             continue
-        if marker == _APP13:
+        if marker in (_APP13, _COM):
             continue
         out += segment
 

@@ -62,6 +62,14 @@ def test_webp_extended_header_flags_are_cleared() -> None:
     assert int.from_bytes(stripped[4:8], "little") == len(stripped) - 8
 
 
+def test_jpeg_comments_are_dropped() -> None:
+    image, out = Image.new("RGB", (16, 16)), io.BytesIO()
+    image.save(out, "JPEG", comment=b"taken at 48.857N 2.351E")
+    checked = check_image(out.getvalue(), "image/jpeg", BIG, BIG)
+    assert b"48.857N" in out.getvalue() and b"48.857N" not in checked.data
+    assert pixels(checked.data) == pixels(out.getvalue())
+
+
 def test_jpeg_orientation_survives_alone() -> None:
     data = image_bytes("JPEG", orientation=6)
     checked = check_image(data, "image/jpeg", BIG, BIG)
