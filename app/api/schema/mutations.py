@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import Annotated
 
 import strawberry
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession
 from strawberry.types import Info
 
+from app.api.schema import media
 from app.api.schema.context import Context
 from app.api.schema.engagement import ClientEngagement
-from app.api.schema.types import AuthPayload, Comment, Post, User, Visibility
+from app.api.schema.types import AuthPayload, Comment, MediaInput, Post, Upload, User, Visibility
 from app.auth import revocation
 from app.auth.account import change_password
 from app.auth.guesses import Guesses, GuessLimits
@@ -171,6 +173,21 @@ class Mutation:
         token = await _issue(info, user.id, user.token_version)
         return AuthPayload(token=token, user=User(row=user))
 
+    @strawberry.mutation(
+        description="Start an image upload (JPEG, PNG, WebP or GIF, at most MEDIA_MAX_BYTES): "
+        "PUT the bytes to the answer's url with its headers, then attach its id with "
+        "createPost's media. Counted against the day's upload budgets."
+    )
+    async def create_upload(
+        self,
+        info: Info[Context, None],
+        content_type: str,
+        byte_size: int,
+        sha256: str | None = None,
+    ) -> Upload:
+        viewer_id = await _writer(info)
+        return await media.create_upload(info.context, viewer_id, content_type, byte_size, sha256)
+
     @strawberry.mutation
     async def create_post(
         self,
@@ -178,10 +195,19 @@ class Mutation:
         body: str,
         visibility: Visibility | None = Visibility.PUBLIC,
         idempotency_key: str | None = None,
+        media_inputs: Annotated[
+            list[MediaInput] | None,
+            strawberry.argument(
+                name="media",
+                description="Up to 4 images: uploads of the caller's (createUpload), in order.",
+            ),
+        ] = None,
     ) -> Post:
         viewer_id = await _writer(info)
         settings = info.context.state.settings
+        items = media.checked_items(media_inputs or [], settings.media_alt_max_chars)
         async with info.context.transaction() as session:
+            attach = media.Attachment(info.context, session, viewer_id, items)
             post = await posts.create_post(
                 session,
                 viewer_id,
@@ -190,7 +216,10 @@ class Mutation:
                 idempotency_key,
                 settings.max_body_chars,
                 settings.idempotency_key_ttl_seconds,
+                allow_empty=bool(items),
+                on_created=attach.run if items else None,
             )
+        await attach.after_commit()
         await info.context.state.feed.context_changed(viewer_id)  # own posts: read-your-writes
         return Post(row=post)
 
