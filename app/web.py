@@ -77,7 +77,7 @@ def create_app(state: AppState | None = None) -> FeedApp:
         if state is None:  # the served app (a root): where it listens, and in which profile
             check_start(settings, bind_hosts(sys.argv, os.environ))
             # LOG_LEVEL: the routine lines summed up, not printed (decision 0085).
-            quiet_api(settings.log_level, settings.log_summary_seconds)
+            quiet_api(settings)
         st = holder.setdefault("state", state or create_state(settings))
         # One pub/sub connection for every socket of this process (app.realtime.hub).
         hub = Hub(

@@ -32,10 +32,8 @@ PRUNE_CANARIES = "prune_canary_posts"
 
 def _startup(lane: str) -> Callable[[dict[str, Any]], Awaitable[None]]:
     async def startup(ctx: dict[str, Any]) -> None:
-        settings = get_settings()
         # LOG_LEVEL: jobs done fine summed up once a minute, not a line each (decision 0085).
-        kind = "worker" if lane == lanes.DEFAULT else "worker-big"
-        quiet_worker(settings.log_level, settings.log_summary_seconds, kind)
+        quiet_worker(get_settings(), "worker" if lane == lanes.DEFAULT else "worker-big")
         state = create_state(pool_size=5)
         ctx["state"] = state
         ctx["fanout"] = state.fanout

@@ -14,7 +14,8 @@ used the service, and buried the lines of a developer's own requests. Routine he
 
 Everything else prints as before: the developer's requests, every 5xx, refusals, failed and
 retried jobs, warnings. `LOG_LEVEL=debug` prints every line (and the loggers' debug ones);
-`warning` or `error` only problems (no summaries).
+`warning` or `error` only problems (no summaries). LOG_LEVEL unset leaves the loggers at the
+level their command line gave (uvicorn's `--log-level`, ARQ's `--verbose`), with summaries.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any
+
+from app.config import Settings
 
 # The synthetic probe's User-Agent (app.probe sends it on HTTP and on the websocket upgrade).
 PROBE_USER_AGENT = "hybridfeed-probe"
@@ -133,38 +136,43 @@ def summary_line(kind: str, counts: Counter[str], seconds: float) -> str:
 
 
 def _configure(
-    level: str,
+    settings: Settings,
     loggers: Iterable[str],
     filters: Iterable[tuple[str, Callable[[logging.LogRecord], str | None]]],
     kind: str,
     summary: str,
-    window_seconds: float,
 ) -> None:
+    """LOG_LEVEL on `loggers` when it is set (unset, they keep the level the command line
+    gave them: `uvicorn --log-level warning` stays so, and the compiled path's one-write
+    responses with it, app.api.upstream.uvicorn.write_response); at `info`, set or not, the
+    summaries on `filters`' loggers (a logger at `warning` never asks them)."""
     global _active
-    for name in loggers:
-        logging.getLogger(name).setLevel(LEVELS[level])
+    level = settings.log_level
+    if "log_level" in settings.model_fields_set:
+        for name in loggers:
+            logging.getLogger(name).setLevel(LEVELS[level])
     if level != "info":
         return
     for name, routine in filters:
         logger = logging.getLogger(name)
         if not any(isinstance(f, RoutineSummary) for f in logger.filters):
             target = logging.getLogger(summary)
-            logger.addFilter(RoutineSummary(kind, routine, target, window_seconds))
+            window = settings.log_summary_seconds
+            logger.addFilter(RoutineSummary(kind, routine, target, window))
     _active = True
 
 
-def quiet_api(level: str, window_seconds: float) -> None:
+def quiet_api(settings: Settings) -> None:
     """uvicorn's loggers in an API process (app.web's lifespan, the served app only)."""
     _configure(
-        level,
+        settings,
         ("uvicorn", "uvicorn.error", "uvicorn.access"),
         (("uvicorn.access", routine_access), ("uvicorn.error", routine_server)),
         "api",
         "uvicorn",  # not uvicorn.error: its own filter would count the summary
-        window_seconds,
     )
 
 
-def quiet_worker(level: str, window_seconds: float, kind: str) -> None:
+def quiet_worker(settings: Settings, kind: str) -> None:
     """ARQ's loggers in a worker process (its on_startup); `kind` names it in summaries."""
-    _configure(level, ("arq",), (("arq.worker", routine_worker),), kind, "arq", window_seconds)
+    _configure(settings, ("arq",), (("arq.worker", routine_worker),), kind, "arq")
