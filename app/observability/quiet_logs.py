@@ -28,9 +28,8 @@ from contextvars import ContextVar
 from typing import Any
 
 from app.config import Settings
+from app.constants import PROBE_USER_AGENT
 
-# The synthetic probe's User-Agent (app.probe sends it on HTTP and on the websocket upgrade).
-PROBE_USER_AGENT = "hybridfeed-probe"
 _PROBE_AGENT = PROBE_USER_AGENT.encode()
 SCRAPE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # What each kind of routine line is called in a summary.

@@ -19,7 +19,7 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, WebSocketException
 
-from app.observability.quiet_logs import PROBE_USER_AGENT
+from app.constants import PROBE_USER_AGENT
 from app.probe.constants import ATTEMPTS, RETRY_CAP_SECONDS
 from app.probe.documents import local_document_ids
 
