@@ -33,18 +33,20 @@ from app.constants import PROBE_USER_AGENT
 _PROBE_AGENT = PROBE_USER_AGENT.encode()
 SCRAPE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # What each kind of routine line is called in a summary.
-PROBE, SCRAPES, JOBS, HEALTH = (
-    "probe traffic",
-    "health and metrics scrapes",
-    "jobs done",
-    "worker health",
-)
+PROBE = "probe traffic"
+SCRAPES = "health and metrics scrapes"
+JOBS = "jobs done"
+HEALTH = "worker health"
 # ARQ's format strings of a job started, a job finished and a health record (arq.worker).
 ARQ_JOB_STARTED = "%6.2fs → %s(%s)%s"
 ARQ_JOB_DONE = "%6.2fs ← %s ● %s"
 ARQ_HEALTH = "recording health: %s"
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
-LEVELS["error"] = logging.ERROR
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 # Set in the task that serves one request or socket (each gets its own context copy).
 _probe_request: ContextVar[bool] = ContextVar("probe_request", default=False)
