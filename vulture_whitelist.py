@@ -67,6 +67,7 @@ _.pack_command
 # environment (app/config.py).
 _._only_packed
 _._exact_profile
+_._lower_log_level
 _._check_invariants
 _.redis_timelines_url
 _.redis_sessions_url

@@ -496,6 +496,14 @@ class Settings(BaseSettings):
     reconcile_max_attempts: int = Field(default=3, ge=1, le=100)
     reconcile_max_events: int = Field(default=20_000, ge=1, le=10_000_000)  # per pass
 
+    # ---- Logs (app.observability.quiet_logs, docs/decisions/0085) ---------------------------
+    # `info`: the routine lines (the synthetic probe's requests, health and metrics scrapes,
+    # jobs done fine, the workers' health records) are counted, not printed, and summed up in
+    # one line per LOG_SUMMARY_SECONDS per process; `debug`: every line; `warning`, `error`:
+    # problems only. The API's (uvicorn's) and the workers' (ARQ's) loggers.
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_summary_seconds: int = Field(default=60, ge=1, le=3600)
+
     # ---- The synthetic probe's canaries ------------------------------------------------------
     # The synthetic probe's canaries (app.probe, decision 0065): their posts are deleted (rows,
     # not tombstones) this long after they were made, by a job every CANARY_PRUNE_MINUTES
@@ -657,6 +665,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 "; ".join(f"{name}={value!r}: {error['msg']}" for error in exc.errors())
             ) from None
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_log_level(cls, value: object) -> object:
+        """LOG_LEVEL=DEBUG as uvicorn's and logging's own spellings have it."""
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("profile", mode="before")
     @classmethod

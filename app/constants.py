@@ -18,3 +18,7 @@ LOCAL_MAX_BUCKETS = 100_000
 # needs stay well below this (Vietnamese, Thai, Hebrew with points and cantillation: 2-4
 # after NFC); Zalgo text piles tens on one letter.
 COMBINING_RUN_MAX = 4
+
+# The synthetic probe's User-Agent (app.probe sends it, over HTTP and on its websockets'
+# upgrade): the service's logs count its requests as routine (app.observability.quiet_logs).
+PROBE_USER_AGENT = "hybridfeed-probe"

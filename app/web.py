@@ -41,6 +41,7 @@ from app.exposure import bind_hosts, check_start
 from app.health import Probes
 from app.metrics_endpoint import MetricsEndpoint
 from app.observability.metrics import GRAPHQL_LATENCY
+from app.observability.quiet_logs import quiet_api
 from app.operation_documents import shipped_dir
 from app.realtime.hub import Hub
 from app.state import AppState, create_state
@@ -75,6 +76,8 @@ def create_app(state: AppState | None = None) -> FeedApp:
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Settings]]:
         if state is None:  # the served app (a root): where it listens, and in which profile
             check_start(settings, bind_hosts(sys.argv, os.environ))
+            # LOG_LEVEL: the routine lines summed up, not printed (decision 0085).
+            quiet_api(settings)
         st = holder.setdefault("state", state or create_state(settings))
         # One pub/sub connection for every socket of this process (app.realtime.hub).
         hub = Hub(

@@ -471,6 +471,18 @@ def _terminal_fd() -> int | None:
     return None
 
 
+def _logs_line() -> str:
+    """What the children print (LOG_LEVEL, app.observability.quiet_logs, decision 0085)."""
+    settings = get_settings()
+    if settings.log_level != "info":
+        return f"LOG_LEVEL={settings.log_level}"
+    every = settings.log_summary_seconds
+    return (
+        f"your requests; the probe's, the scrapes and jobs done summed up every {every} s"
+        " (LOG_LEVEL=debug: every line)"
+    )
+
+
 def _supervise(env: dict[str, str], port: int, stop: _Stop) -> int:
     children = _start_children(env, port)
     base = f"http://127.0.0.1:{port}"
@@ -480,6 +492,7 @@ def _supervise(env: dict[str, str], port: int, stop: _Stop) -> int:
         f"  Demo page  {base}/",
         f"  Postgres   {env['DATABASE_URL']}",
         f"  Redis      {env['REDIS_URL']}",
+        f"  Logs       {_logs_line()}",
     ]
     _write_record("run", children)
     with contextlib.suppress(OSError, ValueError):

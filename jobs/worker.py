@@ -17,6 +17,7 @@ from arq.worker import Function, func
 
 from app.config import get_settings
 from app.fanout import lanes
+from app.observability.quiet_logs import quiet_worker
 from app.state import create_state
 from jobs import constants, engagement, housekeeping, media, tasks
 from jobs.connections import expires_ms, redis_settings
@@ -31,6 +32,8 @@ PRUNE_CANARIES = "prune_canary_posts"
 
 def _startup(lane: str) -> Callable[[dict[str, Any]], Awaitable[None]]:
     async def startup(ctx: dict[str, Any]) -> None:
+        # LOG_LEVEL: jobs done fine summed up once a minute, not a line each (decision 0085).
+        quiet_worker(get_settings(), "worker" if lane == lanes.DEFAULT else "worker-big")
         state = create_state(pool_size=5)
         ctx["state"] = state
         ctx["fanout"] = state.fanout

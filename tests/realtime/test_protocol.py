@@ -4,6 +4,7 @@ plus this API's own socket rules: fresh state per operation, token expiry, a siz
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -359,3 +360,7 @@ async def test_a_handshake_without_graphql_transport_ws_is_refused(
     [error] = json.loads(response.body or b"{}")["errors"]
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
     assert "graphql-transport-ws" in error["message"]
+    # An intended refusal: uvicorn logs no ERROR for it (issue 39; its sansio protocol did,
+    # `ASGI callable returned without completing handshake.`, when the app returned).
+    await asyncio.sleep(0.5)
+    assert "without completing handshake" not in server.logs(), server.logs()

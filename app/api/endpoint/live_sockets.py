@@ -22,6 +22,7 @@ from app.api.fast.raw_frames import RawFrames
 from app.api.transports import lean_sockets
 from app.api.transports.admission import SLOTS_SCOPE_KEY, Slots
 from app.api.upstream.uvicorn import uvicorn_http_cycle, uvicorn_protocol, uvicorn_transport
+from app.observability.quiet_logs import note_request
 
 
 class FeedApp(Starlette):
@@ -41,6 +42,7 @@ class FeedApp(Starlette):
         self.live = live
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        note_request(scope)  # the probe's requests are routine in the logs (quiet_logs)
         if scope["type"] == "websocket":
             live = self.live
             match, child_scope = live.route.matches(scope)

@@ -45,7 +45,7 @@ from app.api.transports.socket_limits import (
     user_socket_caps,
 )
 from app.api.transports.trusted import DocumentRefused
-from app.api.upstream.starlette import server_receive
+from app.api.upstream.starlette import server_receive, server_send
 from app.api.upstream.strawberry import (
     BaseGraphQLTransportWSHandler,
     CompleteMessage,
@@ -61,6 +61,7 @@ from app.api.upstream.strawberry import (
     WebSocketDisconnected,
     aclosing,
 )
+from app.api.upstream.uvicorn import end_denied_handshake
 from app.auth import revocation
 from app.errors import BadInput, Overloaded, Unavailable
 from app.realtime.leases import Cap, CapReached, Hold
@@ -95,6 +96,9 @@ async def refuse_subprotocol(websocket: WebSocket) -> None:
         await websocket.send_denial_response(JSONResponse({"errors": [error]}, status_code=400))
     except RuntimeError:  # no denial-response extension: the server answers 403
         await websocket.close(code=1002)
+        return
+    # uvicorn logs its access-style INFO line for the 400; without this, an ERROR as well.
+    end_denied_handshake(server_send(websocket))
 
 
 def close_reason(text: str) -> str:

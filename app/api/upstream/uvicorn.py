@@ -28,6 +28,7 @@ __all__ = [
     "UVICORN_SANSIO_PROTOCOL",
     "HttpToolsProtocol",
     "TrustedHosts",
+    "end_denied_handshake",
     "forget_handshake",
     "uvicorn_http_cycle",
     "uvicorn_protocol",
@@ -38,7 +39,14 @@ __all__ = [
 # The websocket protocol class whose connection the raw frame writer drives (uvicorn's
 # websockets-sansio implementation) and the attributes it reads on it.
 UVICORN_SANSIO_PROTOCOL = "WebSocketsSansIOProtocol"
-UVICORN_SANSIO_ATTRIBUTES = ("conn", "close_sent", "handshake_complete", "writable", "transport")
+UVICORN_SANSIO_ATTRIBUTES = (
+    "conn",
+    "close_sent",
+    "handshake_complete",
+    "initial_response",
+    "writable",
+    "transport",
+)
 
 
 def uvicorn_protocol(send: Any) -> Any | None:
@@ -159,3 +167,21 @@ def forget_handshake(send: Any) -> None:
     if protocol is not None and protocol.handshake_complete:
         protocol.request = protocol.response = None
         drop_handshake_request(protocol.conn)
+
+
+def end_denied_handshake(send: Any) -> None:
+    """After a denial response (ASGI's `websocket.http.response`: an HTTP answer to the
+    upgrade, written whole and the connection closed), uvicorn's sansio websocket still
+    counts its handshake as not completed and, when the app returns, logs
+    `ASGI callable returned without completing handshake.` at ERROR for what was an intended
+    refusal (uvicorn 0.54; its legacy `websockets` implementation does not). The handshake
+    did end, in a refusal: mark it so. Elsewhere (another server or protocol, a denial not
+    yet written) nothing is touched. `send`: the server's (starlette.server_send)."""
+    protocol: Any = uvicorn_protocol(send)
+    if (
+        protocol is not None
+        and protocol.initial_response is not None
+        and protocol.close_sent
+        and not protocol.handshake_complete
+    ):
+        protocol.handshake_complete = True
