@@ -1,0 +1,177 @@
+"""Automatic persisted queries, learned (Apollo's APQ; docs/decisions/0082).
+
+Apollo's `PersistedQueryLink` sends a document's SHA-256 alone first; on
+`PERSISTED_QUERY_NOT_FOUND` it sends the text with the hash. Once such a request has run
+(its text parsed, validated with every limit and the cost rule, and executed: `data` in the
+answer), the server keeps hash -> text, and the next request with the hash alone runs it,
+in any API process:
+
+- shared: Redis, the sessions role (`apq:{apq}:d:<hash>`, a string, the text; its index
+  `apq:{apq}:lru`, a zset hash -> ms of the last lookup). Each entry lives `APQ_TTL_SECONDS`
+  after its last lookup from Redis; past `APQ_MAX_DOCUMENTS` the least recently looked up
+  go (both in the one script that learns);
+- per client: learning a new document counts against the client's budget
+  (`APQ_LEARN_PER_CLIENT_PER_HOUR`, per token user, else per address: app.ratelimit's
+  `rl:apq-u<id>` / `rl:apq-ip<address>`), so a client flooding distinct texts pushes out at
+  most that many others' documents an hour; a request past its budget still gets its
+  answer, its document is just not kept;
+- per process: `APQ_PROCESS_ENTRIES` hash -> text in an LRU, so a document this process
+  learned or looked up is served without Redis, and on the compiled path
+  (app.api.fast.compiled_http). A hash names its text for good: nothing here goes stale.
+
+Texts longer than `APQ_MAX_DOCUMENT_CHARS` are not kept. Redis failing costs the learning
+only: the lookup answers "not found" and Apollo sends the text again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+
+from redis.exceptions import RedisError
+
+from app.errors import RateLimited
+from app.ratelimit import check_windows
+from app.redis_scripts import AnyRedis, LuaScript, run_script
+
+log = logging.getLogger("app.api")
+
+_TAG = "{apq}"  # one hash slot: the learn script trims the index and deletes texts together
+INDEX_KEY = "apq:{apq}:lru"
+HOUR = 3600
+
+
+def text_key(sha256: str) -> str:
+    return f"apq:{_TAG}:d:{sha256}"
+
+
+# KEYS: text, index. ARGV: hash, text, ttl s, now ms, max documents, key prefix.
+# Learns one text, drops index entries past their TTL, then the least recently looked up
+# past the cap (their texts with them). Returns how many it evicted.
+_LEARN = LuaScript(
+    "apq_learn",
+    """
+local ttl = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ttl)
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - ttl * 1000)
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
+local evicted = 0
+if over > 0 then
+  local gone = redis.call('ZPOPMIN', KEYS[2], over)
+  for i = 1, #gone, 2 do
+    redis.call('DEL', ARGV[6] .. gone[i])
+    evicted = evicted + 1
+  end
+end
+redis.call('EXPIRE', KEYS[2], ttl)
+return evicted
+""",
+)
+
+# KEYS: text, index. ARGV: hash, ttl s, now ms. The text, its lease and rank renewed.
+_LOOKUP = LuaScript(
+    "apq_lookup",
+    """
+local text = redis.call('GET', KEYS[1])
+if text then
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+  redis.call('ZADD', KEYS[2], 'XX', tonumber(ARGV[3]), ARGV[1])
+end
+return text
+""",
+)
+
+
+class LearnedDocuments:
+    """The learned hash -> text store of one API process (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        ttl_seconds: int,
+        max_documents: int,
+        max_chars: int,
+        per_client_per_hour: int,
+        process_entries: int,
+    ) -> None:
+        self.ttl_seconds = ttl_seconds
+        self.max_documents = max_documents
+        self.max_chars = max_chars
+        self.per_client_per_hour = per_client_per_hour
+        self.process_entries = process_entries
+        self._local: OrderedDict[str, str] = OrderedDict()  # hash -> text
+        self._texts: dict[str, str] = {}  # text -> hash, the same entries
+
+    def local(self, sha256: str) -> str | None:
+        """The text of a hash this process holds (no I/O: the compiled path asks too)."""
+        text = self._local.get(sha256)
+        if text is not None:
+            self._local.move_to_end(sha256)
+        return text
+
+    def holds_text(self, text: str) -> bool:
+        return text in self._texts
+
+    def _keep(self, sha256: str, text: str) -> None:
+        self._local[sha256] = text
+        self._texts[text] = sha256
+        self._local.move_to_end(sha256)
+        while len(self._local) > self.process_entries:
+            _, gone = self._local.popitem(last=False)
+            self._texts.pop(gone, None)
+
+    async def lookup(self, redis: AnyRedis, sha256: str) -> str | None:
+        """The learned text of a hash: this process's copy, else the shared store's."""
+        text = self.local(sha256)
+        if text is not None:
+            return text
+        now_ms = int(time.time() * 1000)
+        try:
+            found = await run_script(
+                redis, _LOOKUP, [text_key(sha256), INDEX_KEY], [sha256, self.ttl_seconds, now_ms]
+            )
+        except (RedisError, OSError):
+            log.warning("learned documents: Redis unreachable, lookup of %s missed", sha256)
+            return None
+        if found is None:
+            return None
+        text = found.decode() if isinstance(found, bytes) else str(found)
+        self._keep(sha256, text)
+        return text
+
+    async def learn(
+        self, redis: AnyRedis, limits: AnyRedis, sha256: str, text: str, who: str
+    ) -> bool:
+        """Keep `text` under `sha256` (the caller checked the hash and that the text ran):
+        True when kept. Within the client's hourly budget `who` ("u<id>" or "ip<address>")
+        only; a text this process already holds costs no budget."""
+        if sha256 in self._local or len(text) > self.max_chars:
+            return sha256 in self._local
+        try:
+            await check_windows(
+                limits, [("apq_learn", f"apq-{who}", self.per_client_per_hour, HOUR)]
+            )
+        except RateLimited:
+            return False  # answered, not kept: the client's budget of new documents is spent
+        now_ms = int(time.time() * 1000)
+        try:
+            await run_script(
+                redis,
+                _LEARN,
+                [text_key(sha256), INDEX_KEY],
+                [sha256, text, self.ttl_seconds, now_ms, self.max_documents, text_key("")],
+            )
+        except (RedisError, OSError):
+            log.warning(
+                "learned documents: Redis unreachable, %s kept in this process only", sha256
+            )
+        self._keep(sha256, text)
+        return True
+
+    def forget_local(self) -> None:
+        """Drop this process's copies (tests: a fresh process's view)."""
+        self._local.clear()
+        self._texts.clear()
