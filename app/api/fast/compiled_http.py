@@ -147,7 +147,9 @@ class CompiledHTTP:
             return False
         query, values = planned
         assert media is not None  # checked with the plan
-        context = await http_context(self.state(), Request(scope))
+        state = self.state()
+        self.documents.keep_fresh(state.engine)  # clients' documents removed are noticed
+        context = await http_context(state, Request(scope))
         try:
             result, status = await self._run(query, context, values, media)
         except NotCompilable:

@@ -125,6 +125,7 @@ class DocumentRegistry:
         self._client_version: client_documents.Version | None = None
         self._client_checked = -float("inf")  # monotonic s of the last look at the table
         self._refreshing: asyncio.Lock | None = None
+        self._refresh_task: asyncio.Task[bool] | None = None
 
     def register(
         self,
@@ -222,6 +223,16 @@ class DocumentRegistry:
             self._client_version = version
             return True
 
+    def keep_fresh(self, engine: AsyncEngine) -> None:
+        """While client documents are served, look at the table in the background once per
+        `refresh_seconds`, so one removed (or replaced) stops being served within about that
+        (a miss looks at once: `resolve_async`)."""
+        if not self._clients or time.monotonic() - self._client_checked < self.refresh_seconds:
+            return
+        if self._refresh_task is not None and not self._refresh_task.done():
+            return
+        self._refresh_task = asyncio.get_running_loop().create_task(self.refresh_clients(engine))
+
     def by_text(self) -> Mapping[str, Registered]:
         """Every registered operation of the project, by its exact text."""
         return self._by_text
@@ -283,6 +294,7 @@ class DocumentRegistry:
     ) -> str | None:
         """`resolve`, looking further when this process does not hold the document: the
         clients' table (changed since it was read?), then the learned store in Redis."""
+        self.keep_fresh(engine)
         try:
             return self.resolve(query, document_id, extensions)
         except DocumentRefused as refused:
