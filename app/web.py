@@ -31,10 +31,10 @@ from app.api.fast.compiler import compile_documents
 from app.api.fast.text_plans import TextPlans
 from app.api.transports.admission import Admission, admission_slots
 from app.api.transports.connections import SETTINGS_STATE_KEY
+from app.api.transports.document_http import client_manifest_route, manifest_route
 from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.graphiql import graphiql_assets_mount
 from app.api.transports.media_files import media_route
-from app.api.transports.trusted import client_manifest_route, manifest_route
 from app.api.upstream.strawberry import graphql_schema
 from app.config import Settings, get_settings
 from app.exposure import bind_hosts, check_start

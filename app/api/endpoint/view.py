@@ -31,8 +31,9 @@ from app.api.endpoint.websocket import FeedTransportWSHandler, TextFrameAdapter,
 from app.api.schema.context import Context, http_context
 from app.api.schema.cost import SURROGATE_MESSAGE, lone_surrogate_in
 from app.api.transports import http_media
+from app.api.transports.document_http import names_a_document, with_document_id
 from app.api.transports.graphiql import graphiql_html
-from app.api.transports.trusted import DocumentRefused, names_a_document, with_document_id
+from app.api.transports.trusted import DocumentRefused
 from app.api.upstream.starlette import server_send
 from app.api.upstream.strawberry import (
     UNSET,

@@ -13,11 +13,19 @@ gets. Then:
   (`RegisteredDocuments`, placed before `DocumentParserCache` and `DocumentValidationCache`,
   Strawberry's two caches taught to leave such a document alone).
 - Any other text takes the full path (GraphiQL), unless TRUSTED_DOCUMENTS_ONLY refuses it.
+- Clients' own documents, registered from their build's manifests (`python -m app.documents`,
+  table client_documents, decision 0083), are served the same way by the clients' ids
+  (`documentId`, Relay's `doc_id`/`id`, Apollo's hash): loaded into memory, re-read when the
+  table changed (`refresh_clients`, `keep_fresh`), validated again when loaded.
+- A text sent with Apollo's persistedQuery hash that ran is learned (Apollo's automatic
+  persisted queries: app.api.transports.persisted, decision 0082), unless
+  TRUSTED_DOCUMENTS_ONLY.
 
-The transports turn a request into the text to run with `DocumentRegistry.resolve`: HTTP in
-app/web.py (`FeedGraphQL`), graphql-transport-ws in app/api/endpoint/websocket.py
-(`handle_subscribe`).
-`GET /graphql/documents.json` (`manifest_route`) maps each operation name to its documentId.
+The transports turn a request into the text to run with `DocumentRegistry.resolve` (what this
+process holds, no I/O: the compiled path) or `resolve_async` (the table and Redis too): HTTP in
+app/api/endpoint/view.py (`FeedGraphQL`) and app.api.fast.compiled_http, graphql-transport-ws
+in app/api/endpoint/websocket.py (`handle_subscribe`). The HTTP parts, documents.json
+included: app.api.transports.document_http.
 """
 
 from __future__ import annotations
@@ -27,12 +35,10 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
-from cross_web import AsyncHTTPRequestAdapter
 from graphql import (
     ASTValidationRule,
     DocumentNode,
@@ -44,11 +50,7 @@ from graphql import (
 from graphql import specified_rules as graphql_rules
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
-from strawberry.http import GraphQLRequestData
 
 from app import client_documents
 from app.api.transports.document_limits import measure, operation_name_error, shape_error
@@ -442,89 +444,3 @@ class DocumentValidationCache(ValidationCache):
             yield
         else:
             yield from super().on_validate()
-
-
-# -- HTTP ----------------------------------------------------------------------------------
-
-
-@dataclass
-class DocumentRequestData(GraphQLRequestData):
-    """Strawberry's request data with the body's (or query string's) `documentId`."""
-
-    document_id: object = None
-
-
-async def with_document_id(
-    request: AsyncHTTPRequestAdapter, data: GraphQLRequestData
-) -> GraphQLRequestData:
-    """`data` plus the request's `documentId`, which Strawberry's parser drops. The JSON
-    body is decoded again only when it mentions the field."""
-    if request.method == "GET":
-        params = request.query_params
-        document_id: object = next(
-            (params.get(k) for k in DOCUMENT_ID_KEYS if params.get(k) is not None), None
-        )
-    elif "application/json" in (request.content_type or ""):
-        body = await request.get_body()  # Starlette keeps the body it read
-        if not any(b'"%s"' % k.encode() in body for k in DOCUMENT_ID_KEYS):
-            return data
-        try:
-            decoded: Any = orjson.loads(body)
-        except orjson.JSONDecodeError:  # what Python's json accepts and orjson does not
-            return data
-        document_id = _document_id_in(decoded) if isinstance(decoded, dict) else None
-    else:
-        return data
-    if document_id is None:
-        return data
-    return DocumentRequestData(
-        query=data.query,
-        variables=data.variables,
-        operation_name=data.operation_name,
-        extensions=data.extensions,
-        protocol=data.protocol,
-        document_id=document_id,
-    )
-
-
-def _document_id_in(body: dict[str, Any]) -> object:
-    """The id a body names: `documentId`, else Relay's `doc_id`, else Relay's older `id`."""
-    return next((body[k] for k in DOCUMENT_ID_KEYS if body.get(k) is not None), None)
-
-
-def names_a_document(request: AsyncHTTPRequestAdapter) -> bool:
-    """A GET naming a document by hash runs it (no `query`, but not a GraphiQL visit)."""
-    params = request.query_params
-    return (
-        any(params.get(k) is not None for k in DOCUMENT_ID_KEYS)
-        or params.get("extensions") is not None
-    )
-
-
-def manifest_route(registry: DocumentRegistry) -> Route:
-    """GET /graphql/documents.json: operation name -> documentId, for clients (the demo)."""
-
-    async def manifest(request: Request) -> Response:
-        return Response(
-            registry.manifest_json,
-            media_type="application/json",
-            headers={"cache-control": "no-cache"},
-        )
-
-    return Route(MANIFEST_PATH, manifest, methods=["GET"])
-
-
-def client_manifest_route(registry: DocumentRegistry, engine: Callable[[], AsyncEngine]) -> Route:
-    """GET /graphql/client-documents.json: the clients' registered documents, id -> name
-    (app.documents registers them), as this process serves them (the table re-read first
-    when it changed)."""
-
-    async def manifest(request: Request) -> Response:
-        await registry.refresh_clients(engine())
-        return Response(
-            registry.client_manifest_json,
-            media_type="application/json",
-            headers={"cache-control": "no-cache"},
-        )
-
-    return Route(CLIENT_MANIFEST_PATH, manifest, methods=["GET"])
