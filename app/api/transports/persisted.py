@@ -6,10 +6,10 @@ Apollo's `PersistedQueryLink` sends a document's SHA-256 alone first; on
 answer), the server keeps hash -> text, and the next request with the hash alone runs it,
 in any API process:
 
-- shared: Redis, the sessions role (`apq:{apq}:d:<hash>`, a string, the text; its index
-  `apq:{apq}:lru`, a zset hash -> ms of the last lookup). Each entry lives `APQ_TTL_SECONDS`
-  after its last lookup from Redis; past `APQ_MAX_DOCUMENTS` the least recently looked up
-  go (both in the one script that learns);
+- shared: Redis, the sessions role (`apq:{apq}:texts`, a hash, hash -> text; its index
+  `apq:{apq}:lru`, a zset, hash -> ms of its learning or last lookup). Each entry lives
+  `APQ_TTL_SECONDS` after its last lookup from Redis; past `APQ_MAX_DOCUMENTS` the least
+  recently looked up go (one script learns, prunes and evicts; each takes both keys);
 - per client: learning a new document counts against the client's budget
   (`APQ_LEARN_PER_CLIENT_PER_HOUR`, per token user, else per address: app.ratelimit's
   `rl:apq-u<id>` / `rl:apq-ip<address>`), so a client flooding distinct texts pushes out at
@@ -37,48 +37,54 @@ from app.redis_scripts import AnyRedis, LuaScript, run_script
 
 log = logging.getLogger("app.api")
 
-_TAG = "{apq}"  # one hash slot: the learn script trims the index and deletes texts together
-INDEX_KEY = "apq:{apq}:lru"
+# One hash slot (the `{apq}` tag): each script touches both keys.
+TEXTS_KEY = "apq:{apq}:texts"  # hash: hex SHA-256 -> text
+INDEX_KEY = "apq:{apq}:lru"  # zset: hex SHA-256 -> ms of its learning or last lookup
+KEYS = [TEXTS_KEY, INDEX_KEY]
 HOUR = 3600
 
+# Index entries older than the TTL go with their texts (ARGV: now ms, ttl s).
+_PRUNE = """
+local cutoff = tonumber(ARGV[1]) - tonumber(ARGV[2]) * 1000
+local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', cutoff)
+for _, h in ipairs(old) do redis.call('HDEL', KEYS[1], h) end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', cutoff)
+"""
 
-def text_key(sha256: str) -> str:
-    return f"apq:{_TAG}:d:{sha256}"
-
-
-# KEYS: text, index. ARGV: hash, text, ttl s, now ms, max documents, key prefix.
-# Learns one text, drops index entries past their TTL, then the least recently looked up
-# past the cap (their texts with them). Returns how many it evicted.
+# KEYS: texts, index. ARGV: now ms, ttl s, hash, text, max documents. Learns one text, drops
+# entries past their TTL, then the least recently looked up past the cap; how many it evicted.
 _LEARN = LuaScript(
     "apq_learn",
-    """
-local ttl = tonumber(ARGV[3])
-local now = tonumber(ARGV[4])
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ttl)
-redis.call('ZADD', KEYS[2], now, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - ttl * 1000)
+    _PRUNE
+    + """
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[4])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[1]), ARGV[3])
 local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
 local evicted = 0
 if over > 0 then
   local gone = redis.call('ZPOPMIN', KEYS[2], over)
   for i = 1, #gone, 2 do
-    redis.call('DEL', ARGV[6] .. gone[i])
+    redis.call('HDEL', KEYS[1], gone[i])
     evicted = evicted + 1
   end
 end
-redis.call('EXPIRE', KEYS[2], ttl)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
 return evicted
 """,
 )
 
-# KEYS: text, index. ARGV: hash, ttl s, now ms. The text, its lease and rank renewed.
+# KEYS: texts, index. ARGV: now ms, ttl s, hash. The text (nil: unknown or expired), its rank
+# renewed.
 _LOOKUP = LuaScript(
     "apq_lookup",
-    """
-local text = redis.call('GET', KEYS[1])
+    _PRUNE
+    + """
+local text = redis.call('HGET', KEYS[1], ARGV[3])
 if text then
+  redis.call('ZADD', KEYS[2], 'XX', tonumber(ARGV[1]), ARGV[3])
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-  redis.call('ZADD', KEYS[2], 'XX', tonumber(ARGV[3]), ARGV[1])
+  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
 end
 return text
 """,
@@ -130,9 +136,7 @@ class LearnedDocuments:
             return text
         now_ms = int(time.time() * 1000)
         try:
-            found = await run_script(
-                redis, _LOOKUP, [text_key(sha256), INDEX_KEY], [sha256, self.ttl_seconds, now_ms]
-            )
+            found = await run_script(redis, _LOOKUP, KEYS, [now_ms, self.ttl_seconds, sha256])
         except (RedisError, OSError):
             log.warning("learned documents: Redis unreachable, lookup of %s missed", sha256)
             return None
@@ -159,10 +163,7 @@ class LearnedDocuments:
         now_ms = int(time.time() * 1000)
         try:
             await run_script(
-                redis,
-                _LEARN,
-                [text_key(sha256), INDEX_KEY],
-                [sha256, text, self.ttl_seconds, now_ms, self.max_documents, text_key("")],
+                redis, _LEARN, KEYS, [now_ms, self.ttl_seconds, sha256, text, self.max_documents]
             )
         except (RedisError, OSError):
             log.warning(

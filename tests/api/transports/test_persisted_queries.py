@@ -14,7 +14,7 @@ import pytest
 
 from app.api.fast.compiled_http import COMPILED
 from app.api.fast.text_plans import TEXT_LABEL
-from app.api.transports.persisted import INDEX_KEY, text_key
+from app.api.transports.persisted import INDEX_KEY, TEXTS_KEY
 from app.config import get_settings
 from app.operation_documents import sha256_hex
 from app.state import AppState
@@ -73,9 +73,9 @@ async def test_the_first_call_takes_two_requests_every_later_one_one(state: AppS
                 assert (sent, answer) == (1, {"data": {"viewer": {"handle": "alice"}}})
     # Kept in Redis (the sessions role) with its TTL, indexed for the cap.
     redis = state.roles.sessions
-    assert await redis.get(text_key(sha256_hex(viewer))) == viewer.encode()
-    ttl = await redis.ttl(text_key(sha256_hex(viewer)))
-    assert 0 < ttl <= get_settings().apq_ttl_seconds
+    assert await redis.hget(TEXTS_KEY, sha256_hex(viewer)) == viewer.encode()
+    for key in (TEXTS_KEY, INDEX_KEY):
+        assert 0 < await redis.ttl(key) <= get_settings().apq_ttl_seconds
     assert await redis.zscore(INDEX_KEY, sha256_hex(viewer)) is not None
 
 
@@ -106,16 +106,16 @@ async def test_a_hash_that_is_not_the_texts_is_refused_and_not_kept(state: AppSt
         assert refused["data"] is None and codes(refused) == ["BAD_USER_INPUT"]
         still = await send(client, {"extensions": apq(other)})
         assert codes(still) == [NOT_FOUND]
-    assert await state.roles.sessions.exists(text_key(sha256_hex(other))) == 0
+    assert await state.roles.sessions.hexists(TEXTS_KEY, sha256_hex(other)) == 0
 
 
-async def test_a_text_that_fails_validation_is_never_kept(
-    state: AppState, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_text_that_fails_validation_is_never_kept(state: AppState) -> None:
     """Neither a document graphql's rules refuse nor one over the cost limit is learned."""
-    monkeypatch.setattr(get_settings(), "query_cost_limit", 600)
     invalid = "query Bad { viewer { noSuchField } }"
-    costly = "query Costly { feed(first: 100) { edges { node { id body } } } }"
+    costly = (
+        "query Costly { viewer { followers(first: 100) { edges { node "
+        "{ followers(first: 100) { edges { node { id } } } } } } } }"
+    )
     async with api_process(state) as client:
         for text, why in ((invalid, "noSuchField"), (costly, "costs")):
             answer = await send(client, {"query": text, "extensions": apq(text)})
@@ -158,7 +158,8 @@ async def test_a_flood_from_one_client_stays_within_its_budget(
             await apollo_call(fresh, f"query Carol{n} {{ viewer {{ handle }} }}", carol)
     assert await redis.zcard(INDEX_KEY) == 5
     assert await redis.zscore(INDEX_KEY, sha256_hex(kept)) is None  # the oldest lookup
-    assert await redis.exists(text_key(sha256_hex(kept))) == 0
+    assert await redis.hexists(TEXTS_KEY, sha256_hex(kept)) == 0
+    assert await redis.hlen(TEXTS_KEY) == 5
 
 
 async def test_trusted_documents_only_refuses_learned_documents(
