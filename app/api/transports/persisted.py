@@ -171,8 +171,3 @@ class LearnedDocuments:
             )
         self._keep(sha256, text)
         return True
-
-    def forget_local(self) -> None:
-        """Drop this process's copies (tests: a fresh process's view)."""
-        self._local.clear()
-        self._texts.clear()

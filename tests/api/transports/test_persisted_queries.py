@@ -5,6 +5,8 @@ TRUSTED_DOCUMENTS_ONLY still refusing what is not registered."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,6 +22,8 @@ from app.operation_documents import sha256_hex
 from app.state import AppState
 from app.web import create_app
 from tests.helpers import codes, create_post, sign_up
+from tests.realtime.live import LiveClient
+from tests.servers import ApiServer
 
 NOT_FOUND = "PERSISTED_QUERY_NOT_FOUND"
 
@@ -176,3 +180,35 @@ async def test_trusted_documents_only_refuses_learned_documents(
         with_text = await send(trusted, {"query": text, "extensions": apq(text)})
         assert with_text["data"] is None and codes(with_text) == ["BAD_USER_INPUT"]
         assert "only registered documents" in with_text["errors"][0]["message"].lower()
+
+
+async def test_a_learned_document_runs_by_hash_over_the_websocket() -> None:
+    """A graphql-transport-ws `subscribe` naming a learned hash runs its text, in a process
+    (uvicorn) other than the one that learned it; an unknown hash is still not found."""
+    text = "query SocketLearned { viewer { handle } }"
+    async with ApiServer() as learner, ApiServer() as api:
+        async with learner.http() as http:
+            token = await sign_up(http, "alice")
+            assert (await apollo_call(http, text, token))[0] == 2
+        live = await LiveClient.open(api, token, subscribe=False)
+        try:
+
+            async def subscribe(op_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+                message = {"id": op_id, "type": "subscribe", "payload": payload}
+                await live.ws.send(json.dumps(message))
+                while True:
+                    answer = json.loads(await asyncio.wait_for(live.ws.recv(), 5))
+                    if answer["type"] == "ping":
+                        await live.ws.send(json.dumps({"type": "pong"}))
+                    elif answer["type"] != "complete":  # the query before ends with one
+                        assert answer["id"] == op_id, answer
+                        return dict(answer)
+
+            learned = await subscribe("1", {"query": "", "extensions": apq(text)})
+            assert learned["type"] == "next", learned
+            assert learned["payload"] == {"data": {"viewer": {"handle": "alice"}}}
+            unknown = await subscribe("2", {"query": "", "extensions": apq("{ viewer { id } }")})
+            assert unknown["type"] == "error"
+            assert unknown["payload"][0]["extensions"]["code"] == NOT_FOUND
+        finally:
+            await live.close()
