@@ -476,6 +476,26 @@ class Settings(BaseSettings):
     compiled_text_plans: int = Field(default=64, ge=0, le=100_000)
     compiled_text_max_chars: int = Field(default=10_000, ge=0, le=1_000_000)
 
+    # ---- Persisted queries: learned (APQ) and registered client manifests ------------------
+    # Automatic persisted queries (app.api.transports.persisted, docs/decisions/0082): a text
+    # sent with Apollo's persistedQuery hash is learned once it ran, shared by every API
+    # process in Redis (the sessions role) for APQ_TTL_SECONDS after its last lookup, at most
+    # APQ_MAX_DOCUMENTS (the least recently looked up go first) of at most
+    # APQ_MAX_DOCUMENT_CHARS characters each. One client (token user, else address) teaches at
+    # most APQ_LEARN_PER_CLIENT_PER_HOUR new ones an hour: all a flood can push out. Each
+    # process keeps APQ_PROCESS_ENTRIES hash -> text. Off under TRUSTED_DOCUMENTS_ONLY.
+    apq_learn: bool = True
+    apq_ttl_seconds: int = Field(default=7 * DAY, ge=60, le=365 * DAY)
+    apq_max_documents: int = Field(default=10_000, ge=1, le=1_000_000)
+    apq_max_document_chars: int = Field(default=20_000, ge=1, le=1_000_000)
+    apq_learn_per_client_per_hour: int = Field(default=100, ge=1, le=COUNT_CEILING)
+    apq_process_entries: int = Field(default=1_000, ge=1, le=100_000)
+    # Client manifests registered with `python -m app.documents register` (PostgreSQL table
+    # client_documents, docs/decisions/0083): each API process re-reads the table when a
+    # request names an id or text it does not hold, at most once per this many seconds.
+    client_documents_refresh_seconds: float = Field(default=1.0, ge=0.05, le=3600)
+    client_documents_max: int = Field(default=5_000, ge=1, le=100_000)
+
     # ---- Jobs: timeouts, retries, expiry, the reconciler -----------------------------------
     # a killed worker's job is retried this long + 10 s later
     job_timeout_seconds: int = Field(default=60, ge=1, le=DAY)

@@ -159,7 +159,7 @@ class RedisRoles:
     """The client of each Redis role; two roles on one URL hold the same client.
 
     - timelines: `tl:`, `posts:`, the control plane's `fcw:`, `fcn:`, `fcc:`, `fcr:` keys;
-    - sessions: `fs:`, `fsi:`, `imp:`, `act:`, `frr:`;
+    - sessions: `fs:`, `fsi:`, `imp:`, `act:`, `frr:`, the learned persisted queries `apq:`;
     - queue: ARQ (`arq:*`) and job bookkeeping (`fp:`, `fo:`, `ej:`, `rcn:`, `dl:`, `jf:`),
       always a plain server;
     - pubsub: the hub's channels and the live counts (`fu:`, `fur:`, `fuc:`, online), whose

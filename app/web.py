@@ -31,10 +31,10 @@ from app.api.fast.compiler import compile_documents
 from app.api.fast.text_plans import TextPlans
 from app.api.transports.admission import Admission, admission_slots
 from app.api.transports.connections import SETTINGS_STATE_KEY
+from app.api.transports.document_http import client_manifest_route, manifest_route
 from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.graphiql import graphiql_assets_mount
 from app.api.transports.media_files import media_route
-from app.api.transports.trusted import manifest_route
 from app.api.upstream.strawberry import graphql_schema
 from app.config import Settings, get_settings
 from app.exposure import bind_hosts, check_start
@@ -160,7 +160,12 @@ def create_app(state: AppState | None = None) -> FeedApp:
     if not production:  # developer surfaces (decision 0065): 404 in production
         # The demo page, its assets and its list of document ids (the probe computes the
         # ids itself when the list is not served: app.probe.documents).
-        routes += [manifest_route(graphql.documents), Route("/", index)]
+        routes += [
+            manifest_route(graphql.documents),
+            # The clients' registered manifests (python -m app.documents), id -> name.
+            client_manifest_route(graphql.documents, lambda: current_state().engine),
+            Route("/", index),
+        ]
         routes.append(graphiql_assets_mount())
         if demo.exists():
             routes.append(Mount("/static", DemoFiles(directory=Path(demo)), name="static"))

@@ -228,6 +228,7 @@ async def drive(st: Any, pipeline: Any) -> None:
     import httpx
 
     from app.fanout import control
+    from app.operation_documents import sha256_hex
     from app.posts.ids import created_ms
     from app.realtime import counts
     from app.realtime.leases import SOCKETS, Cap, Leases, user_key
@@ -289,6 +290,14 @@ async def drive(st: Any, pipeline: Any) -> None:
         # Several posts in one pass (a catch-up job's write, decision 0059), many slots.
         run = [(p, created_ms(p)) for p in posts[2:5]]
         assert await st.timelines.push_posts_to_timelines(run, users) > 0
+        # Automatic persisted queries: a text learned, then looked up by another process.
+        learned = "query Learned { viewer { handle } }"
+        apq = {"persistedQuery": {"version": 1, "sha256Hash": sha256_hex(learned)}}
+        await client.post("/graphql", json={"query": learned, "extensions": apq})
+        other = httpx.ASGITransport(app=create_app(st))
+        async with httpx.AsyncClient(transport=other, base_url="http://t") as second:
+            answer = await second.post("/graphql", json={"extensions": apq})
+            assert answer.json() == {"data": {"viewer": None}}, answer.text
         # Single-key deletes and reads the scenario above does not reach.
         await control.catchup_done(st.roles.timelines, author_id)
         await st.timelines.delete(users[3])

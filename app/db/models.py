@@ -437,3 +437,26 @@ class PostMedia(Base):
         String(128), ForeignKey("media_objects.key", ondelete="CASCADE")
     )
     alt: Mapped[str | None] = mapped_column(Text)
+
+
+CLIENT_DOCUMENT_FORMATS = ("apollo", "codegen", "relay")
+
+
+class ClientDocument(Base):
+    """A client's own persisted document, registered from its build's manifest with
+    `python -m app.documents register` (docs/decisions/0083): kept by the id the client
+    sends for it (Apollo's and GraphQL Code Generator's SHA-256 hex, Relay's md5), validated
+    against the schema at registration and again when an API process loads it."""
+
+    __tablename__ = "client_documents"
+    __table_args__ = (
+        CheckConstraint(f"format IN {CLIENT_DOCUMENT_FORMATS}", name="client_documents_format"),
+    )
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(128))  # the operation's name, if any
+    body: Mapped[str] = mapped_column(Text)
+    format: Mapped[str] = mapped_column(String(16))
+    registered_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )

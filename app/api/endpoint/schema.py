@@ -23,6 +23,7 @@ from app.api.transports.document_limits import (
     create_depth_rule,
 )
 from app.api.transports.hashing_fields import create_hashing_rule
+from app.api.transports.persisted import LearnedDocuments
 from app.api.transports.trusted import (
     DocumentParserCache,
     DocumentRegistry,
@@ -99,7 +100,20 @@ def build_schema(
     ]
     if settings.profile == "production":  # on every path: POST, GET, websocket (decision 0016)
         limits.append(NoSchemaIntrospectionCustomRule)
-    documents = DocumentRegistry(only_registered=settings.trusted_documents_only)
+    learned = None
+    if settings.apq_learn:  # Apollo's automatic persisted queries (transports.persisted)
+        learned = LearnedDocuments(
+            ttl_seconds=settings.apq_ttl_seconds,
+            max_documents=settings.apq_max_documents,
+            max_chars=settings.apq_max_document_chars,
+            per_client_per_hour=settings.apq_learn_per_client_per_hour,
+            process_entries=settings.apq_process_entries,
+        )
+    documents = DocumentRegistry(
+        only_registered=settings.trusted_documents_only,
+        learned=learned,
+        refresh_seconds=settings.client_documents_refresh_seconds,
+    )
     schema = FeedSchema(
         query=Query,
         mutation=Mutation,

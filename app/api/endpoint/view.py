@@ -31,8 +31,9 @@ from app.api.endpoint.websocket import FeedTransportWSHandler, TextFrameAdapter,
 from app.api.schema.context import Context, http_context
 from app.api.schema.cost import SURROGATE_MESSAGE, lone_surrogate_in
 from app.api.transports import http_media
+from app.api.transports.document_http import names_a_document, with_document_id
 from app.api.transports.graphiql import graphiql_html
-from app.api.transports.trusted import DocumentRefused, names_a_document, with_document_id
+from app.api.transports.trusted import DocumentRefused
 from app.api.upstream.starlette import server_send
 from app.api.upstream.strawberry import (
     UNSET,
@@ -127,16 +128,19 @@ class FeedGraphQL(GraphQL):
         allowed = OperationType.from_http(request_adapter.method) - {OperationType.SUBSCRIPTION}
         if request_adapter.method == "GET" and not self.allow_queries_via_get:
             allowed -= {OperationType.QUERY}
+        state: AppState = self._state()
         try:
-            query = self.documents.resolve(
+            query = await self.documents.resolve_async(
                 request_data.query,
                 getattr(request_data, "document_id", None),
                 request_data.extensions,
+                state.engine,
+                state.roles.sessions,
             )
         except DocumentRefused as refused:
             return ExecutionResult(data=None, errors=[refused])
         try:
-            return await self.schema.execute(
+            result = await self.schema.execute(
                 query,
                 root_value=root_value,
                 variable_values=request_data.variables,
@@ -155,6 +159,17 @@ class FeedGraphQL(GraphQL):
             raise HTTPException(400, exc.as_http_error_reason()) from exc
         except MissingQueryError as exc:
             raise HTTPException(400, "No GraphQL query found in the request") from exc
+        if query and self.documents.learnable(query, request_data.extensions) is not None:
+            # Apollo's automatic persisted queries: a text that ran is kept by its hash.
+            await self.documents.learn(
+                query,
+                request_data.extensions,
+                result.data is not None,
+                context.budget_key(),
+                state.roles.sessions,
+                state.roles.limits,
+            )
+        return result
 
     async def run(  # type: ignore[override]
         self, request: Request | WebSocket, context: Any = UNSET, root_value: Any = UNSET

@@ -362,10 +362,16 @@ class FeedTransportWSHandler(BaseGraphQLTransportWSHandler[SocketContext, None])
             return
         if self.connection_acknowledged and message["id"] not in self.operations:
             # A trusted document may be named by its hash (transports.trusted): run its text.
+            # Learned (APQ) and client documents too: looked up, never learned here.
             documents = cast("FeedSchema", self.schema).documents
+            state = self.context.state
             try:
-                query = documents.resolve(
-                    query, payload.get("documentId"), payload.get("extensions")
+                query = await documents.resolve_async(
+                    query,
+                    payload.get("documentId"),
+                    payload.get("extensions"),
+                    state.engine,
+                    state.roles.sessions,
                 )
             except DocumentRefused as refused:
                 error = {"id": message["id"], "type": "error", "payload": [refused.formatted]}

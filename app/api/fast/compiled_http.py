@@ -55,12 +55,12 @@ from app.api.schema.cost import limit_reads, unstorable
 from app.api.transports import http_media
 from app.api.transports.admission import replay_body
 from app.api.transports.route_path import route_path
-from app.api.transports.trusted import DocumentRefused, DocumentRegistry
+from app.api.transports.trusted import DOCUMENT_ID_KEYS, DocumentRefused, DocumentRegistry
 from app.api.upstream.uvicorn import write_response
 from app.errors import AppError
 from app.state import AppState
 
-_KEYS = frozenset({"query", "variables", "operationName", "extensions", "documentId"})
+_KEYS = frozenset({"query", "variables", "operationName", "extensions", *DOCUMENT_ID_KEYS})
 COMPILED = Counter(
     "graphql_compiled_total", "HTTP requests answered by a compiled document", ["operation"]
 )
@@ -147,7 +147,9 @@ class CompiledHTTP:
             return False
         query, values = planned
         assert media is not None  # checked with the plan
-        context = await http_context(self.state(), Request(scope))
+        state = self.state()
+        self.documents.keep_fresh(state.engine)  # clients' documents removed are noticed
+        context = await http_context(state, Request(scope))
         try:
             result, status = await self._run(query, context, values, media)
         except NotCompilable:
@@ -178,17 +180,21 @@ class CompiledHTTP:
             extensions is not None and type(extensions) is not dict
         ):
             return None
+        document_id = next((data[k] for k in DOCUMENT_ID_KEYS if data.get(k) is not None), None)
         try:
-            text = self.documents.resolve(query, data.get("documentId"), extensions)
+            text = self.documents.resolve(query, document_id, extensions)
         except DocumentRefused:
             return None
-        if text is None:
-            return None
+        if text is None or self.documents.learnable(query, extensions) is not None:
+            return None  # a text to learn (APQ): the regular path runs and keeps it
         compiled = self.compiled.get(text)
         if compiled is None:
-            if self.texts is None or self.documents.lookup(text) is not None:
-                return None  # a registered document the compiler cannot plan
-            compiled = self.texts.get(text)
+            if self.texts is None:
+                return None
+            if text in self.documents.by_text():
+                return None  # one of the project's that the compiler cannot plan
+            # A client's registered document or a learned one is planned at first sight.
+            compiled = self.texts.get(text, known=self.documents.known(text))
             if compiled is None:
                 return None
         name = data.get("operationName")

@@ -55,8 +55,9 @@ class TextPlans:
     def __len__(self) -> int:
         return len(self._plans)
 
-    def get(self, text: str) -> CompiledQuery | None:
-        """The plan of `text`, made on its second sighting; None: the regular path answers."""
+    def get(self, text: str, known: bool = False) -> CompiledQuery | None:
+        """The plan of `text`, made on its second sighting (its first when `known`: a client's
+        registered or a learned document); None: the regular path answers."""
         plans = self._plans
         try:
             plan = plans[text]
@@ -68,7 +69,7 @@ class TextPlans:
         if not self.entries or len(text) > self.max_chars:
             return None
         seen = self._seen
-        if seen.pop(text, None) is None:
+        if seen.pop(text, None) is None and not known:
             if not any(root in text for root in ROOTS):  # cannot be a plannable document
                 return None
             seen[text] = _SEEN

@@ -49,8 +49,12 @@ class Context:
         async with self.state.sessions.begin() as session:
             yield session
 
+    def budget_key(self) -> str:
+        """Who a per-client budget counts: `u<user id>` with a token, else `ip<address>`."""
+        return f"u{self.viewer_id}" if self.viewer_id is not None else f"ip{self.client_ip()}"
+
     async def limit_writes(self) -> None:
-        who = f"u{self.viewer_id}" if self.viewer_id is not None else f"ip{self.client_ip()}"
+        who = self.budget_key()
         await check_rate(
             self.state.roles.limits, who, self.state.settings.rate_limit_writes_per_minute
         )
