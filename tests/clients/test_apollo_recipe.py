@@ -29,6 +29,7 @@ STEP_SECONDS = 30.0
 PAGE = 2  # run.mjs's page size: three pages are six posts
 RFC_3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?\+00:00$")
 
+
 @pytest.fixture(scope="module")
 async def api(test_database: str) -> AsyncIterator[ApiServer]:
     """One RANKED session per viewer and no session reuse: a second device's first page ends
@@ -36,6 +37,7 @@ async def api(test_database: str) -> AsyncIterator[ApiServer]:
     env = {"FEED_SESSIONS_PER_VIEWER": "1", "FEED_SESSION_REUSE_SECONDS": "0"}
     async with ApiServer(env=env) as server:
         yield server
+
 
 class Steps:
     """run.mjs's JSON lines, one step at a time."""
@@ -66,6 +68,7 @@ class Steps:
                     err = await self.proc.stderr.read()
         return f"steps={self.seen!r} stderr={err.decode()[-3000:]!r}"
 
+
 async def learns_persisted_queries(http: httpx.AsyncClient, token: str) -> bool:
     """Whether the server stores an APQ text sent with its hash (the learning of issue 39;
     before it, only registered documents run by hash)."""
@@ -76,6 +79,7 @@ async def learns_persisted_queries(http: httpx.AsyncClient, token: str) -> bool:
     await http.post("/graphql", json={"query": text, "extensions": extensions}, headers=headers)
     again = (await http.post("/graphql", json={"extensions": extensions}, headers=headers)).json()
     return again.get("data") is not None
+
 
 async def test_the_apollo_recipe_pages_caches_subscribes_and_persists(
     api: ApiServer, pipeline: Any

@@ -8,7 +8,6 @@ import strawberry
 from graphql import ASTValidationRule, GraphQLError, NoSchemaIntrospectionCustomRule
 from strawberry.exceptions import MissingQueryError
 from strawberry.extensions import AddValidationRules, MaxTokensLimiter
-from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
 from app.api.endpoint.subscriptions import Subscription
@@ -16,7 +15,7 @@ from app.api.fast.executor import EventScopedExecutor, FastExecutor
 from app.api.schema.cost import NoNulInText, RequestLimits, create_cost_rule
 from app.api.schema.mutations import Mutation
 from app.api.schema.queries import Query
-from app.api.schema.scalars import SCALAR_MAP
+from app.api.schema.scalars import SCALAR_OVERRIDES
 from app.api.transports.document_limits import (
     MAX_ALIASES,
     MAX_TOKENS,
@@ -106,7 +105,7 @@ def build_schema(
         query=Query,
         mutation=Mutation,
         subscription=subscription,
-        config=StrawberryConfig(scalar_map=SCALAR_MAP),  # DateTime's description, @specifiedBy
+        scalar_overrides=SCALAR_OVERRIDES,  # DateTime's description and @specifiedBy
         # Both keep EventScopedExecutor's subscription fix (a per-frame leak otherwise).
         execution_context_class=FastExecutor if fast else EventScopedExecutor,
         extensions=[

@@ -3,7 +3,9 @@ type it (a string in RFC 3339) instead of `unknown`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 import strawberry
 
@@ -25,4 +27,5 @@ DATETIME = strawberry.scalar(
     parse_value=STRAWBERRY_DATETIME.parse_value,
 )
 
-SCALAR_MAP = {datetime: DATETIME}
+# Strawberry's documented way to replace a built-in scalar (`Schema(scalar_overrides=...)`).
+SCALAR_OVERRIDES: Mapping[object, Any] = {datetime: DATETIME}
