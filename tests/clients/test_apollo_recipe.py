@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.config import get_settings
 from tests.helpers import follow, gql, make_user, post
 from tests.servers import ApiServer, npm_ci
 
@@ -69,9 +70,14 @@ class Steps:
         return f"steps={self.seen!r} stderr={err.decode()[-3000:]!r}"
 
 
+def apq_learning_on() -> bool:
+    """The setting APQ_LEARN (issue 39's learned persisted queries; a server without the
+    setting runs only registered documents by hash)."""
+    return bool(getattr(get_settings(), "apq_learn", False))
+
+
 async def learns_persisted_queries(http: httpx.AsyncClient, token: str) -> bool:
-    """Whether the server stores an APQ text sent with its hash (the learning of issue 39;
-    before it, only registered documents run by hash)."""
+    """Whether the server runs a hash alone once its text was sent with it."""
     text = "query LearnProbe { viewer { id } }"
     digest = hashlib.sha256(text.encode()).hexdigest()
     extensions = {"persistedQuery": {"version": 1, "sha256Hash": digest}}
@@ -145,6 +151,7 @@ async def test_the_apollo_recipe_pages_caches_subscribes_and_persists(
     assert subscribed["frame"]["newPostCount"] == 0, subscribed
     last = update["frames"][-1]
     assert last["newPostCount"] == 1 and RFC_3339_UTC.match(last["latestPostAt"]), update
-    # APQ: the hash alone, PERSISTED_QUERY_NOT_FOUND, the text with its hash; then, once the
-    # server learns texts (docs/API.md "Trusted documents"), the hash alone is enough.
+    # APQ: the hash alone, PERSISTED_QUERY_NOT_FOUND, the text with its hash; then, where the
+    # server learns texts (APQ_LEARN), the hash alone is enough: one request a call.
+    assert learns == apq_learning_on(), f"APQ_LEARN={apq_learning_on()}, yet learned: {learns}"
     assert apq["perCall"] == ([2, 1, 1] if learns else [2, 2, 2]), (apq, learns)
