@@ -6,7 +6,8 @@ import { GraphQLWsLink } from '@apollo/client/link/subscriptions';
 import { isSubscriptionOperation, relayStylePagination } from '@apollo/client/utilities';
 import { createClient } from 'graphql-ws';
 
-// SHA-256 in lower-case hex (Web Crypto: browsers, Node 20+), the persisted queries' key.
+// SHA-256 in lower-case hex, the persisted queries' key (Web Crypto: Node 20+, browsers on
+// https or localhost).
 async function sha256(text) {
   const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
