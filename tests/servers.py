@@ -13,7 +13,8 @@ Session-wide servers are the `server` fixtures (tests/realtime/conftest.py, test
 
 `npm_ci(folder)` puts a node client's pinned packages in place (its committed
 package-lock.json, `npm ci` when node_modules is missing or stale): the graphql-ws reference
-client (tests/realtime/reference_client) and the graphql-http audit (tests/api/graphql_http_audit).
+client (tests/realtime/reference_client), the graphql-http audit (tests/api/graphql_http_audit)
+and the client recipes (tests/clients/apollo).
 
 `redis_server(port, folder)` is `make run`'s Redis (append-only) on a port of a test's own, for
 the tests that stop it; `redis_answers(port)` says whether it answers a PING.

@@ -15,6 +15,7 @@ from app.api.fast.executor import EventScopedExecutor, FastExecutor
 from app.api.schema.cost import NoNulInText, RequestLimits, create_cost_rule
 from app.api.schema.mutations import Mutation
 from app.api.schema.queries import Query
+from app.api.schema.scalars import SCALAR_OVERRIDES
 from app.api.transports.document_limits import (
     MAX_ALIASES,
     MAX_TOKENS,
@@ -118,6 +119,7 @@ def build_schema(
         query=Query,
         mutation=Mutation,
         subscription=subscription,
+        scalar_overrides=SCALAR_OVERRIDES,  # DateTime's description and @specifiedBy
         # Both keep EventScopedExecutor's subscription fix (a per-frame leak otherwise).
         execution_context_class=FastExecutor if fast else EventScopedExecutor,
         extensions=[

@@ -32,8 +32,11 @@ from strawberry.schema.schema import (
 )
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
-# The serializer of Strawberry's DateTime (and Date, Time) scalars: `methodcaller("isoformat")`,
-# one object; the compiler renders a datetime of such a leaf with `datetime.isoformat`.
+# Strawberry's DateTime scalar: the service's (app.api.schema.scalars) keeps its serializer
+# and parser and adds a description and @specifiedBy. The serializer, shared by Date and Time
+# too, is `methodcaller("isoformat")`, one object; the compiler renders a datetime of such a
+# leaf with `datetime.isoformat`.
+from strawberry.schema.types.base_scalars import DateTimeDefinition as STRAWBERRY_DATETIME
 from strawberry.schema.types.base_scalars import isoformat as STRAWBERRY_ISOFORMAT
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
@@ -57,6 +60,7 @@ from strawberry.utils.aio import aclosing
 
 __all__ = [
     "BASIC_RESOLVER",
+    "STRAWBERRY_DATETIME",
     "STRAWBERRY_ISOFORMAT",
     "SYNC_RESOLVER",
     "TRANSPORT_WS_HANDLER_OVERRIDES",
