@@ -71,9 +71,8 @@ class Steps:
 
 
 def apq_learning_on() -> bool:
-    """The setting APQ_LEARN (issue 39's learned persisted queries; a server without the
-    setting runs only registered documents by hash)."""
-    return bool(getattr(get_settings(), "apq_learn", False))
+    """The setting APQ_LEARN (learned persisted queries, decision 0082): on by default."""
+    return get_settings().apq_learn
 
 
 async def learns_persisted_queries(http: httpx.AsyncClient, token: str) -> bool:
@@ -153,5 +152,5 @@ async def test_the_apollo_recipe_pages_caches_subscribes_and_persists(
     assert last["newPostCount"] == 1 and RFC_3339_UTC.match(last["latestPostAt"]), update
     # APQ: the hash alone, PERSISTED_QUERY_NOT_FOUND, the text with its hash; then, where the
     # server learns texts (APQ_LEARN), the hash alone is enough: one request a call.
-    assert learns == apq_learning_on(), f"APQ_LEARN={apq_learning_on()}, yet learned: {learns}"
-    assert apq["perCall"] == ([2, 1, 1] if learns else [2, 2, 2]), (apq, learns)
+    assert apq_learning_on() and learns, "the test server runs with APQ_LEARN on"
+    assert apq["perCall"] == [2, 1, 1], apq
