@@ -520,6 +520,37 @@ class Settings(BaseSettings):
     engagement_quality_max_authors: int = Field(default=100_000, ge=1, le=10_000_000)
     engagement_quality_refresh_seconds: float = Field(default=60.0, gt=0, le=3600)
 
+    # ---- Image posts (app.media, docs/decisions/0080) -----------------------------------------
+    # Where objects live: `local` (a directory the service serves itself under signed URLs,
+    # MEDIA_LOCAL_DIR, empty = <RUN_DIR>/media) or `s3` (an S3-compatible bucket,
+    # app.media.s3_store). An upload is JPEG, PNG, WebP or GIF of at most MEDIA_MAX_BYTES
+    # whose header declares at most MEDIA_MAX_PIXELS pixels; alt text at most
+    # MEDIA_ALT_MAX_CHARS. Per user over the last 24 h: MEDIA_UPLOADS_PER_DAY uploads and
+    # MEDIA_UPLOAD_BYTES_PER_DAY bytes. The PUT URL lives MEDIA_UPLOAD_URL_SECONDS; an upload
+    # never attached is deleted MEDIA_UPLOAD_TTL_SECONDS after its creation (jobs.media, every
+    # MEDIA_CLEANUP_MINUTES, 0: by name only), and so is a stored object no live post uses
+    # any more, MEDIA_UNREFERENCED_GRACE_SECONDS after it was last attached. URLs: a PUBLIC
+    # post's are one per MEDIA_PUBLIC_URL_SECONDS window (the same for every viewer, living
+    # one to two windows: a CDN caches them; MEDIA_PUBLIC_BASE_URL, e.g. the CDN's origin,
+    # replaces the origin of the store's URL), other posts' live MEDIA_PRIVATE_URL_SECONDS
+    # and are minted per viewer allowed to see the post.
+    media_store: Literal["local", "s3"] = "local"
+    media_local_dir: str = ""
+    media_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, le=100 * 1024 * 1024)
+    media_max_pixels: int = Field(default=40_000_000, ge=1, le=1_000_000_000)
+    media_alt_max_chars: int = Field(default=1000, ge=0, le=10_000)
+    media_uploads_per_day: int = Field(default=200, ge=1, le=COUNT_CEILING)
+    media_upload_bytes_per_day: int = Field(
+        default=1024 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024 * 1024
+    )
+    media_upload_url_seconds: int = Field(default=900, ge=1, le=DAY)
+    media_upload_ttl_seconds: int = Field(default=DAY, ge=60, le=30 * DAY)
+    media_unreferenced_grace_seconds: int = Field(default=3600, ge=0, le=30 * DAY)
+    media_cleanup_minutes: int = Field(default=10, ge=0, le=60)
+    media_public_url_seconds: int = Field(default=3600, ge=1, le=7 * DAY)
+    media_private_url_seconds: int = Field(default=300, ge=1, le=DAY)
+    media_public_base_url: str = ""
+
     # ---- Live updates (app.realtime, api.endpoint.websocket; env REALTIME_*, docs/API.md) ----
     # Tests shrink them. At most one frame per subscriber per interval; updates inside it are
     # merged (coalesced). The first update after a quiet interval goes out at once (no added
@@ -636,6 +667,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "TIMELINE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
                 "outlasts the socket timeout fails as an outage)"
+            )
+        if self.media_upload_ttl_seconds < self.media_upload_url_seconds:
+            raise ValueError(
+                "MEDIA_UPLOAD_TTL_SECONDS must be at least MEDIA_UPLOAD_URL_SECONDS (an upload "
+                "must outlive the URL its bytes are PUT to)"
             )
         if self.realtime_stall_seconds * 1000 <= self.realtime_coalesce_ms:
             raise ValueError("REALTIME_STALL_SECONDS must exceed the coalescing interval")

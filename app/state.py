@@ -26,6 +26,8 @@ from app.fanout.lag import LagProbe, lane_lag_seconds
 from app.fanout.service import FanoutService
 from app.feed.service import FeedService
 from app.feed.sessions import FeedSessionStore
+from app.media.store import ObjectStore
+from app.media.stores import make_store
 from app.passwords import CHEAP_HASHER, PasswordGate
 from app.realtime.counts import reset_new_post_count
 from app.realtime.notifier import RedisNotifier
@@ -50,6 +52,8 @@ class AppState:
     # The engagement log's writer and its source-quality feature (app.engagement).
     engagement: EngagementLog
     source_quality: SourceQuality
+    # Image posts' bytes (MEDIA_STORE: app.media.stores), closed with the state.
+    media_store: ObjectStore
     replica: ReplicaRouter | None = None  # DATABASE_REPLICA_URL (decision 0043)
     # Test-only faults (JOB_FAULT_HOOK, FEED_FAULT_*), apart from the settings (decision 0073).
     faults: FaultSwitches = field(default_factory=FaultSwitches.model_construct)
@@ -93,6 +97,7 @@ class AppState:
         await self.feed.impressions.close()  # flush what is buffered before Redis goes
         await self.feed.read_counter.close()
         await self.engagement.close()  # flush the log's buffer before the engine goes
+        await self.media_store.close()
         await self.roles.aclose()
         await self.engine.dispose()
         if self.replica is not None:
@@ -166,6 +171,7 @@ def create_state(
         ),
         engagement=engagement,
         source_quality=source_quality,
+        media_store=make_store(settings),
         replica=replica,
         faults=faults,
     )

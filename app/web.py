@@ -33,6 +33,7 @@ from app.api.transports.admission import Admission, admission_slots
 from app.api.transports.connections import SETTINGS_STATE_KEY
 from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.graphiql import graphiql_assets_mount
+from app.api.transports.media_files import media_route
 from app.api.transports.trusted import manifest_route
 from app.api.upstream.strawberry import graphql_schema
 from app.config import Settings, get_settings
@@ -151,6 +152,7 @@ def create_app(state: AppState | None = None) -> FeedApp:
         Route("/healthz", probes.healthz),
         Route("/readyz", probes.readyz),
         Route("/metrics", metrics.serve),
+        media_route(current_state),  # the local store's objects (app.media, decision 0080)
     ]
     if not production:  # developer surfaces (decision 0065): 404 in production
         # The demo page, its assets and its list of document ids (the probe computes the

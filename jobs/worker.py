@@ -18,7 +18,7 @@ from arq.worker import Function, func
 from app.config import get_settings
 from app.fanout import lanes
 from app.state import create_state
-from jobs import constants, engagement, housekeeping, tasks
+from jobs import constants, engagement, housekeeping, media, tasks
 from jobs.connections import expires_ms, redis_settings
 from jobs.event_tracking import settling
 from jobs.reliability import arq_max_tries, reliable
@@ -66,6 +66,8 @@ FUNCTIONS = [
     # The engagement log's partitions and features (jobs.engagement), by name too.
     func(cast(WorkerCoroutine, engagement.engagement_partitions), name=engagement.PARTITIONS),
     func(cast(WorkerCoroutine, engagement.engagement_features), name=engagement.FEATURES),
+    # Uploads never attached and media no live post uses (jobs.media), by name too.
+    func(cast(WorkerCoroutine, media.media_cleanup), name=media.CLEANUP),
 ]
 # Every minute at :00 (ARQ runs a cron job once across workers: `unique`); tests and
 # operators may also enqueue it by name with a grace in seconds.
@@ -129,6 +131,23 @@ def engagement_jobs(quality_minutes: int) -> list[CronJob]:
     return jobs
 
 
+def media_jobs(every_minutes: int) -> list[CronJob]:
+    """The media cleanup every so many minutes (0: only by name) at :15, away from the
+    reconciler's :00 and the pruners' :30, once across workers (jobs.media)."""
+    if every_minutes <= 0:
+        return []
+    minutes = set(range(0, 60, every_minutes))
+    return [
+        cron(
+            media.media_cleanup,
+            name=f"cron_{media.CLEANUP}",
+            minute=minutes,
+            second=15,
+            unique=True,
+        )
+    ]
+
+
 def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
     """ARQ reads a settings class's own __dict__ only (no inheritance), so lanes are dicts."""
     settings = get_settings()
@@ -141,6 +160,7 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
                 *reviewer(settings.fanout_review_seconds),
                 *canary_pruner(settings.canary_prune_minutes),
                 *engagement_jobs(settings.engagement_quality_minutes),
+                *media_jobs(settings.media_cleanup_minutes),
             ]
             if queue_name == lanes.DEFAULT
             else []

@@ -14,8 +14,10 @@ import atexit
 import contextlib
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -132,12 +134,17 @@ os.environ.update(
 # this session's sockets. Here, before any import builds the (cached) realtime settings: app.web
 # builds its app, and so those settings, when imported.
 os.environ["REALTIME_NAMESPACE"] = TEST_DB
+# The local object store's directory, one per session (MEDIA_STORE=local): another worker's
+# cleanup job never deletes this session's objects. Removed with the session.
+MEDIA_DIR = os.path.join(tempfile.gettempdir(), f"{TEST_DB}_media")
+os.environ["MEDIA_LOCAL_DIR"] = MEDIA_DIR
+atexit.register(shutil.rmtree, MEDIA_DIR, True)
 
 TEMPLATE_PREFIX = "feedtest_template_"
 TEMPLATE_LOCK = 740_074  # pg_advisory_lock key: one session makes the template
 
 TABLES = (
-    "engagement_events, author_quality, "
+    "engagement_events, author_quality, uploads, post_media, media_objects, "
     "revoked_tokens, outbox, idempotency_keys, comments, likes, blocks, follows, posts, users"
 )
 
@@ -284,6 +291,7 @@ async def clean(state: object) -> None:
     finally:
         await conn.close()
     await state.redis.flushdb()
+    shutil.rmtree(MEDIA_DIR, ignore_errors=True)  # the local store's objects, with their rows
     state.forget_local()  # in-process caches and gates: ids restart with every test
     ratelimit.forget_local()  # the read meter's and the fallback limiter's counts, too
     guesses.forget_local()  # and the fallback's password-guess counts

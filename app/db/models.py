@@ -356,3 +356,84 @@ AUTHOR_QUALITY = Table(
     Column("quality", Float, nullable=False),
     Column("computed_at", DateTime(timezone=True), nullable=False),
 )
+
+
+# ---- Image posts (app.media, docs/decisions/0080) -------------------------------------------
+
+# An upload's life: `pending` (its URL handed out, bytes maybe PUT), `attached` (its bytes
+# checked and stored as a media object by createPost), `expired` (never attached within
+# MEDIA_UPLOAD_TTL_SECONDS: its staged bytes deleted, the row kept for the day's budget).
+UPLOAD_STATES = ("pending", "attached", "expired")
+
+
+class Upload(Base):
+    """A presigned upload (createUpload): what the client declared, where its bytes are
+    staged. Kept a day at least: the per-user budgets count these rows (app.media.uploads)."""
+
+    __tablename__ = "uploads"
+    __table_args__ = (
+        # The budgets: a user's uploads of the last 24 h.
+        Index("uploads_user_created_idx", "user_id", "created_at"),
+        # The cleanup job: pending uploads past their expiry; the others by age.
+        Index(
+            "uploads_pending_expiry_idx", "expires_at", postgresql_where=text("state = 'pending'")
+        ),
+        Index("uploads_created_idx", "created_at"),
+        CheckConstraint(f"state IN {UPLOAD_STATES}", name="uploads_state_check"),
+        CheckConstraint("byte_size > 0", name="uploads_byte_size_positive"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # random, unguessable
+    user_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("users.id", ondelete="CASCADE"))
+    content_type: Mapped[str] = mapped_column(String(32))
+    byte_size: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str | None] = mapped_column(String(64))  # declared, hex
+    staging_key: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    state: Mapped[str] = mapped_column(String(10), server_default=text("'pending'"))
+
+
+class MediaObject(Base):
+    """Checked, stripped bytes in the object store, once per content: the key is an HMAC of
+    their sha256 under a media sub-key of SECRET_KEY (app.media.keys), so equal bytes share
+    one object and a key tells nothing guessable."""
+
+    __tablename__ = "media_objects"
+    __table_args__ = (
+        # The cleanup job: objects not attached for a while, oldest first.
+        Index("media_objects_attached_idx", "last_attached_at"),
+    )
+
+    key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    content_type: Mapped[str] = mapped_column(String(32))
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    byte_size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # Touched by every attach: the cleanup's grace counts from it, and its row lock makes a
+    # concurrent cleanup of the same object re-check (app.media.cleanup).
+    last_attached_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+
+
+class PostMedia(Base):
+    """A post's images, positions 0-3, each a media object and its alt text. Read per page
+    with `post_id = ANY(...)` through the primary key (app.media.hydrate)."""
+
+    __tablename__ = "post_media"
+    __table_args__ = (
+        # Whether any live post still uses an object (the cleanup job).
+        Index("post_media_key_idx", "media_key"),
+        CheckConstraint("position BETWEEN 0 AND 3", name="post_media_position_check"),
+    )
+
+    post_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("posts.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    media_key: Mapped[str] = mapped_column(
+        String(128), ForeignKey("media_objects.key", ondelete="CASCADE")
+    )
+    alt: Mapped[str | None] = mapped_column(Text)

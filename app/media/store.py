@@ -30,10 +30,14 @@ class ObjectStore(Protocol):
         until it expires; anything else is refused by whoever serves the URL."""
         ...
 
-    async def get_url(self, key: str, expires_at: int, content_type: str) -> str:
+    async def get_url(
+        self, key: str, expires_at: int, content_type: str, *, public: bool = False
+    ) -> str:
         """A URL that GETs `key` until `expires_at` (epoch seconds), served with exactly
         `content_type`, `X-Content-Type-Options: nosniff` and a Cache-Control no longer than the
-        URL lives. The same arguments give the same URL (a CDN caches it)."""
+        URL lives: `public` (a shared cache, a CDN, may keep it: a PUBLIC post's image) or
+        `private` (the viewer's browser only). The same arguments give the same URL (a CDN
+        caches it)."""
         ...
 
     async def read(self, key: str, max_bytes: int) -> bytes | None:

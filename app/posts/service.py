@@ -3,6 +3,7 @@ fan-out here. Who may see a post is decided by app.posts.visibility."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,10 +33,11 @@ def key_expired(created_at: Any, ttl_seconds: int) -> ColumnElement[bool]:
     return created_at < func.now() - timedelta(seconds=ttl_seconds)  # type: ignore[no-any-return]
 
 
-def clean_body(body: str, limit: int) -> str:
-    """NFC, newline and tab the only controls (app.text_rules); length after that."""
+def clean_body(body: str, limit: int, allow_empty: bool = False) -> str:
+    """NFC, newline and tab the only controls (app.text_rules); length after that. Empty only
+    when `allow_empty` (a post with images)."""
     body = clean("post", body, Kind.BODY).strip()
-    if not body:
+    if not body and not allow_empty:
         raise BadInput("A post cannot be empty.")
     if len(body) > limit:
         raise BadInput(f"A post is at most {limit} characters (this one has {len(body)}).")
@@ -68,15 +70,20 @@ async def create_post(
     idempotency_key: str | None,
     max_chars: int,
     key_ttl_seconds: int = IDEMPOTENCY_KEY_TTL_SECONDS,
+    *,
+    allow_empty: bool = False,
+    on_created: Callable[[Post], Awaitable[None]] | None = None,
 ) -> Post:
     """Insert the post and a PostCreated event together; a repeated key returns the first post
     (NOT_FOUND once that post was deleted), and a key first used `key_ttl_seconds` or more
-    ago is taken over by the new post.
+    ago is taken over by the new post. `on_created` runs in the same transaction for a new
+    post only, never for a replay (the post's images: app.media.uploads.attach); an empty
+    body only with `allow_empty`.
 
     The idempotency row is claimed before the post exists: a concurrent duplicate blocks on
     the key's primary key until the first transaction commits, then finds its post.
     """
-    body = clean_body(body, max_chars)
+    body = clean_body(body, max_chars, allow_empty)
     checked = check_visibility(visibility)
     now = datetime.now(UTC)
     # Millisecond precision: the id and the timeline score carry ms, so SQL order by
@@ -117,6 +124,8 @@ async def create_post(
     )
     session.add(post)
     await session.flush()
+    if on_created is not None:
+        await on_created(post)
     await events.record(session, events.POST_CREATED, _event_payload(post))
     return post
 

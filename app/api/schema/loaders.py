@@ -18,6 +18,8 @@ from strawberry.dataloader import DataLoader
 
 from app.db.models import Comment, Follow, Like, Mute, Post, User
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras, read_sessions
+from app.media.hydrate import MediaView, page_media
+from app.media.urls import MediaUrls, UrlPolicy
 from app.posts.visibility import visible_to
 from app.social.comments import comments_pages
 from app.social.follow_lists import Direction, follow_pages
@@ -30,6 +32,7 @@ CommentsKey = tuple[int, int, Position | None]  # (post id, page size, position)
 CommentsPage = tuple[list[Comment], bool]
 FollowKey = tuple[int, Direction, int, Position | None]  # (listed user id, ...)
 FollowPage = tuple[list[tuple[User, datetime]], bool]
+MediaKey = tuple[int, str]  # (post id, its visibility): which URLs the post's images get
 
 
 def _pages_query(
@@ -97,6 +100,12 @@ class Loaders:
         return DataLoader(self._follow_lists)
 
     @cached_property
+    def post_media(self) -> DataLoader[MediaKey, list[MediaView]]:
+        """`Post.media` of every post in a response in one query, URLs minted for the
+        viewer (app.media.hydrate). Only posts the viewer may see reach a Post object."""
+        return DataLoader(self._post_media)
+
+    @cached_property
     def graph_hidden(self) -> DataLoader[int, bool]:
         """Per user: across a block from the viewer (their graph is hidden; decision 0018)."""
         return DataLoader(self._graph_hidden)
@@ -158,6 +167,12 @@ class Loaders:
                 for user_id, page in found.items():
                     pages[user_id, direction, size, position] = page
         return [pages[k] for k in keys]
+
+    async def _post_media(self, keys: Sequence[MediaKey]) -> list[list[MediaView]]:
+        urls = MediaUrls(self.state.media_store, UrlPolicy.of(self.state.settings))
+        async with read_sessions(self.state.sessions)() as session:
+            found = await page_media(session, urls, keys)
+        return [found[post_id] for post_id, _ in keys]
 
     async def _graph_hidden(self, user_ids: Sequence[int]) -> list[bool]:
         if self.viewer_id is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
 import strawberry
 from redis.exceptions import RedisError
@@ -12,7 +13,16 @@ from strawberry.types import Info
 
 from app.api.schema.context import Context
 from app.api.schema.engagement import ClientEngagement
-from app.api.schema.types import AuthPayload, Comment, Post, User, Visibility
+from app.api.schema.types import (
+    AuthPayload,
+    Comment,
+    MediaInput,
+    Post,
+    Upload,
+    UploadHeader,
+    User,
+    Visibility,
+)
 from app.auth import revocation
 from app.auth.account import change_password
 from app.auth.guesses import Guesses, GuessLimits
@@ -24,6 +34,7 @@ from app.engagement import client as client_events
 from app.engagement.kinds import Kind
 from app.errors import NotFound, Unauthenticated
 from app.feed import impressions
+from app.media import uploads as media_uploads
 from app.posts import service as posts
 from app.posts.ids import parse_post_id
 from app.ratelimit import check_rates, check_windows, login_budgets, signup_budgets
@@ -171,6 +182,37 @@ class Mutation:
         token = await _issue(info, user.id, user.token_version)
         return AuthPayload(token=token, user=User(row=user))
 
+    @strawberry.mutation(
+        description="Start an image upload (JPEG, PNG, WebP or GIF, at most MEDIA_MAX_BYTES): "
+        "PUT the bytes to the answer's url with its headers, then attach its id with "
+        "createPost's media. Counted against the day's upload budgets."
+    )
+    async def create_upload(
+        self,
+        info: Info[Context, None],
+        content_type: str,
+        byte_size: int,
+        sha256: str | None = None,
+    ) -> Upload:
+        viewer_id = await _writer(info)
+        state = info.context.state
+        async with info.context.transaction() as session:
+            made = await media_uploads.create_upload(
+                session,
+                state.media_store,
+                viewer_id,
+                content_type,
+                byte_size,
+                sha256,
+                state.settings,
+            )
+        return Upload(
+            id=strawberry.ID(made.id),
+            url=made.put.url,
+            headers=[UploadHeader(name=k, value=v) for k, v in made.put.headers.items()],
+            expires_at=datetime.fromtimestamp(made.put.expires_at, UTC),
+        )
+
     @strawberry.mutation
     async def create_post(
         self,
@@ -178,10 +220,24 @@ class Mutation:
         body: str,
         visibility: Visibility | None = Visibility.PUBLIC,
         idempotency_key: str | None = None,
+        media: list[MediaInput] | None = None,
     ) -> Post:
         viewer_id = await _writer(info)
-        settings = info.context.state.settings
+        state = info.context.state
+        settings = state.settings
+        items = media_uploads.check_items(
+            [media_uploads.MediaItem(str(m.upload_id), m.alt) for m in media or []],
+            settings.media_alt_max_chars,
+        )
+        attached = media_uploads.Attached()
         async with info.context.transaction() as session:
+
+            async def attach(post: models.Post) -> None:
+                nonlocal attached
+                attached = await media_uploads.attach(
+                    session, state.media_store, viewer_id, post.id, items, settings
+                )
+
             post = await posts.create_post(
                 session,
                 viewer_id,
@@ -190,8 +246,11 @@ class Mutation:
                 idempotency_key,
                 settings.max_body_chars,
                 settings.idempotency_key_ttl_seconds,
+                allow_empty=bool(items),
+                on_created=attach if items else None,
             )
-        await info.context.state.feed.context_changed(viewer_id)  # own posts: read-your-writes
+        await media_uploads.drop_staged(state.media_store, attached.staged)
+        await state.feed.context_changed(viewer_id)  # own posts: read-your-writes
         return Post(row=post)
 
     @strawberry.mutation

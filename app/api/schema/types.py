@@ -18,6 +18,7 @@ from app.db import models
 from app.db.models import FANOUT_PULL
 from app.feed import modes
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras
+from app.media.hydrate import MediaView
 from app.posts import keyset
 
 V = TypeVar("V")
@@ -219,6 +220,11 @@ def _post_liked_in(post: Post, extras: PageExtras) -> bool | None:
     return post.row.id in extras.liked if post.row.id in extras.covered else None
 
 
+async def _post_media(root: Post, info: Info) -> list[Media]:
+    views = await info.context.loaders.post_media.load((root.row.id, root.row.visibility))
+    return [Media(view=view) for view in views]
+
+
 async def _post_comments(
     root: Post, info: Info, first: int | None = 20, after: str | None = None
 ) -> CommentConnection:
@@ -258,6 +264,13 @@ class Post:
     comments: CommentConnection = strawberry.field(
         resolver=_post_comments, init=False, description="The post's comments, oldest first."
     )
+    media: list[Media] = strawberry.field(
+        resolver=_post_media,
+        init=False,
+        description="The post's images in order (0-4), each URL minted for the viewer: a "
+        "PUBLIC post's cacheable for a window, other posts' short-lived (docs/API.md, "
+        "'Image posts'). One query per response for every post's images.",
+    )
 
     def __init__(self, row: models.Post | FeedPost) -> None:
         self.row = row
@@ -269,6 +282,60 @@ class Post:
         self.edited_at = row.edited_at
         self.like_count = row.like_count
         self.comment_count = row.comment_count
+
+
+@strawberry.type(description="An image of a post.")
+class Media:
+    view: strawberry.Private[MediaView]
+    url: str = strawberry.field(
+        description="Where to GET the image: signed, it expires (PUBLIC posts' within one to "
+        "two MEDIA_PUBLIC_URL_SECONDS windows, others' after MEDIA_PRIVATE_URL_SECONDS). "
+        "Root-relative with the local store."
+    )
+    width: int
+    height: int
+    content_type: str = strawberry.field(
+        description="image/jpeg, image/png, image/webp or image/gif."
+    )
+    alt: str | None = strawberry.field(description="The alt text given at createPost, if any.")
+
+    def __init__(self, view: MediaView) -> None:
+        self.view = view
+        self.url = view.url
+        self.width = view.width
+        self.height = view.height
+        self.content_type = view.content_type
+        self.alt = view.alt
+
+
+@strawberry.type(description="A header the upload's PUT must carry, exactly as given.")
+class UploadHeader:
+    name: str
+    value: str
+
+
+@strawberry.type(
+    description="A presigned upload: PUT the bytes to `url` with `headers`, then pass `id` "
+    "to createPost's `media`."
+)
+class Upload:
+    id: strawberry.ID
+    url: str = strawberry.field(
+        description="Where to PUT the bytes (once); root-relative with the local store."
+    )
+    headers: list[UploadHeader]
+    expires_at: datetime = strawberry.field(
+        description="When the URL stops taking the bytes (MEDIA_UPLOAD_URL_SECONDS); the "
+        "upload may be attached until MEDIA_UPLOAD_TTL_SECONDS after its creation."
+    )
+
+
+@strawberry.input(description="An image for createPost: an upload of the caller's, alt text.")
+class MediaInput:
+    upload_id: strawberry.ID
+    alt: str | None = strawberry.field(
+        default=None, description="Text for who cannot see the image (MEDIA_ALT_MAX_CHARS)."
+    )
 
 
 @strawberry.type
