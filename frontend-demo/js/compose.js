@@ -54,15 +54,15 @@ export function composer(app, { onPosted = () => {} } = {}) {
     },
   });
   const attachButton = h(
-    'button.icon-button.attach',
+    'button.attach',
     {
       type: 'button',
-      title: `Add images (up to ${MAX_IMAGES}; or drop them here)`,
-      'aria-label': 'Add images',
+      title: `Add images (up to ${MAX_IMAGES}; or drop them on this box)`,
       dataset: { testid: 'compose-attach' },
       onclick: () => fileInput.click(),
     },
     icon('image'),
+    h('span', 'Images'),
   );
   const gallery = h('div.compose-media', { dataset: { testid: 'compose-media' }, hidden: true });
   const formError = h('p.form-error.compose-error', { role: 'alert', dataset: { testid: 'compose-error' }, hidden: true });
