@@ -354,11 +354,14 @@ async def clients_at(
 async def reset_stores(state: Any) -> None:
     """What the autouse `clean` fixture does before every test, for tests that run many
     independent examples (hypothesis) within one: empty tables and Redis db, local caches."""
-    from tests.conftest import TABLES
+    import shutil
+
+    from tests.conftest import MEDIA_DIR, TABLES
 
     async with db() as conn:
         await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
     await state.redis.flushdb()
+    shutil.rmtree(MEDIA_DIR, ignore_errors=True)
     state.forget_local()
 
 

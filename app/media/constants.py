@@ -11,7 +11,6 @@ PILLOW_FORMATS = {JPEG: "JPEG", PNG: "PNG", WEBP: "WEBP", GIF: "GIF"}
 
 MAX_MEDIA_PER_POST = 4  # post_media.position 0-3
 BUDGET_WINDOW_SECONDS = 86_400  # the per-user upload budgets count the last 24 h
-SHA256_HEX_CHARS = 64
 # The cleanup job's work per pass, in bounded batches (as jobs.housekeeping).
 CLEANUP_BATCH = 500
 CLEANUP_MAX_BATCHES = 20

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from typing import Annotated
 
 import strawberry
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession
 from strawberry.types import Info
 
+from app.api.schema import media
 from app.api.schema.context import Context
 from app.api.schema.engagement import ClientEngagement
-from app.api.schema.types import (
-    AuthPayload,
-    Comment,
-    MediaInput,
-    Post,
-    Upload,
-    UploadHeader,
-    User,
-    Visibility,
-)
+from app.api.schema.types import AuthPayload, Comment, MediaInput, Post, Upload, User, Visibility
 from app.auth import revocation
 from app.auth.account import change_password
 from app.auth.guesses import Guesses, GuessLimits
@@ -34,7 +26,6 @@ from app.engagement import client as client_events
 from app.engagement.kinds import Kind
 from app.errors import NotFound, Unauthenticated
 from app.feed import impressions
-from app.media import uploads as media_uploads
 from app.posts import service as posts
 from app.posts.ids import parse_post_id
 from app.ratelimit import check_rates, check_windows, login_budgets, signup_budgets
@@ -195,23 +186,7 @@ class Mutation:
         sha256: str | None = None,
     ) -> Upload:
         viewer_id = await _writer(info)
-        state = info.context.state
-        async with info.context.transaction() as session:
-            made = await media_uploads.create_upload(
-                session,
-                state.media_store,
-                viewer_id,
-                content_type,
-                byte_size,
-                sha256,
-                state.settings,
-            )
-        return Upload(
-            id=strawberry.ID(made.id),
-            url=made.put.url,
-            headers=[UploadHeader(name=k, value=v) for k, v in made.put.headers.items()],
-            expires_at=datetime.fromtimestamp(made.put.expires_at, UTC),
-        )
+        return await media.create_upload(info.context, viewer_id, content_type, byte_size, sha256)
 
     @strawberry.mutation
     async def create_post(
@@ -220,24 +195,19 @@ class Mutation:
         body: str,
         visibility: Visibility | None = Visibility.PUBLIC,
         idempotency_key: str | None = None,
-        media: list[MediaInput] | None = None,
+        media_inputs: Annotated[
+            list[MediaInput] | None,
+            strawberry.argument(
+                name="media",
+                description="Up to 4 images: uploads of the caller's (createUpload), in order.",
+            ),
+        ] = None,
     ) -> Post:
         viewer_id = await _writer(info)
-        state = info.context.state
-        settings = state.settings
-        items = media_uploads.check_items(
-            [media_uploads.MediaItem(str(m.upload_id), m.alt) for m in media or []],
-            settings.media_alt_max_chars,
-        )
-        attached = media_uploads.Attached()
+        settings = info.context.state.settings
+        items = media.checked_items(media_inputs or [], settings.media_alt_max_chars)
         async with info.context.transaction() as session:
-
-            async def attach(post: models.Post) -> None:
-                nonlocal attached
-                attached = await media_uploads.attach(
-                    session, state.media_store, viewer_id, post.id, items, settings
-                )
-
+            attach = media.Attachment(info.context, session, viewer_id, items)
             post = await posts.create_post(
                 session,
                 viewer_id,
@@ -247,10 +217,10 @@ class Mutation:
                 settings.max_body_chars,
                 settings.idempotency_key_ttl_seconds,
                 allow_empty=bool(items),
-                on_created=attach if items else None,
+                on_created=attach.run if items else None,
             )
-        await media_uploads.drop_staged(state.media_store, attached.staged)
-        await state.feed.context_changed(viewer_id)  # own posts: read-your-writes
+        await attach.after_commit()
+        await info.context.state.feed.context_changed(viewer_id)  # own posts: read-your-writes
         return Post(row=post)
 
     @strawberry.mutation
