@@ -58,11 +58,12 @@ export function composer(app, { onPosted = () => {} } = {}) {
     {
       type: 'button',
       title: `Add images (up to ${MAX_IMAGES}; or drop them on this box)`,
+      'aria-label': 'Add images',
       dataset: { testid: 'compose-attach' },
       onclick: () => fileInput.click(),
     },
     icon('image'),
-    h('span', 'Images'),
+    h('span.attach-label', 'Images'),
   );
   const gallery = h('div.compose-media', { dataset: { testid: 'compose-media' }, hidden: true });
   const formError = h('p.form-error.compose-error', { role: 'alert', dataset: { testid: 'compose-error' }, hidden: true });
