@@ -4,13 +4,13 @@ from the header (never a decode) and at most MEDIA_MAX_PIXELS, and its metadata 
 GPS positions among them) removed without re-encoding the image.
 
 Stripping works on the container, never on the pixels:
-- JPEG: APP1 segments holding Exif or XMP, and APP13 (Photoshop IRB/IPTC: places, names) are
-  dropped; an EXIF orientation other than 1 comes back as a minimal APP1 holding only it (the
-  picture stays upright), everything from the start of scan on is copied as it is;
+- JPEG: APP1 segments holding Exif or XMP, APP13 (Photoshop IRB/IPTC: places, names) and
+  comments (COM) are dropped; an EXIF orientation other than 1 comes back as a minimal APP1
+  holding only it (the picture stays upright); from the start of scan on, copied as it is;
 - PNG: eXIf and the text chunks (tEXt, zTXt, iTXt: XMP and "Raw profile type exif" travel in
   them) are dropped;
 - WebP: the EXIF and XMP chunks are dropped and VP8X's flags for them cleared;
-- GIF carries no EXIF; its bytes are kept.
+- GIF carries no EXIF: its comment extensions and XMP application extensions are dropped.
 The result is parsed again: a container this code could not follow is refused, not stored.
 """
 
@@ -101,16 +101,18 @@ def strip_metadata(data: bytes, content_type: str) -> bytes:
             return _strip_png(data)
         if content_type == WEBP:
             return _strip_webp(data)
+        if content_type == GIF:
+            return _strip_gif(data)
     except (IndexError, struct.error, ValueError):
         raise BadInput("The image's container is malformed.") from None
-    return data  # GIF: no EXIF
+    return data
 
 
 # -- JPEG --------------------------------------------------------------------------------------
 
 _EXIF_ID = b"Exif\x00\x00"
 _XMP_IDS = (b"http://ns.adobe.com/xap/1.0/\x00", b"http://ns.adobe.com/xmp/extension/\x00")
-_APP1, _APP13, _SOS, _EOI = 0xE1, 0xED, 0xDA, 0xD9
+_APP1, _APP13, _COM, _SOS, _EOI = 0xE1, 0xED, 0xFE, 0xDA, 0xD9
 # Markers without a length: TEM, RST0-7, SOI.
 _STANDALONE = {0x01, 0xD8, *range(0xD0, 0xD8)}
 
@@ -157,7 +159,7 @@ def _strip_jpeg(data: bytes) -> bytes:
             return bytes(out + segment + data[i:])
         if marker == _APP1 and (payload.startswith(_EXIF_ID) or payload.startswith(_XMP_IDS)):
             continue
-        if marker == _APP13:
+        if marker in (_APP13, _COM):
             continue
         out += segment
 
@@ -215,3 +217,43 @@ def _strip_webp(data: bytes) -> bytes:
             chunk[8] &= ~(_VP8X_EXIF | _VP8X_XMP) & 0xFF
         out += chunk
     return b"RIFF" + struct.pack("<I", len(out)) + bytes(out)
+
+
+# -- GIF ---------------------------------------------------------------------------------------
+
+_GIF_EXTENSION, _GIF_IMAGE, _GIF_TRAILER = 0x21, 0x2C, 0x3B
+_GIF_COMMENT, _GIF_APPLICATION = 0xFE, 0xFF
+_GIF_XMP_ID = b"XMP DataXMP"
+
+
+def _gif_sub_blocks(data: bytes, i: int) -> int:
+    """The index after a run of data sub-blocks starting at `i` (ended by a 0 size)."""
+    while data[i]:
+        i += data[i] + 1
+    return i + 1
+
+
+def _color_table(flags: int) -> int:
+    return 3 * (2 ** ((flags & 0x07) + 1)) if flags & 0x80 else 0
+
+
+def _strip_gif(data: bytes) -> bytes:
+    i = 13 + _color_table(data[10])  # header and logical screen descriptor
+    out = bytearray(data[:i])
+    while True:
+        block = data[i]
+        if block == _GIF_TRAILER:
+            return bytes(out + data[i : i + 1])
+        if block == _GIF_IMAGE:
+            end = i + 10 + _color_table(data[i + 9]) + 1  # descriptor, table, LZW code size
+            end = _gif_sub_blocks(data, end)
+            out += data[i:end]
+        elif block == _GIF_EXTENSION:
+            label = data[i + 1]
+            end = _gif_sub_blocks(data, i + 2)
+            xmp = label == _GIF_APPLICATION and data[i + 3 : i + 14] == _GIF_XMP_ID
+            if label != _GIF_COMMENT and not xmp:
+                out += data[i:end]
+        else:
+            raise ValueError("not a GIF block")
+        i = end

@@ -49,12 +49,23 @@ def image_bytes(
         options["xmp"] = XMP
     if fmt == "WEBP":
         options["lossless"] = True
+    if gps and fmt == "GIF":  # no EXIF in GIF: a comment saying where
+        options["comment"] = b"taken at 48.857N 2.351E"
     image.save(out, fmt, **options)
     data = out.getvalue()
+    if gps and fmt == "GIF":  # and an XMP application extension before the trailer
+        data = data[:-1] + gif_xmp_extension() + data[-1:]
     if gps and fmt == "PNG":  # Pillow writes no XMP into PNG: an iTXt chunk before IEND
         itxt = png_chunk(b"iTXt", b"XML:com.adobe.xmp\x00\x00\x00\x00\x00" + XMP)
         data = data[:-12] + itxt + data[-12:]
     return data
+
+
+def gif_xmp_extension() -> bytes:
+    """XMP in a GIF (Adobe's way): an application extension whose payload ends in the "magic
+    trailer" that makes it read as data sub-blocks."""
+    trailer = bytes([1, *range(255, -1, -1), 0])
+    return b"\x21\xff\x0bXMP DataXMP" + XMP + trailer
 
 
 def pixel_bomb(width: int = 50_000, height: int = 50_000) -> bytes:

@@ -40,6 +40,18 @@ def test_gps_and_xmp_are_stripped_and_the_pixels_kept(fmt: str) -> None:
     assert len(checked.data) < len(data)
 
 
+def test_gif_comments_and_xmp_are_stripped_and_the_frames_kept() -> None:
+    data = image_bytes("GIF")
+    with Image.open(io.BytesIO(data)) as before:
+        assert before.info.get("comment")
+    assert XMP[:40] in data
+    checked = check_image(data, "image/gif", BIG, BIG)
+    with Image.open(io.BytesIO(checked.data)) as after:
+        assert "comment" not in after.info and "xmp" not in after.info
+    assert XMP[:40] not in checked.data and b"48.857N" not in checked.data
+    assert pixels(checked.data) == pixels(data)
+
+
 def test_webp_extended_header_flags_are_cleared() -> None:
     data = image_bytes("WEBP")
     vp8x = data.index(b"VP8X")
@@ -48,6 +60,14 @@ def test_webp_extended_header_flags_are_cleared() -> None:
     flags = stripped[stripped.index(b"VP8X") + 8]
     assert flags & 0x0C == 0
     assert int.from_bytes(stripped[4:8], "little") == len(stripped) - 8
+
+
+def test_jpeg_comments_are_dropped() -> None:
+    image, out = Image.new("RGB", (16, 16)), io.BytesIO()
+    image.save(out, "JPEG", comment=b"taken at 48.857N 2.351E")
+    checked = check_image(out.getvalue(), "image/jpeg", BIG, BIG)
+    assert b"48.857N" in out.getvalue() and b"48.857N" not in checked.data
+    assert pixels(checked.data) == pixels(out.getvalue())
 
 
 def test_jpeg_orientation_survives_alone() -> None:

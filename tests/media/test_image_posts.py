@@ -8,7 +8,7 @@ import hashlib
 import time
 
 from app.media.checks import check_image
-from tests.helpers import app_client, author_with_fans, gql, make_user, sql
+from tests.helpers import app_client, author_with_fans, counting_statements, gql, make_user, sql
 from tests.media.images import HTML, SVG, image_bytes, pixel_bomb
 from tests.media.steps import (
     create_post,
@@ -201,3 +201,19 @@ async def test_an_empty_post_without_images_is_still_refused(client) -> None:
     token, _ = await make_user(client, "author")
     result = await gql(client, "CreatePost", {"body": "   "}, token=token)
     assert result.codes == ["BAD_USER_INPUT"]
+
+
+async def test_a_pages_media_cost_one_query_whatever_the_number_of_posts(
+    client, pipeline, state
+) -> None:
+    token, _, [(fan, _)] = await author_with_fans(client, 1)
+    data = [image_bytes("PNG", color=(i, 0, 0), gps=False) for i in range(8)]
+    for n in range(3):  # 3 posts of 4, 4 and 0 images
+        ids = [await upload(client, token, d) for d in data[4 * n : 4 * n + 4]] if n < 2 else []
+        media = [{"uploadId": i} for i in ids]
+        (await create_post(client, token, media, f"post {n}")).ok()
+    await pipeline.settle()
+    with counting_statements(state) as seen:
+        found = await feed_media(client, fan)
+    assert sorted(len(m) for m in found.values()) == [0, 4, 4]
+    assert len([s for s in seen if "post_media" in s]) == 1

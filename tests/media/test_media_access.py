@@ -188,3 +188,18 @@ async def test_the_compiled_path_steps_aside_for_post_media(client, pipeline) ->
         [edge] = body["data"]["feed"]["edges"]
         assert int(edge["node"]["id"]) == post_id and edge["node"]["media"][0]["width"] == 64
     assert compiled() == before  # Post.media: every answer from the regular path
+
+
+async def test_narrowing_a_post_makes_its_urls_private_and_stops_strangers(client) -> None:
+    token, _, [(fan, _)] = await author_with_fans(client, 1)
+    stranger, _ = await make_user(client, "stranger")
+    post_id = await image_post(client, token, image_bytes("PNG"))
+    [public] = await post_media(client, stranger, post_id)
+    assert "cc=public" in public["url"]
+    variables = {"id": str(post_id), "visibility": "FOLLOWERS"}
+    (await gql(client, "SetPostVisibility", variables, token=token)).ok()
+    assert await post_media(client, stranger, post_id) is None  # no new URL for them
+    [private] = await post_media(client, fan, post_id)
+    assert "cc=private" in private["url"]
+    response = await client.get(private["url"])
+    assert max_age(response)[0] == "private"

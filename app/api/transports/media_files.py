@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -47,6 +47,8 @@ def media_route(current_state: Callable[[], AppState]) -> Route:
             found = store.check_get(key, params)
         except Refused as refused:
             return _refusal(refused)
+        except ClientDisconnect:  # gone mid-body: the partial file is already removed
+            return _refusal(Refused(400, "body not received"))
         scope = "public" if found.public else "private"
         return FileResponse(
             found.path,
