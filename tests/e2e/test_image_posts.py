@@ -6,13 +6,14 @@ nothing is posted."""
 
 from __future__ import annotations
 
-from playwright.async_api import expect
+from playwright.async_api import Route, expect
 
 from tests.e2e.ui import (
     ImageFile,
     drop_images,
     feed_post,
     log_in,
+    operations_sent,
     pick_images,
     picture,
     shown_image,
@@ -128,3 +129,43 @@ async def test_a_refused_image_shows_the_servers_message_and_posts_nothing(page,
 
     data = (await gql(http, "UserProfile", {"handle": "alice", "first": 5}, token=alice)).ok()
     assert data["user"]["posts"]["edges"] == []
+
+
+async def test_an_image_whose_url_fails_is_shown_again_with_a_fresh_url(
+    pages, http, pipeline
+) -> None:
+    """An image that does not load (its URL expired: FOLLOWERS posts' live minutes) makes the
+    card ask for the post again, once, and show the image from the new answer's URL."""
+    await sign_up(http, "alice")
+    bob = await sign_up(http, "bob")
+    await follow(http, bob, "alice")
+    author = await pages.new()
+    await log_in(author, "alice")
+    await pick_images(author, picture("quay.png", 80, 60))
+    await expect(author.get_by_test_id("compose-attachment")).to_have_attribute(
+        "data-state", "ready"
+    )
+    await author.get_by_test_id("compose-visibility").select_option("FOLLOWERS")
+    await author.get_by_test_id("compose-body").fill("Quay at night")
+    await author.get_by_test_id("compose-submit").click()
+    await expect(author.get_by_test_id("compose-attachment")).to_have_count(0)
+    await pipeline.settle()
+
+    reader = await pages.new()
+    refused: list[str] = []
+
+    async def expired_once(route: Route) -> None:
+        if refused:
+            await route.continue_()
+        else:  # what the store answers an expired URL
+            refused.append(route.request.url)
+            await route.fulfill(status=403, body="expired", content_type="text/plain")
+
+    await reader.route("**/media/**", expired_once)
+    posts_read = operations_sent(reader, "Post")
+    await log_in(reader, "bob")
+    img = feed_post(reader, "Quay at night").get_by_test_id("post-image")
+    # The locator finds the card's new <img> once it replaces the broken one.
+    await expect(img).to_have_js_property("naturalWidth", 80)
+    assert len(refused) == 1 and len(posts_read) == 1  # one refusal, one read of the post
+    assert (await shown_image(img))["alt"] == ""
