@@ -68,6 +68,8 @@ const PATHS = {
     '<path d="M4 6h10"/><path d="M4 12h16"/><path d="M4 18h7"/><circle cx="18.5" cy="6" r="2"/><circle cx="15.5" cy="18" r="2"/>',
   x: '<path d="M6 6l12 12M18 6 6 18"/>',
   search: '<circle cx="10.5" cy="10.5" r="6.5"/><path d="m15.5 15.5 5 5"/>',
+  image:
+    '<rect x="3.5" y="4.5" width="17" height="15" rx="2.5"/><circle cx="9" cy="10" r="1.8"/><path d="m4 17.5 5-4.5 3.5 3 3-2.5 4.5 4"/>',
 };
 
 export function icon(name, cls = '') {

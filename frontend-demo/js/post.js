@@ -1,9 +1,11 @@
-// One post card: author, body, counts, like/comment, and for the author edit, visibility and
-// delete. The card owns its DOM node and re-renders in place from each Post the API returns.
+// One post card: author, body, images, counts, like/comment, and for the author edit,
+// visibility and delete. The card owns its DOM node and re-renders in place from each Post the
+// API returns (its images are kept across renders while they are the same images).
 
 import { ApiError } from './api.js';
 import { commentThread } from './comments.js';
 import { avatar, clear, fullDate, h, icon, timeAgo } from './dom.js';
+import { mediaGrid, mediaSignature } from './media.js';
 
 export const VISIBILITY = {
   PUBLIC: { label: 'Public', icon: 'globe', hint: 'Everyone can see it' },
@@ -31,6 +33,9 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
   let commenting = false;
   let thread = null; // made on the first open, kept (with what it loaded) afterwards
   let busy = false;
+  let mediaEl = null; // the images' grid, rebuilt only when the images change
+  let mediaSig = null;
+  let mediaRetried = false;
   const root = h('article.post', {
     dataset: { postId: post.id, testid: 'post', author: post.author.handle },
   });
@@ -262,7 +267,9 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
       area.value = post.body;
       const save = () => {
         const text = area.value.trim();
-        if (!text) return app.report(new ApiError('BAD_USER_INPUT', 'A post cannot be empty.'));
+        if (!text && !post.media?.length) {
+          return app.report(new ApiError('BAD_USER_INPUT', 'A post cannot be empty.'));
+        }
         run('EditPost', { id: post.id, body: text }, (data) => {
           post = data.editPost;
           mode = 'view';
@@ -285,7 +292,37 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
         ),
       );
     }
+    if (!post.body && post.media?.length) return null; // an image post without text
     return h('p.body', { dataset: { testid: 'post-body' } }, post.body);
+  }
+
+  // The same images keep their <img> nodes across renders (a like re-renders the card, and
+  // its answer's URLs carry new signatures: reloading them would flash).
+  function images() {
+    const sig = mediaSignature(post.media);
+    if (sig !== mediaSig) {
+      mediaSig = sig;
+      mediaEl = mediaGrid(post.media, { onBroken: reloadImages });
+    }
+    return mediaEl;
+  }
+
+  // An image failed to load: its signed URL may have expired (a FOLLOWERS post's live a few
+  // minutes). Ask for the post again, once, for freshly minted URLs.
+  async function reloadImages() {
+    if (mediaRetried) return;
+    mediaRetried = true;
+    try {
+      const data = await app.call('Post', { id: post.id });
+      if (!data.post) return;
+      post = { ...post, media: data.post.media };
+      const fresh = mediaGrid(post.media, { onBroken: () => {} });
+      mediaSig = mediaSignature(post.media);
+      if (mediaEl && fresh) mediaEl.replaceWith(fresh);
+      mediaEl = fresh;
+    } catch {
+      // Gone or not visible any more: the card stays as it was; the next action says why.
+    }
   }
 
   function confirmDelete() {
@@ -425,7 +462,7 @@ export function postCard(initial, app, { onRemove = () => {}, fresh = false, isN
     root.dataset.postId = post.id;
     root.append(
       avatar(post.author),
-      h('div.post-main', why(), header(), body(), confirmDelete(), actions(), comments()),
+      h('div.post-main', why(), header(), body(), images(), confirmDelete(), actions(), comments()),
     );
   }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import httpx
@@ -14,6 +15,7 @@ from playwright.async_api import Locator, Page, expect
 
 from app.api.transports.graphiql import GRAPHIQL_ASSETS_PATH, SCRIPTS, STYLESHEETS
 from tests.e2e.conftest import Pages
+from tests.e2e.ui import picture
 from tests.helpers import follow, post, sign_up
 
 SUBSCRIPTION = "subscription {\n  feedUpdates {\n    newPostCount\n    latestPostAt\n  }\n}\n"
@@ -184,3 +186,62 @@ async def test_query_without_a_token_gets_no_viewer(pages: Pages) -> None:
     await replace_text(page, query_editor(page), "{ viewer { handle } }")
     await run(page)
     await expect(result_pane(page)).to_contain_text('"viewer": null')
+
+
+async def test_an_image_post_made_in_graphiql_reaches_a_followers_feed(
+    pages: Pages, http: httpx.AsyncClient, pipeline
+) -> None:
+    """The welcome's example 6 by hand: createUpload in GraphiQL, the PUT to its URL with its
+    headers (as curl would), createPost with the upload; the follower's feed query in
+    GraphiQL then shows the image, and its URL serves it."""
+    author = await sign_up(http, "alice")
+    reader = await sign_up(http, "bob")
+    await follow(http, reader, "alice")
+    image = picture("harbour.png", 72, 40)
+    page, blocked = await offline_page(pages)
+    await open_graphiql(page)
+    await set_headers(page, {"Authorization": f"Bearer {author}"})
+
+    async def answer(text: str) -> dict[str, Any]:
+        """Run `text` in the editor; the JSON answer the result pane shows."""
+        await replace_text(page, query_editor(page), text)
+        async with page.expect_response(
+            lambda r: r.url.endswith("/graphql") and "__schema" not in (r.request.post_data or "")
+        ) as response:
+            await run(page)
+        body = await (await response.value).json()
+        assert "errors" not in body, body
+        return body["data"]
+
+    start = (
+        f'mutation {{ createUpload(contentType: "image/png", '
+        f"byteSize: {len(image.data)}) {{ id url headers {{ name value }} expiresAt }} }}"
+    )
+    upload = (await answer(start))["createUpload"]
+    await expect(result_pane(page)).to_contain_text('"expiresAt"')
+    headers = {h["name"]: h["value"] for h in upload["headers"]}
+    assert (await http.put(upload["url"], content=image.data, headers=headers)).status_code == 200
+    attach = (
+        'mutation { createPost(body: "At the harbour", media: '
+        f'[{{uploadId: "{upload["id"]}", alt: "Boats moored at dusk"}}]) '
+        "{ id media { url width height contentType alt } } }"
+    )
+    made = (await answer(attach))["createPost"]
+    assert [(m["width"], m["height"]) for m in made["media"]] == [(72, 40)]
+    await pipeline.settle()
+
+    await set_headers(page, {"Authorization": f"Bearer {reader}"})
+    feed = (
+        "{ feed(first: 5) { edges { node { id body "
+        "media { url width height contentType alt } } } } }"
+    )
+    [edge] = (await answer(feed))["feed"]["edges"]
+    assert edge["node"]["id"] == made["id"]
+    await expect(result_pane(page)).to_contain_text('"alt": "Boats moored at dusk"')
+    [media] = edge["node"]["media"]
+    width = await page.evaluate(
+        "async (url) => (await createImageBitmap(await (await fetch(url)).blob())).width",
+        media["url"],
+    )
+    assert width == 72
+    assert blocked == [], f"the page reached out of 127.0.0.1: {blocked}"

@@ -14,7 +14,15 @@ import pytest
 from playwright.async_api import expect
 
 from app.config import PROJECT_ROOT
-from tests.e2e.ui import feed_post, log_in, open_comments, search_people
+from tests.e2e.ui import (
+    feed_post,
+    log_in,
+    open_comments,
+    pick_images,
+    picture,
+    search_people,
+    shown_image,
+)
 from tests.helpers import create_post, follow, gql, post, sign_up
 from tests.servers import ApiServer
 
@@ -173,3 +181,67 @@ async def test_screenshots(pages, http, pipeline, test_database) -> None:
         await expect(offline.get_by_test_id("operator-state")).to_contain_text("unreachable")
         await expect(offline.get_by_test_id("live-bar")).to_contain_text("Next try in")
         await _shot(offline, "reconnecting.png")
+
+
+async def _image_post(page, body: str, files, alts) -> None:
+    """Post `files` with `alts` through the page's compose box (as its author would)."""
+    await pick_images(page, *files)
+    attachments = page.get_by_test_id("compose-attachment")
+    for i, alt in enumerate(alts):
+        await expect(attachments.nth(i)).to_have_attribute("data-state", "ready")
+        await attachments.nth(i).get_by_test_id("compose-alt").fill(alt)
+    await page.get_by_test_id("compose-body").fill(body)
+    await page.get_by_test_id("compose-submit").click()
+    await expect(page.get_by_test_id("compose-attachment")).to_have_count(0)
+
+
+async def test_image_post_screenshot(pages, http, pipeline, test_database) -> None:
+    """docs/screenshots/image-post.png: a follower's feed with a one-image and a three-image
+    post, and the compose box holding two images (one still without alt text)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    tokens = {h: await sign_up(http, h, name=name) for h, name in PEOPLE.items()}
+    for handle in ("bob", "carol"):
+        await follow(http, tokens["alice"], handle)
+    closed = "localStorage.setItem('hybridfeed.operator', 'closed')"
+    authors = {}
+    for handle in ("carol", "bob"):
+        authors[handle] = await pages.new()
+        await authors[handle].add_init_script(closed)
+        await log_in(authors[handle], handle)
+    await _image_post(
+        authors["bob"],
+        "Three loaves from one starter. Doughlores outdid herself.",
+        [
+            picture("loaf-1.jpg", 900, 900, hue=(180, 83, 9)),
+            picture("loaf-2.jpg", 900, 600, hue=(146, 64, 14)),
+            picture("loaf-3.jpg", 900, 600, hue=(202, 138, 4)),
+        ],
+        ["A round loaf, dark crust", "The crumb, open and glossy", "Two batards on a rack"],
+    )
+    await _image_post(
+        authors["carol"],
+        "Golden hour at the harbour, no filter needed.",
+        [picture("harbour.jpg", 1200, 800, hue=(30, 64, 175))],
+        ["The sun low over the harbour, the water dark blue"],
+    )
+    await pipeline.settle()
+
+    home = await pages.new(height=1480)  # both posts whole, below the compose box
+    await home.add_init_script(closed)
+    await home.add_init_script("localStorage.setItem('hybridfeed.mode', 'CHRONOLOGICAL')")
+    await log_in(home, "alice")
+    for body in ("Golden hour", "Three loaves"):
+        for img in await feed_post(home, body).get_by_test_id("post-image").all():
+            await shown_image(img)
+    await pick_images(
+        home,
+        picture("crag.jpg", 800, 1000, hue=(21, 128, 61)),
+        picture("chalk.jpg", 800, 600, hue=(100, 116, 139)),
+    )
+    drafts = home.get_by_test_id("compose-attachment")
+    for i in range(2):
+        await expect(drafts.nth(i)).to_have_attribute("data-state", "ready")
+    await drafts.nth(0).get_by_test_id("compose-alt").fill("The overhang at the crag, chalked up")
+    await home.get_by_test_id("compose-body").fill("Back at the crag")
+    await home.evaluate("window.scrollTo(0, 0)")
+    await _shot(home, "image-post.png")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import io
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from playwright.async_api import Page, Route, expect
+from PIL import Image, ImageDraw
+from playwright.async_api import FilePayload, Page, Route, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from tests.helpers import PASSWORD
@@ -127,3 +131,86 @@ def operations_sent(page: Page, name: str) -> list[dict[str, Any]]:
 
     page.on("request", on_request)
     return sent
+
+
+# -- images (frontend-demo/js/compose.js, media.js) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    """A file as a person would pick it: its name, the type the browser gives it, its bytes."""
+
+    name: str
+    mime_type: str
+    data: bytes
+
+    def payload(self) -> FilePayload:
+        return {"name": self.name, "mimeType": self.mime_type, "buffer": self.data}
+
+
+def picture(
+    name: str, width: int = 96, height: int = 64, hue: tuple[int, int, int] = (79, 70, 229)
+) -> ImageFile:
+    """A real image (PNG, or JPEG by the name's suffix): a gradient of `hue` with a sun and a
+    horizon, so a screenshot shows something and each test image differs."""
+    image = Image.new("RGB", (width, height))
+    draw = ImageDraw.Draw(image)
+    for y in range(height):
+        fade = y / max(1, height - 1)
+        draw.line([(0, y), (width, y)], fill=tuple(int(c + (255 - c) * fade * 0.6) for c in hue))
+    radius = max(2, min(width, height) // 6)
+    sun = (width * 2 // 3, height // 3)
+    draw.ellipse(
+        [sun[0] - radius, sun[1] - radius, sun[0] + radius, sun[1] + radius], fill=(253, 224, 71)
+    )
+    draw.rectangle([0, height * 2 // 3, width, height], fill=tuple(c // 2 for c in hue))
+    out = io.BytesIO()
+    jpeg = name.lower().endswith((".jpg", ".jpeg"))
+    image.save(out, format="JPEG" if jpeg else "PNG")
+    return ImageFile(name, "image/jpeg" if jpeg else "image/png", out.getvalue())
+
+
+async def pick_images(page: Page, *files: ImageFile) -> None:
+    """Choose files with the compose box's file input (what its "Add images" button opens)."""
+    await page.get_by_test_id("compose-file").set_input_files([f.payload() for f in files])
+
+
+# A drop as the browser makes it: dragenter, dragover and drop on the compose box, carrying
+# the files in a DataTransfer.
+_DROP = """([files]) => {
+    const transfer = new DataTransfer();
+    for (const [name, type, b64] of files) {
+        const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+        transfer.items.add(new File([bytes], name, { type }));
+    }
+    const box = document.querySelector('[data-testid="compose"]');
+    for (const kind of ['dragenter', 'dragover', 'drop']) {
+        const init = { bubbles: true, cancelable: true, dataTransfer: transfer };
+        const event = new DragEvent(kind, init);
+        box.dispatchEvent(event);
+        if (!event.defaultPrevented) throw new Error(`the compose box ignored ${kind}`);
+    }
+}"""
+
+
+async def drop_images(page: Page, *files: ImageFile) -> None:
+    """Drop files on the compose box (a synthetic drop event, as a file manager's drag ends)."""
+    encoded = [[f.name, f.mime_type, base64.b64encode(f.data).decode()] for f in files]
+    await page.evaluate(_DROP, [encoded])
+
+
+async def shown_image(img: Any) -> dict[str, Any]:
+    """Scroll a post's <img> into view (they load lazily), wait until it is decoded, and
+    return what the page has of it: natural and attribute sizes, alt, loading."""
+    await img.scroll_into_view_if_needed()
+    shown: dict[str, Any] = await img.evaluate(
+        """async (i) => {
+            await i.decode();
+            return {
+                naturalWidth: i.naturalWidth, naturalHeight: i.naturalHeight,
+                width: i.getAttribute('width'), height: i.getAttribute('height'),
+                alt: i.getAttribute('alt'), loading: i.loading, src: i.getAttribute('src'),
+            };
+        }"""
+    )
+    return shown

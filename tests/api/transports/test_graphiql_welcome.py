@@ -2,7 +2,8 @@
 each numbered example in it parses and validates against the schema (graphql/schema.graphql,
 kept equal to the served one by its own test), the headers example is the JSON the Headers
 pane takes, and the editor's default query validates too. The examples cover the feed with
-its reasons and the negative feedback mutations (issue 35)."""
+its reasons and the negative feedback mutations (issue 35), and the upload flow of an image
+post (issue 36)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,16 @@ def test_examples_cover_the_feed_with_reasons_and_negative_feedback() -> None:
         assert re.search(rf"\b{field}\b", texts), field
     kinds = {d.definitions[0].operation.value for d in documents.values()}  # type: ignore[attr-defined]
     assert kinds == {"query", "mutation", "subscription"}
+
+
+def test_an_example_shows_the_upload_flow_of_an_image_post() -> None:
+    """createUpload, then createPost with the upload in `media` (alt text given), the
+    answer selecting the images: in one example, in that order."""
+    for code in examples().values():
+        if "createUpload" not in code:
+            continue
+        assert code.index("createUpload") < code.index("createPost"), code
+        assert re.search(r"media: \[\s*\{uploadId: .+, alt: ", code), code
+        assert re.search(r"media \{ url width height", code), code
+        return
+    raise AssertionError("no example with createUpload")
