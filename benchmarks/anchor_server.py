@@ -48,6 +48,8 @@ from app.feed.cursor import CursorCodec, SessionPosition, fingerprint
 from app.feed.modes import FeedMode
 from app.feed.page import FeedPage
 from app.feed.rows import _PAGE_ROWS, _PAGE_ROWS_REC, FeedRow
+from app.media.hydrate import MediaView, page_media
+from app.media.urls import MediaUrls, UrlPolicy
 from app.feed.sessions import FeedSessionStore
 from app.state import AppState, create_state
 
@@ -165,7 +167,9 @@ class Anchor:
         if after is None:
             assert self.state is not None
             first_page = await self.state.feed.page(viewer, mode, first, None)
-            return self.render(first_page, fp, False)
+            rendered = self.render(first_page, fp, False)
+            await self.add_media([edge["node"] for edge in rendered["data"]["feed"]["edges"]])
+            return rendered
         cursor = self.codec.decode(after, fp)
         if not isinstance(cursor, SessionPosition):
             return _error("anchor: session cursors only", "BAD_USER_INPUT")
@@ -203,8 +207,20 @@ class Anchor:
                     )
                     last = offset + 1
             position = last if len(edges) == first else position + len(chunk)
+        await self.add_media([edge["node"] for edge in edges])
         has_next = position < len(ids) or frozen.tail is not None
         return _connection(edges, has_next, True, session, False)
+
+    async def add_media(self, nodes: list[dict[str, Any]]) -> None:
+        """Each node's `media`, read and minted as the product does: one query for the page
+        (app.media.hydrate), URLs for this viewer (app.media.urls)."""
+        assert self.pool is not None and self.state is not None and self.settings is not None
+        urls = MediaUrls(self.state.media_store, UrlPolicy.of(self.settings))
+        posts = [(int(n["id"]), n["visibility"].lower()) for n in nodes]
+        async with self.pool.acquire() as conn:
+            found = await page_media(conn.fetch, urls, posts)
+        for node in nodes:
+            node["media"] = [_media(m) for m in found[int(node["id"])]]
 
     def render(self, page: FeedPage, fp: str, has_previous: bool) -> dict[str, Any]:
         """A FeedService page (first pages) in the same shape."""
@@ -220,6 +236,16 @@ class Anchor:
                 }
             )  # fmt: skip
         return _connection(edges, page.has_next, has_previous, page.session_id, page.degraded)
+
+
+def _media(m: MediaView) -> dict[str, Any]:
+    return {
+        "url": m.url,
+        "width": m.width,
+        "height": m.height,
+        "contentType": m.content_type,
+        "alt": m.alt,
+    }
 
 
 def _post(r: Sequence[Any]) -> dict[str, Any]:
@@ -240,6 +266,7 @@ def _node(
         "likeCount": row.likes,
         "commentCount": row.comments,
         "viewerHasLiked": bool(liked),
+        "media": [],  # filled per page (AnchorApp.add_media): one query for all its posts
         "author": {
             "id": str(author),
             "handle": handle,
