@@ -5,10 +5,10 @@
         in memory), for offline training;
     python -m app.ranking report [--since 7d] [--until ...]
         per model version and experiment arm: impressions, engagements per impression with
-        its 95% (Wilson) interval, duplicate and empty-page rates, p99 page cost;
-    python -m app.ranking explain <handle> [--top 20]
-        a viewer's experiment arm, model version and top candidates with their sources,
-        features and both stages' scores (app.ranking.explain).
+        its 95% (Wilson) interval, duplicate and empty-page rates, p99 page cost.
+
+Why one viewer's feed is in its order is `python -m app.explain <handle>` (it runs the read
+path, so it lives above it: app/explain.py).
 
 A subcommand is a parser added in `build_parser` and its coroutine in `COMMANDS`
 (`args`, the settings -> exit status). docs/operations.md ("The engagement log") has more.
@@ -30,7 +30,6 @@ from app.engagement.export import export
 from app.engagement.periods import BadPeriod, parse_when
 from app.engagement.pg import driver
 from app.engagement.report import render, report
-from app.ranking import explain
 
 
 def _period(args: argparse.Namespace) -> tuple[datetime, datetime]:
@@ -82,15 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep = commands.add_parser("report", help="per model version and arm figures")
     rep.add_argument("--since", default="7d", help="an ISO date/time (UTC) or a span (7d)")
     rep.add_argument("--until", help="as --since (default: now)")
-    explain.add_parser(commands)  # sets `run`: a command of its own making
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command not in COMMANDS:
-        return int(args.run(args, get_settings()))
     try:
         return asyncio.run(COMMANDS[args.command](args, get_settings()))
     except BadPeriod as exc:  # a bad --since/--until: usage, exit status 2

@@ -1,11 +1,11 @@
-"""`python -m app.ranking explain <handle>`: the viewer's arm and version and the top
+"""`python -m app.explain <handle>`: the viewer's arm and version and the top
 candidates with their source, features and both stages' scores, from the real stores."""
 
 from __future__ import annotations
 
 import json
 
-from app.ranking.explain import explain, render
+from app.feed.explain import explain, render
 from app.ranking.features import FEATURES
 from app.ranking.registry import load_registry
 from tests.helpers import cli, follow, make_user, post, run_module, sql
@@ -29,7 +29,7 @@ async def test_explain_shows_the_arm_version_sources_features_and_scores(
     )
     state.feed.rank.reload(load_registry(settings))
     try:
-        report = await explain(state, "@viewer", top=3)
+        report = await explain(state.feed, state.sessions, "@viewer", top=3)
     finally:
         state.feed.rank.reload(original)
     assert (report["viewer_id"], report["experiment"]) == (viewer_id, "exp")
@@ -48,7 +48,7 @@ async def test_explain_shows_the_arm_version_sources_features_and_scores(
 
 async def test_the_command_line(client, state) -> None:
     await make_user(client, "viewer")
-    out = json.loads(await cli("app.ranking", "explain", "viewer", "--json"))
+    out = json.loads(await cli("app.explain", "viewer", "--json"))
     assert out["version"] == state.settings.ranking_model and out["top"] == []
-    code, _, err = await run_module("app.ranking", "explain", "nobody")
+    code, _, err = await run_module("app.explain", "nobody")
     assert code == 1 and "no user @nobody" in err

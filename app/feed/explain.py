@@ -1,37 +1,36 @@
-"""`python -m app.ranking explain <handle> [--top 20] [--json]`: why a viewer's RANKED feed is in
-its order - their experiment arm and model version, and the top candidates of a new ranking
-with their source, feature values, stage-1 (formula) and stage-2 (model) scores.
+"""Why a viewer's RANKED feed is in its order (`python -m app.explain <handle>`, app/explain.py):
+their experiment arm and model version, and the top candidates of a new ranking with their
+source, feature values, stage-1 (formula) and stage-2 (model) scores.
 
 It runs the read path's own stages on the deployment's settings (the same candidates, filter,
-registry and rules as a first page), and writes nothing: no session, no impression. A
-command-line root like app.web: it builds its own state (the import contract lets this
-module alone reach app.state and the read path).
+registry and rules as a first page), and writes nothing: no session, no impression.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import sys
 import time
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
 from app.feed.constants import CANDIDATE_SLACK, MAX_ID, OWN_PER_READ
 from app.feed.first_page import session_window
+from app.feed.service import FeedService
 from app.ranking.features import FEATURES, ViewerSignals, feature_matrix
 from app.ranking.scoring import formula_scores
-from app.state import AppState, create_state
 
 DEFAULT_TOP = 20
 
 
-async def explain(state: AppState, handle: str, top: int = DEFAULT_TOP) -> dict[str, Any]:
-    """The report as data (`run` prints it); LookupError for an unknown handle."""
-    async with state.sessions() as session:
+async def explain(
+    feed: FeedService,
+    sessions: async_sessionmaker[AsyncSession],
+    handle: str,
+    top: int = DEFAULT_TOP,
+) -> dict[str, Any]:
+    """The report as data (`render` prints it); LookupError for an unknown handle."""
+    async with sessions() as session:
         viewer_id = (
             await session.execute(
                 text("SELECT id FROM users WHERE handle = :h"),
@@ -40,7 +39,7 @@ async def explain(state: AppState, handle: str, top: int = DEFAULT_TOP) -> dict[
         ).scalar()
     if viewer_id is None:
         raise LookupError(f"no user @{handle.removeprefix('@')}")
-    feed, settings = state.feed, state.settings
+    settings = feed.settings
     rank = feed.rank
     choice = rank.choose(viewer_id)
     size = settings.feed_session_size
@@ -75,7 +74,7 @@ async def explain(state: AppState, handle: str, top: int = DEFAULT_TOP) -> dict[
     stage1_rank = {p: r for r, p in enumerate(detail.stage1)} if detail else {}
     position = {p: i for i, p in enumerate(window.post_ids)}
     pulled = set(context.pull_authors)
-    handles = await _handles(state, set(window.author_ids))
+    handles = await _handles(sessions, set(window.author_ids))
     rows = []
     for shown, post_id in enumerate(ranked.ids[:top], 1):
         i = position[post_id]
@@ -119,10 +118,10 @@ async def explain(state: AppState, handle: str, top: int = DEFAULT_TOP) -> dict[
     }
 
 
-async def _handles(state: AppState, ids: set[int]) -> dict[int, str]:
+async def _handles(sessions: async_sessionmaker[AsyncSession], ids: set[int]) -> dict[int, str]:
     if not ids:
         return {}
-    async with state.sessions() as session:
+    async with sessions() as session:
         found = await session.execute(
             text("SELECT id, handle FROM users WHERE id = ANY(:ids)"), {"ids": list(ids)}
         )
@@ -155,31 +154,3 @@ def render(report: dict[str, Any]) -> str:
             f"   {stage2}"
         )
     return "\n".join(lines)
-
-
-def add_parser(subparsers: Any) -> None:
-    """The `explain` subcommand, for app.ranking.__main__'s parser."""
-    parser = subparsers.add_parser("explain", help="a viewer's arm, version and top candidates")
-    parser.add_argument("handle")
-    parser.add_argument("--top", type=int, default=DEFAULT_TOP)
-    parser.add_argument("--json", action="store_true", help="one JSON object")
-    parser.set_defaults(run=run)
-
-
-def run(args: argparse.Namespace, settings: Settings) -> int:
-    """`explain` with the root's settings (app.ranking.__main__ reads them)."""
-
-    async def go() -> dict[str, Any]:
-        state = create_state(settings, pool_size=2)
-        try:
-            return await explain(state, args.handle, args.top)
-        finally:
-            await state.close()
-
-    try:
-        report = asyncio.run(go())
-    except LookupError as exc:
-        print(str(exc).strip("'\""), file=sys.stderr)
-        return 1
-    print(json.dumps(report) if args.json else render(report))
-    return 0
