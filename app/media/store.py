@@ -34,17 +34,11 @@ class ObjectStore(Protocol):
         self, key: str, expires_at: int, content_type: str, *, public: bool = False
     ) -> str:
         """A URL that GETs `key` until `expires_at` (epoch seconds), served with exactly
-<<<<<<< HEAD
-        `content_type`, `X-Content-Type-Options: nosniff` and a Cache-Control no longer than the
-        URL lives: `public` (a shared cache, a CDN, may keep it: a PUBLIC post's image) or
-        `private` (the viewer's browser only). The same arguments give the same URL (a CDN
-        caches it)."""
-=======
-        `content_type` and a freshness (Cache-Control max-age, or Expires) no longer than the
-        URL lives; `X-Content-Type-Options: nosniff` from the store's server, or from the CDN
-        in front where the store cannot send it (S3: docs/DEPLOYMENT.md). The same arguments
+        `content_type`, `X-Content-Type-Options: nosniff` and a freshness (Cache-Control max-age,
+        or Expires) no longer than the URL lives: `public` (a shared cache, a CDN, may keep it:
+        a PUBLIC post's image) or `private` (the viewer's browser only). Where the store cannot
+        send nosniff (S3), the CDN in front adds it (docs/DEPLOYMENT.md). The same arguments
         give the same URL (a CDN caches it)."""
->>>>>>> main
         ...
 
     async def read(self, key: str, max_bytes: int) -> bytes | None:
