@@ -550,6 +550,19 @@ class Settings(BaseSettings):
     media_public_url_seconds: int = Field(default=3600, ge=1, le=7 * DAY)
     media_private_url_seconds: int = Field(default=300, ge=1, le=DAY)
     media_public_base_url: str = ""
+    # MEDIA_STORE=s3 (app.media.s3_store, docs/DEPLOYMENT.md): the bucket (required), its
+    # region and endpoint (unset: AWS's), the signing keys (both unset: botocore's chain), the
+    # addressing style, a prefix before every key, one try's timeout, and how far back a GET
+    # URL is signed from its expiry (SigV4's cap is 7 days; at least the longest URL minted).
+    media_s3_bucket: str = ""
+    media_s3_region: str = "us-east-1"
+    media_s3_endpoint_url: str = ""
+    media_s3_access_key_id: str = ""
+    media_s3_secret_access_key: str = ""
+    media_s3_addressing_style: Literal["auto", "path", "virtual"] = "auto"
+    media_s3_key_prefix: str = ""
+    media_s3_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
+    media_s3_url_signature_lifetime_seconds: int = Field(default=7 * DAY, ge=1, le=7 * DAY)
 
     # ---- Live updates (app.realtime, api.endpoint.websocket; env REALTIME_*, docs/API.md) ----
     # Tests shrink them. At most one frame per subscriber per interval; updates inside it are
@@ -667,6 +680,19 @@ class Settings(BaseSettings):
             raise ValueError(
                 "TIMELINE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
                 "outlasts the socket timeout fails as an outage)"
+            )
+        if self.media_store == "s3" and not self.media_s3_bucket:
+            raise ValueError("MEDIA_STORE=s3 needs MEDIA_S3_BUCKET")
+        if bool(self.media_s3_access_key_id) != bool(self.media_s3_secret_access_key):
+            raise ValueError(
+                "set both MEDIA_S3_ACCESS_KEY_ID and MEDIA_S3_SECRET_ACCESS_KEY, or neither"
+            )
+        if self.media_store == "s3" and self.media_s3_url_signature_lifetime_seconds < max(
+            2 * self.media_public_url_seconds, self.media_private_url_seconds
+        ):
+            raise ValueError(
+                "MEDIA_S3_URL_SIGNATURE_LIFETIME_SECONDS must cover the longest media URL "
+                "minted (two MEDIA_PUBLIC_URL_SECONDS windows, MEDIA_PRIVATE_URL_SECONDS)"
             )
         if self.media_upload_ttl_seconds < self.media_upload_url_seconds:
             raise ValueError(

@@ -30,10 +30,11 @@ SIGV4_MAX_EXPIRES_SECONDS = 7 * 24 * 3600
 # S3's answers for "no such object" (GET says NoSuchKey, HEAD only its status).
 _MISSING = {"404", "NoSuchKey", "NotFound"}
 
-# Every response served through a presigned GET: cacheable by the browser and a CDN, and never
-# revalidated while fresh (a key's bytes never change). How long it stays fresh is the
-# response's Expires, the URL's own end (see `S3Store.get_url`).
+# Every response served through a presigned GET: never revalidated while fresh (a key's bytes
+# never change); a PUBLIC post's image cacheable by a CDN, any other by the viewer's browser
+# only. How long it stays fresh is the response's Expires, the URL's own end (`S3Store.get_url`).
 GET_CACHE_CONTROL = "public, immutable"
+PRIVATE_CACHE_CONTROL = "private, immutable"
 
 
 class FixedClockQueryAuth(S3SigV4QueryAuth):  # type: ignore[misc]  # botocore: untyped
@@ -154,12 +155,14 @@ class S3Store:
         headers = {"Content-Type": content_type, "Content-Length": str(byte_size)}
         return PresignedPut(url=url, headers=headers, expires_at=expires_at)
 
-    async def get_url(self, key: str, expires_at: int, content_type: str) -> str:
+    async def get_url(
+        self, key: str, expires_at: int, content_type: str, *, public: bool = False
+    ) -> str:
         """Signed as at `expires_at - url_signature_lifetime_seconds`, valid for that lifetime:
         the URL depends on the arguments (and the credentials) only. Its response has
-        `content_type`, Cache-Control `public, immutable` and Expires `expires_at`, so no cache
-        keeps it past the URL's end. Refuses an `expires_at` further than the lifetime ahead
-        (its signing time would be in the future, which S3 refuses)."""
+        `content_type`, Cache-Control `public|private, immutable` and Expires `expires_at`,
+        so no cache keeps it past the URL's end. Refuses an `expires_at` further than the
+        lifetime ahead (its signing time would be in the future, which S3 refuses)."""
         signed_at = expires_at - self._signature_lifetime
         if signed_at > time.time():
             raise ValueError("expires_at is further ahead than url_signature_lifetime_seconds")
@@ -170,7 +173,7 @@ class S3Store:
                 "Bucket": self.bucket,
                 "Key": self._prefix + key,
                 "ResponseContentType": content_type,
-                "ResponseCacheControl": GET_CACHE_CONTROL,
+                "ResponseCacheControl": GET_CACHE_CONTROL if public else PRIVATE_CACHE_CONTROL,
                 "ResponseExpires": datetime.fromtimestamp(expires_at, UTC),
             },
         )

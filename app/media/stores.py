@@ -21,5 +21,17 @@ def make_store(settings: Settings) -> ObjectStore:
     if settings.media_store == "s3":
         from app.media.s3_store import S3Store  # only when configured
 
-        return S3Store(settings)  # type: ignore[no-any-return]
+        return S3Store(
+            bucket=settings.media_s3_bucket,
+            region=settings.media_s3_region,
+            endpoint_url=settings.media_s3_endpoint_url or None,
+            access_key_id=settings.media_s3_access_key_id or None,
+            secret_access_key=settings.media_s3_secret_access_key or None,
+            # MEDIA_PUBLIC_BASE_URL is put before PUBLIC posts' URLs only (app.media.urls).
+            public_base_url=None,
+            addressing_style=settings.media_s3_addressing_style,
+            url_signature_lifetime_seconds=settings.media_s3_url_signature_lifetime_seconds,
+            key_prefix=settings.media_s3_key_prefix,
+            timeout_seconds=settings.media_s3_timeout_seconds,
+        )
     return LocalStore(local_dir(settings), settings.secret_key)

@@ -243,7 +243,7 @@ async def test_get_url_is_botocores_presigned_url_at_the_signing_time(
     """The fixed-clock signer changes the clock only: with botocore's clock set to the
     signing time, a plain client presigns the very same URL."""
     expires_at = int(time.time()) + 600
-    url = await store.get_url("a/b.png", expires_at, "image/png")
+    url = await store.get_url("a/b.png", expires_at, "image/png", public=True)
     signed_at = datetime.fromtimestamp(expires_at - SIGV4_MAX_EXPIRES_SECONDS, UTC)
     monkeypatch.setattr(
         botocore.auth, "get_current_datetime", lambda: signed_at.replace(tzinfo=None)
