@@ -28,6 +28,8 @@ from app.api.transports.trusted import Registered
 from app.config import get_settings
 from app.operation_documents import sha256_hex
 from tests.helpers import block, follow, gql, make_user, post, sql, unfollow
+from tests.media.images import image_bytes
+from tests.media.steps import create_post, upload
 
 FAST = build_schema(get_settings(), fast_execution=True)
 PLAIN = build_schema(get_settings(), fast_execution=False)
@@ -52,6 +54,42 @@ USER_LEAVES = (
     "viewerFollows",
 )
 PAGE_INFO_LEAVES = ("hasNextPage", "hasPreviousPage", "startCursor", "endCursor")
+MEDIA_LEAVES = ("url", "width", "height", "contentType", "alt", "__typename")
+MEDIA_SELECTION = "media { url width height contentType alt }"
+
+
+def feed_with_media() -> str:
+    """The registered Feed document with `media` in its posts (the demo's PostFields selects
+    it): the document a feed page with images is read with."""
+    text = gql_text("Feed")
+    if "media" in text:
+        return text
+    return text.replace("  viewerHasLiked\n", f"  viewerHasLiked\n  {MEDIA_SELECTION}\n", 1)
+
+
+@contextmanager
+def pinned_media_clock() -> Iterator[float]:
+    """Within the block, every media URL is minted at one `now`: a FOLLOWERS or PRIVATE
+    image's URL expires `now` + MEDIA_PRIVATE_URL_SECONDS, so two paths compared across a
+    second's boundary would differ there and nowhere else. The URLs are still minted by
+    app.media's code (MediaUrls), per viewer, as the regular path mints them."""
+    import time
+
+    from app.api.schema import loaders
+    from app.media.urls import MediaUrls
+
+    now = time.time()
+    real = loaders.MediaUrls
+
+    class Pinned(MediaUrls):
+        def __init__(self, store: Any, policy: Any, at: float | None = None) -> None:
+            super().__init__(store, policy, now if at is None else at)
+
+    loaders.MediaUrls = Pinned  # type: ignore[misc]
+    try:
+        yield now
+    finally:
+        loaders.MediaUrls = real  # type: ignore[misc]
 
 
 @contextmanager
@@ -89,10 +127,12 @@ class World:
     ids: dict[str, int]
     posts: dict[int, str]  # post id -> author handle
     rng: random.Random
+    images: dict[int, int] = field(default_factory=dict)  # image post id -> its images
     compared: int = 0
     http: int = 0
     with_posts: int = 0  # answers showing at least one post
     with_errors: int = 0
+    with_images: int = 0  # media fields in the answers compared
     deleted: set[int] = field(default_factory=set)
 
     @property
@@ -133,11 +173,39 @@ async def build_world(client: Any, pipeline: Any, seed: int) -> World:
         author = rng.choice(names)
         visibility = rng.choice(("PUBLIC", "PUBLIC", "FOLLOWERS", "PRIVATE"))
         posts[await post(client, tokens[author], f"post {i} by {author}", visibility)] = author
-    await pipeline.settle()
     world = World(tokens, ids, posts, rng)
+    for i in range(10):  # image posts: 1-2 images, every visibility
+        author = rng.choice(names)
+        visibility = rng.choice(("PUBLIC", "FOLLOWERS", "PRIVATE"))
+        post_id = await image_post(client, world, tokens[author], visibility, f"image post {i}")
+        posts[post_id] = author
+    await pipeline.settle()
     for _ in range(30):
         await engage(client, world)
     return world
+
+
+async def image_post(
+    client: Any, world: World, token: str, visibility: str = "PUBLIC", body: str = ""
+) -> int:
+    """A post with 1-2 images (uploaded through createUpload and its PUT, as a client
+    does), each in one of four formats, colours and sizes, with or without alt text."""
+    rng = world.rng
+    media = []
+    for _ in range(rng.randint(1, 2)):
+        fmt, content_type = rng.choice(
+            (("PNG", "image/png"), ("JPEG", "image/jpeg"), ("WEBP", "image/webp"),
+             ("GIF", "image/gif"))
+        )  # fmt: skip
+        size = rng.choice(((64, 48), (8, 8), (30, 90)))
+        color = (rng.randrange(256), rng.randrange(256), rng.randrange(256))
+        data = image_bytes(fmt, size, color)
+        alt = rng.choice((None, "a square", 'ünïcode "alt" \\ 🎉'))
+        media.append({"uploadId": await upload(client, token, data, content_type), "alt": alt})
+    made = await create_post(client, token, media, body, visibility)
+    post_id = int(made.ok()["createPost"]["id"])
+    world.images[post_id] = len(media)
+    return post_id
 
 
 async def engage(client: Any, world: World) -> None:
@@ -157,8 +225,9 @@ async def change(client: Any, state: Any, world: World) -> str:
     """One random change of the world; its name."""
     rng = world.rng
     kind = rng.choice(
-        ("engage", "edit", "visibility", "delete", "block", "name", "follow", "unfollow", "post")
-    )
+        ("engage", "edit", "visibility", "delete", "block", "name", "follow", "unfollow", "post",
+         "image")
+    )  # fmt: skip
     handle = rng.choice(world.handles)
     token = world.tokens[handle]
     own = [p for p, a in world.posts.items() if a == handle and p not in world.deleted]
@@ -194,6 +263,9 @@ async def change(client: Any, state: Any, world: World) -> str:
     elif kind == "unfollow":
         other = rng.choice([h for h in world.handles if h != handle])
         await unfollow(client, token, other)
+    elif kind == "image":
+        visibility = rng.choice(("PUBLIC", "FOLLOWERS", "PRIVATE"))
+        world.posts[await image_post(client, world, token, visibility)] = handle
     else:
         world.posts[await post(client, token, f"new by {handle}")] = handle
     return kind
@@ -279,6 +351,8 @@ class Gen:
         extra = []
         if self.rng.random() < 0.8:
             extra.append(f"{self.key('author')} {self.leaves('User', PLANNED_AUTHOR_LEAVES, [])}")
+        if self.rng.random() < 0.5:
+            extra.append(f"{self.key('media')} {self.leaves('Media', MEDIA_LEAVES, [])}")
         return self.leaves("Post", PLANNED_POST_LEAVES, extra)
 
     def connection(self) -> str:
