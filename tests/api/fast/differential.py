@@ -27,6 +27,7 @@ from app.api.schema.context import Context
 from app.api.transports.trusted import Registered
 from app.config import get_settings
 from app.operation_documents import sha256_hex
+from benchmarks.media_pages import feed_with_media as feed_with_media
 from tests.helpers import block, follow, gql, make_user, post, sql, unfollow
 from tests.media.images import image_bytes
 from tests.media.steps import create_post, upload
@@ -55,16 +56,6 @@ USER_LEAVES = (
 )
 PAGE_INFO_LEAVES = ("hasNextPage", "hasPreviousPage", "startCursor", "endCursor")
 MEDIA_LEAVES = ("url", "width", "height", "contentType", "alt", "__typename")
-MEDIA_SELECTION = "media { url width height contentType alt }"
-
-
-def feed_with_media() -> str:
-    """The registered Feed document with `media` in its posts (the demo's PostFields selects
-    it): the document a feed page with images is read with."""
-    text = gql_text("Feed")
-    if "media" in text:
-        return text
-    return text.replace("  viewerHasLiked\n", f"  viewerHasLiked\n  {MEDIA_SELECTION}\n", 1)
 
 
 @contextmanager
