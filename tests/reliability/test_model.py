@@ -469,6 +469,12 @@ class FeedModel(RuleBasedStateMachine):
         FIGURES.image_posts += 1
         post_id = self.run(make())
         self.posts[post_id] = Post(post_id, a, visibility, self.step, images=images)
+        # The author reads at once (own posts show without the write path), and so does a
+        # follower, who may get it when the write path already ran for it (or earlier ones).
+        self.open_feed(a, "CHRONOLOGICAL", 10)
+        fans = sorted(v for v, x in self.follows if x == a)
+        if fans:
+            self.open_feed(fans[post_id % len(fans)], "RANKED", 10)
 
     @rule(
         a=users,

@@ -14,8 +14,11 @@ no graphql-core execution context, no per-field Path/Info/resolver wrapper. What
   types and of lists of them;
 - resolver fields whose type declares how a page's `extras` answer them (app.api.schema.types,
   `PAGE_EXTRAS`: today `Post.author` and `Post.viewerHasLiked`, the authors and the
-  viewer's likes read with the page's rows); what a page did not hold is loaded through the
-  request's DataLoaders first (app.api.schema.feed.complete_page_extras).
+  viewer's likes read with the page's rows, and `Post.media`, a list of objects, each item
+  planned like an object's fields); what a page did not hold is loaded through the
+  request's DataLoaders first (app.api.schema.feed.complete_page_extras; the page's media
+  only when the document selects Post.media: `complete_page_extras_with_media`, the
+  regular path's loader, one query for the page, URLs minted by app.media for the viewer).
 
 Anything else (other fields, directives, arguments below the root, abstract types, a
 response key used twice, a document with more than one operation) leaves the document to

@@ -119,6 +119,7 @@ class World:
     posts: dict[int, str]  # post id -> author handle
     rng: random.Random
     images: dict[int, int] = field(default_factory=dict)  # image post id -> its images
+    with_image_posts: bool = False  # `change` makes image posts too
     compared: int = 0
     http: int = 0
     with_posts: int = 0  # answers showing at least one post
@@ -143,7 +144,8 @@ async def end_cursors(state: Any, viewer_id: int) -> list[str]:
     return found
 
 
-async def build_world(client: Any, pipeline: Any, seed: int) -> World:
+async def build_world(client: Any, pipeline: Any, seed: int, images: bool = False) -> World:
+    """`images`: image posts too (built and changed; the random stream differs then)."""
     rng = random.Random(seed)
     names = ["ann", "bob", "cat", "dan", "eve", "fay", "gus", "hal", "ivy", "jon", "kim", "leo"]
     tokens: dict[str, str] = {}
@@ -164,8 +166,8 @@ async def build_world(client: Any, pipeline: Any, seed: int) -> World:
         author = rng.choice(names)
         visibility = rng.choice(("PUBLIC", "PUBLIC", "FOLLOWERS", "PRIVATE"))
         posts[await post(client, tokens[author], f"post {i} by {author}", visibility)] = author
-    world = World(tokens, ids, posts, rng)
-    for i in range(10):  # image posts: 1-2 images, every visibility
+    world = World(tokens, ids, posts, rng, with_image_posts=images)
+    for i in range(10 if images else 0):  # image posts: 1-2 images, every visibility
         author = rng.choice(names)
         visibility = rng.choice(("PUBLIC", "FOLLOWERS", "PRIVATE"))
         post_id = await image_post(client, world, tokens[author], visibility, f"image post {i}")
@@ -215,10 +217,18 @@ async def engage(client: Any, world: World) -> None:
 async def change(client: Any, state: Any, world: World) -> str:
     """One random change of the world; its name."""
     rng = world.rng
-    kind = rng.choice(
-        ("engage", "edit", "visibility", "delete", "block", "name", "follow", "unfollow", "post",
-         "image")
-    )  # fmt: skip
+    kinds = (
+        "engage",
+        "edit",
+        "visibility",
+        "delete",
+        "block",
+        "name",
+        "follow",
+        "unfollow",
+        "post",
+    )
+    kind = rng.choice((*kinds, "image") if world.with_image_posts else kinds)
     handle = rng.choice(world.handles)
     token = world.tokens[handle]
     own = [p for p, a in world.posts.items() if a == handle and p not in world.deleted]

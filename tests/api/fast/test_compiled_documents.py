@@ -82,7 +82,7 @@ async def compare_compiled(state: Any, world: World, documents: int) -> None:
 
 
 async def test_random_compiled_documents_answer_the_same_bytes(client, state, pipeline) -> None:
-    world = await build_world(client, pipeline, seed=2024)
+    world = await build_world(client, pipeline, seed=2024, images=True)
     await compare_compiled(state, world, documents=60)
     for round_no in range(6):
         for _ in range(3):
@@ -132,7 +132,7 @@ async def _post(client: httpx.AsyncClient, payload: Any, headers: dict[str, str]
 
 
 async def test_http_answers_equal_the_regular_path(client, state, pipeline) -> None:
-    world = await build_world(client, pipeline, seed=99)
+    world = await build_world(client, pipeline, seed=99, images=True)
     viewer = "bob"
     token = world.tokens[viewer]
     cursors = await end_cursors(state, world.ids[viewer])
@@ -207,7 +207,7 @@ def _compiled_total() -> float:
 async def test_http_pages_with_images_equal_the_regular_path(client, state, pipeline) -> None:
     # The Feed document with Post.media (registered, or a text planned on its second
     # sighting): each viewer's pages, compiled and regular, before and after changes.
-    world = await build_world(client, pipeline, seed=36)
+    world = await build_world(client, pipeline, seed=36, images=True)
     text = feed_with_media()
     images = took = sent = 0
     async with app_client(state, compiled_documents=False) as regular:
