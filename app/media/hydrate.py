@@ -44,10 +44,11 @@ async def page_media(
     found: dict[int, list[MediaView]] = {post_id: [] for post_id in visibility}
     if not visibility:
         return found
-    url = urls.url
+    url, memo = urls.url, urls.minted
     for post_id, alt, key, content_type, width, height in await rows(
         PAGE_MEDIA_SQL, list(visibility)
     ):
-        minted = await url(key, content_type, visibility[post_id])
+        scope = visibility[post_id]
+        minted = memo(key, content_type, scope) or await url(key, content_type, scope)
         found[post_id].append(MediaView(minted, width, height, content_type, alt))
     return found

@@ -73,6 +73,14 @@ class MediaUrls:
         self._public = public_expiry(self.now, policy.public_window_seconds)
         self._private = int(self.now) + policy.private_seconds
 
+    def minted(self, key: str, content_type: str, visibility: str) -> str | None:
+        """The URL `url` gives, when minted already in this window or second (no await: a
+        page's images mostly are); else None."""
+        public = visibility == Visibility.PUBLIC
+        expires = self._public if public else self._private
+        base = self.policy.public_base_url if public else ""
+        return _MEMO.get((self.store, base, key, content_type, expires, public))
+
     async def url(self, key: str, content_type: str, visibility: str) -> str:
         public = visibility == Visibility.PUBLIC
         expires = self._public if public else self._private
