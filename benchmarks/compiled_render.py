@@ -34,6 +34,7 @@ from app.api.schema.types import FeedConnection, Post, PostEdge, page_info
 from app.api.upstream.strawberry import graphql_schema
 from app.config import Settings
 from app.feed.rows import FeedAuthor, FeedPost, PageExtras
+from app.media.hydrate import MediaView
 
 
 def page(posts: int = 20) -> FeedConnection:
@@ -56,6 +57,11 @@ def page(posts: int = 20) -> FeedConnection:
         if n % 3 == 0:
             extras.liked.add(row.id)
         extras.covered.add(row.id)
+        # Every fifth post with two images (read only by a plan selecting Post.media).
+        extras.media[row.id] = [
+            MediaView(f"/media/m-{n:064x}?e=1796000000&s=sig{i}", 640, 480, "image/jpeg", None)
+            for i in range(2 if n % 5 == 0 else 0)
+        ]
         edges.append(PostEdge(cursor=f"cursor-{n}", node=Post(row=row)))
     return FeedConnection(
         edges=edges,

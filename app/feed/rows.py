@@ -25,6 +25,7 @@ from app.db.models import FANOUT_PULL
 from app.feed.constants import AFFINITY_COMMENTS, AFFINITY_LIKES, MAX_ID
 from app.feed.reads import UNFILTERED
 from app.feed.reads import Reads as Reads  # re-exported: the stages import it from here
+from app.media.hydrate import MediaView
 from app.posts.ids import created_ms
 from app.posts.visibility import (
     alive_sql,
@@ -266,11 +267,14 @@ class FeedAuthor:
 @dataclass(slots=True)
 class PageExtras:
     """What _PAGE_ROWS read besides the rows: authors, and the viewer's like per post id
-    (`liked` holds the ones liked among `covered`, the post ids it answered for)."""
+    (`liked` holds the ones liked among `covered`, the post ids it answered for); `media`,
+    each post's images with URLs minted for the viewer, only when a compiled document
+    selects Post.media (app.api.schema.feed's complete_page_extras reads them, one query)."""
 
     authors: dict[int, FeedAuthor] = field(default_factory=dict)
     liked: set[int] = field(default_factory=set)
     covered: set[int] = field(default_factory=set)
+    media: dict[int, list[MediaView]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,16 @@ def with_origin(url: str, base_url: str) -> str:
     return urlunsplit((base.scheme, base.netloc, base.path + parts.path, parts.query, ""))
 
 
+# Minted URLs, per store (held: never another store at a reused address) and CDN origin: a
+# URL is a pure function of (key, content type, expiry, scope), and
+# the expiry is the same for every hydration within a public window (PUBLIC) or a second
+# (others), so a post many viewers read within it is signed once, not once per viewer.
+# Nothing in a URL names its viewer: the memo hands out what minting would. Bounded: emptied
+# when it reaches MEMO_ENTRIES.
+MEMO_ENTRIES = 50_000
+_MEMO: dict[tuple[ObjectStore, str, str, str, int, bool], str] = {}
+
+
 class MediaUrls:
     """URLs for one hydration; `now` fixed per instance, so a page's URLs agree."""
 
@@ -60,11 +70,29 @@ class MediaUrls:
         self.store = store
         self.policy = policy
         self.now = time.time() if now is None else now
+        self._public = public_expiry(self.now, policy.public_window_seconds)
+        self._private = int(self.now) + policy.private_seconds
+
+    def minted(self, key: str, content_type: str, visibility: str) -> str | None:
+        """The URL `url` gives, when minted already in this window or second (no await: a
+        page's images mostly are); else None."""
+        public = visibility == Visibility.PUBLIC
+        expires = self._public if public else self._private
+        base = self.policy.public_base_url if public else ""
+        return _MEMO.get((self.store, base, key, content_type, expires, public))
 
     async def url(self, key: str, content_type: str, visibility: str) -> str:
-        if visibility == Visibility.PUBLIC:
-            expires = public_expiry(self.now, self.policy.public_window_seconds)
-            url = await self.store.get_url(key, expires, content_type, public=True)
-            return with_origin(url, self.policy.public_base_url)
-        expires = int(self.now) + self.policy.private_seconds
-        return await self.store.get_url(key, expires, content_type, public=False)
+        public = visibility == Visibility.PUBLIC
+        expires = self._public if public else self._private
+        base = self.policy.public_base_url if public else ""
+        memo = (self.store, base, key, content_type, expires, public)
+        found = _MEMO.get(memo)
+        if found is not None:
+            return found
+        url = await self.store.get_url(key, expires, content_type, public=public)
+        if public:
+            url = with_origin(url, self.policy.public_base_url)
+        if len(_MEMO) >= MEMO_ENTRIES:
+            _MEMO.clear()
+        _MEMO[memo] = url
+        return url

@@ -1,7 +1,7 @@
 """Visibility holds for media (issue 36): a FOLLOWERS-only post's image gets short-lived
 private URLs for those who may see the post only; a forged URL is refused; a blocked viewer
 loses the image within the private URL lifetime; a deleted post's object is removed by the
-job; orphan uploads are collected; the compiled fast path steps aside for Post.media."""
+job; orphan uploads are collected; the compiled fast path serves Post.media (one query per page)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ from typing import Any
 from app.fanout import lanes
 from app.media.checks import check_image
 from jobs.media import CLEANUP
-from tests.helpers import app_client, author_with_fans, block, eventually, gql, make_user, sql
+from tests.helpers import (
+    app_client,
+    author_with_fans,
+    block,
+    counting_statements,
+    eventually,
+    gql,
+    make_user,
+    sql,
+)
 from tests.media.images import image_bytes
 from tests.media.steps import (
     FEED,
@@ -155,7 +164,7 @@ async def test_an_orphan_upload_is_collected(client, pipeline, state) -> None:
     assert await state.media_store.exists(new_key)  # the fresh one stays
 
 
-async def test_the_compiled_path_steps_aside_for_post_media(client, pipeline) -> None:
+async def test_the_compiled_path_serves_post_media_in_one_query(client, pipeline, state) -> None:
     from app.api.fast.compiled_http import COMPILED
     from app.api.fast.text_plans import TEXT_LABEL
 
@@ -163,7 +172,10 @@ async def test_the_compiled_path_steps_aside_for_post_media(client, pipeline) ->
         return COMPILED.labels(TEXT_LABEL)._value.get()
 
     token, _, [(fan, _)] = await author_with_fans(client, 1)
-    post_id = await image_post(client, token, image_bytes("PNG"))
+    posts = {}
+    for i, visibility in enumerate(("PUBLIC", "FOLLOWERS", "PUBLIC", "FOLLOWERS")):
+        data = image_bytes("PNG", color=(10 * i, 20, 30))
+        posts[await image_post(client, token, data, visibility=visibility)] = visibility
     await pipeline.settle()
 
     async def send(query: str) -> dict[str, Any]:
@@ -177,17 +189,23 @@ async def test_the_compiled_path_steps_aside_for_post_media(client, pipeline) ->
         assert "errors" not in body, body
         return body
 
-    plain = FEED.replace("media { url width height contentType alt }", "body")
-    before = compiled()
-    for _ in range(3):  # a text is planned on its second sighting (decision 0045)
-        await send(plain)
-    assert compiled() > before  # the counter moves for a text the engine answers
+    for _ in range(2):  # a text is planned on its second sighting (decision 0045)
+        await send(FEED)
     before = compiled()
     for _ in range(3):
-        body = await send(FEED)
-        [edge] = body["data"]["feed"]["edges"]
-        assert int(edge["node"]["id"]) == post_id and edge["node"]["media"][0]["width"] == 64
-    assert compiled() == before  # Post.media: every answer from the regular path
+        with counting_statements(state) as seen:
+            body = await send(FEED)
+        edges = body["data"]["feed"]["edges"]
+        assert {int(e["node"]["id"]) for e in edges} == set(posts)
+        for edge in edges:
+            [media] = edge["node"]["media"]
+            scope = "public" if posts[int(edge["node"]["id"])] == "PUBLIC" else "private"
+            assert f"cc={scope}" in media["url"] and media["width"] == 64
+            response = await client.get(media["url"])
+            assert response.status_code == 200 and response.content.startswith(b"\x89PNG")
+        # The page's media: one query for its four posts, not one per post.
+        assert len([q for q in seen if "post_media" in q]) == 1, seen
+    assert compiled() - before == 3  # every answer from the compiled path
 
 
 async def test_narrowing_a_post_makes_its_urls_private_and_stops_strangers(client) -> None:

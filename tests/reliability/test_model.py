@@ -36,6 +36,16 @@ page of an open RANKED session (re-judged mid-scroll), else a first page. A reco
 may show late or never (cache, ranking, share cap): nothing asserts that one must show;
 `test_a_followees_like_surfaces_a_recommendation_in_the_models_setting` shows one does.
 
+Image posts (issue 36, decision 0080): some posts carry 1-2 images (createUpload, the PUT,
+createPost with `media`, as a client does); every page is read with Post.media selected (the
+compiled path answers it), and each post shown carries exactly its images. Every media URL a
+viewer receives is on a post the viewer may see now (the checks above), scoped by the post's
+visibility now (`cc=public` only for a PUBLIC post), expiring within the URL lifetime
+(MEDIA_PRIVATE_URL_SECONDS, two MEDIA_PUBLIC_URL_SECONDS windows; IMAGE_URL_SECONDS here);
+fetched once per viewer and post, it returns the image. A URL whose post the viewer may no
+longer see (a narrowing, a block, a delete) is fetched again once it expired: refused, so
+access ends within the URL lifetime (`media_urls_expire`).
+
 The fan-out control plane (issue 21) switches modes under all this: a rule posts a burst from
 one author (the cost model takes it PULL within a WINDOW_SECONDS posting window), a rule pins
 or unpins an author (`python -m app.fanout pin`), a rule runs the periodic pass (which brings a
@@ -56,6 +66,7 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from hypothesis import HealthCheck, settings
@@ -71,6 +82,8 @@ from app.config import get_settings
 from app.fanout import lanes
 from app.fanout.__main__ import pin as pin_author
 from app.feed.constants import PULL_PER_AUTHOR
+from app.operation_documents import operations
+from benchmarks.media_pages import with_media
 from jobs.worker import REVIEW
 from tests.helpers import (
     fanout_mode,
@@ -83,6 +96,8 @@ from tests.helpers import (
     reset_stores,
     sql,
 )
+from tests.media.images import image_bytes
+from tests.media.steps import create_post, upload
 
 T = TypeVar("T")
 EXAMPLES = int(os.environ.get("MODEL_EXAMPLES", "20"))
@@ -96,6 +111,11 @@ SETTLE_SECONDS = 10.0  # beyond the write path: the read path's 2 s author-index
 MAX_PAGES = 40  # a full scroll of page size 25: far more than any example posts
 WINDOW_SECONDS = 3  # the control plane's posting-rate window here (the default: 600)
 RECOMMENDED_CACHE_SECONDS = 0.25  # FEED_RECOMMENDED_CACHE_SECONDS here (tests: 60)
+IMAGE_URL_SECONDS = 2  # MEDIA_PRIVATE_URL_SECONDS and MEDIA_PUBLIC_URL_SECONDS here
+PNG = b"\x89PNG\r\n\x1a\n"
+
+# Every page: FeedWithReasons with Post.media (a text until the demo's PostFields selects it).
+FEED_READ = with_media(operations()["FeedWithReasons"])
 
 users = st.integers(0, len(HANDLES) - 1)
 modes = st.sampled_from(("RANKED", "CHRONOLOGICAL"))
@@ -108,6 +128,17 @@ class Post:
     visibility: str
     step: int  # when it was made
     deleted: bool = False
+    images: int = 0
+
+
+@dataclass
+class Minted:
+    """A media URL a viewer received: for which post, until when (its `exp`)."""
+
+    viewer: int
+    post: int
+    expires: int
+    checked: bool = False  # fetched again after it expired
 
 
 @dataclass
@@ -138,6 +169,11 @@ class Figures:
     likes: int = 0  # likes made (each one a recommendation candidate for the liker's fans)
     recommended: int = 0  # RECOMMENDED edges checked
     rejudged: int = 0  # pages read in an open session at once after a block or a narrowing
+    image_posts: int = 0
+    media_shown: int = 0  # media items checked on pages
+    media_fetched: int = 0  # URLs fetched (200 and the image)
+    expired_refused: int = 0  # expired URLs fetched again (refused)
+    revoked_refused: int = 0  # of those, URLs of posts their viewer may no longer see
 
 
 FIGURES = Figures()
@@ -165,6 +201,10 @@ class FeedModel(RuleBasedStateMachine):
         self.likes: set[tuple[int, int]] = set()  # (liker, post id)
         self.ever_followed: set[tuple[int, int]] = set()  # the source's cache may lag
         self.sessions: dict[int, Session] = {}
+        self.minted: dict[str, Minted] = {}  # media URL -> who received it first, for what
+        self.fetched: set[tuple[int, int]] = set()  # (viewer, post): an image of it fetched
+        self.object_post: dict[str, int] = {}  # media object key -> its post
+        self.images_made = 0
         FIGURES.examples += 1
 
     # -- plumbing --------------------------------------------------------------------------
@@ -409,6 +449,33 @@ class FeedModel(RuleBasedStateMachine):
             post_id = int(data["createPost"]["id"])
             self.posts[post_id] = Post(post_id, a, visibility, self.step)
 
+    @rule(a=users, visibility=st.sampled_from(VISIBILITIES), images=st.integers(1, 2))
+    def image_post(self, a: int, visibility: str, images: int) -> None:
+        """A post with 1-2 images, uploaded as a client does (each image's bytes its own)."""
+
+        async def make() -> int:
+            media = []
+            for _ in range(images):
+                self.images_made += 1
+                n = self.images_made
+                data = image_bytes("PNG", (8, 6), (n % 256, n // 256 % 256, 40 * a), gps=False)
+                uploaded = await upload(self.client, self.tokens[a], data)
+                media.append({"uploadId": uploaded, "alt": f"image {n}"})
+            made = await create_post(self.client, self.tokens[a], media, "", visibility)
+            return int(made.ok()["createPost"]["id"])
+
+        self.step += 1
+        FIGURES.steps += 1
+        FIGURES.image_posts += 1
+        post_id = self.run(make())
+        self.posts[post_id] = Post(post_id, a, visibility, self.step, images=images)
+        # The author reads at once (own posts show without the write path), and so does a
+        # follower, who may get it when the write path already ran for it (or earlier ones).
+        self.open_feed(a, "CHRONOLOGICAL", 10)
+        fans = sorted(v for v, x in self.follows if x == a)
+        if fans:
+            self.open_feed(fans[post_id % len(fans)], "RANKED", 10)
+
     @rule(
         a=users,
         b=users,
@@ -492,7 +559,10 @@ class FeedModel(RuleBasedStateMachine):
         variables: dict[str, Any] = {"first": first, "mode": session.mode}
         if session.cursor is not None:
             variables["after"] = session.cursor
-        feed = self.call(viewer, "FeedWithReasons", variables).ok()["feed"]
+        self.step += 1
+        FIGURES.steps += 1
+        found = self.run(gql(self.client, "", variables, self.tokens[viewer], FEED_READ))
+        feed = found.ok()["feed"]
         FIGURES.pages += 1
         for edge in feed["edges"]:
             node = edge["node"]
@@ -500,6 +570,7 @@ class FeedModel(RuleBasedStateMachine):
             post = self.posts.get(post_id)
             assert post is not None, f"unknown post {post_id} in the feed of {HANDLES[viewer]}"
             self.check_reason(viewer, session, post, edge)
+            self.check_media(viewer, post, node["media"])
             assert int(node["author"]["id"]) == self.ids[post.author]
             assert node["visibility"] == post.visibility, (node, post)
             assert post_id not in session.seen, f"duplicate {post_id} in a session"
@@ -512,6 +583,51 @@ class FeedModel(RuleBasedStateMachine):
         session.has_next = feed["pageInfo"]["hasNextPage"]
         if session.has_next:
             assert session.cursor, "hasNextPage without an endCursor"
+
+    def check_media(self, viewer: int, post: Post, media: list[dict[str, Any]]) -> None:
+        """A post the viewer may see (check_reason) carries its own images, URLs scoped
+        by its visibility now and living at most the URL lifetime; one of them is fetched
+        (once per viewer and post): the image."""
+        assert len(media) == post.images, (post, media)
+        now = time.time()
+        for item in media:
+            url = item["url"]
+            parts = urlsplit(url)
+            query = parse_qs(parts.query)
+            key = parts.path.rsplit("/", 1)[-1]
+            assert self.object_post.setdefault(key, post.id) == post.id, (url, post)
+            scope = "public" if post.visibility == "PUBLIC" else "private"
+            assert query["cc"] == [scope], (url, post)
+            expires = int(query["exp"][0])
+            lifetime = IMAGE_URL_SECONDS * (2 if scope == "public" else 1)
+            assert now - 1 <= expires <= now + lifetime + 1, (url, now)
+            assert item["contentType"] == "image/png" and item["width"] == 8, item
+            self.minted.setdefault(url, Minted(viewer, post.id, expires))
+            FIGURES.media_shown += 1
+        if media and (viewer, post.id) not in self.fetched:
+            self.fetched.add((viewer, post.id))
+            response = self.run(self.client.get(media[0]["url"]))
+            assert response.status_code == 200 and response.content.startswith(PNG), response
+            FIGURES.media_fetched += 1
+
+    def still_shown(self, minted: Minted) -> bool:
+        """Whether the viewer may still get the URL's post (in the feed, or recommended)."""
+        post = self.posts[minted.post]
+        return self.may_see(minted.viewer, post) or self.may_recommend(minted.viewer, post)
+
+    @rule()
+    def media_urls_expire(self) -> None:
+        """URLs received earlier and expired by now are refused: first those of posts their
+        viewer may no longer see (access ends within the URL lifetime), at most four."""
+        now = time.time()
+        due = [(u, m) for u, m in self.minted.items() if not m.checked and m.expires < now - 0.5]
+        due.sort(key=lambda item: self.still_shown(item[1]))
+        for url, minted in due[:4]:
+            minted.checked = True
+            response = self.run(self.client.get(url))
+            assert response.status_code == 403, (url, response.status_code)
+            FIGURES.expired_refused += 1
+            FIGURES.revoked_refused += not self.still_shown(minted)
 
     def check_reason(self, viewer: int, session: Session, post: Post, edge: dict) -> None:
         """The edge's reason against the model: a recommendation only in RANKED and only one
@@ -620,6 +736,9 @@ async def test_feed_matches_the_model(client, state, pipeline, monkeypatch) -> N
     # Recommendations kept per viewer briefly (tests: 60 s), so that a like made within
     # an example may surface in it, and a cached list may still outlive a change.
     monkeypatch.setattr(state.feed.recommendations.cache, "ttl", RECOMMENDED_CACHE_SECONDS)
+    # Media URLs short-lived, so that the ones of posts made invisible expire within an example.
+    monkeypatch.setattr(get_settings(), "media_private_url_seconds", IMAGE_URL_SECONDS)
+    monkeypatch.setattr(get_settings(), "media_public_url_seconds", IMAGE_URL_SECONDS)
     FeedModel.loop = asyncio.get_running_loop()
     FeedModel.client, FeedModel.state, FeedModel.pipeline = client, state, pipeline
     run_settings = settings(

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.api.fast.coercion import _INT_MAX, _INT_MIN, _Int32
 from app.api.fast.executor import LEAF, OBJECT, TYPENAME
-from app.api.fast.plan import EXTRAS, NotCompilable, Step, _leaf_value
+from app.api.fast.plan import EXTRAS, EXTRAS_LIST, NotCompilable, Step, _leaf_value
 from app.api.schema.feed import RowRead
 
 
@@ -55,6 +55,17 @@ def _generate(
             missing = const(f"{step.type_name}.{step.key}: not in the page's extras")
             null = const(f"null {step.type_name}.{step.key}")
             row = _row_read(reads, step) if reads is not None else None
+            if step.kind == EXTRAS_LIST:
+                read, complete = step.complete
+                if row is not None:
+                    if not callable(row.source):
+                        raise NotCompilable(f"{step.type_name}.{step.key}: not an extras read")
+                    read = row.source
+                body.append(f"    v = {const(read)}(src, extras)")
+                body.append(f"    if v is None: raise NotCompilable({missing})")
+                sub = level(complete)
+                body.append(f"    {local} = [{sub}(item, extras) for item in v]")
+                continue
             if step.kind == EXTRAS:
                 read, complete = step.complete
                 if row is not None:

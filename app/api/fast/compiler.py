@@ -14,8 +14,11 @@ no graphql-core execution context, no per-field Path/Info/resolver wrapper. What
   types and of lists of them;
 - resolver fields whose type declares how a page's `extras` answer them (app.api.schema.types,
   `PAGE_EXTRAS`: today `Post.author` and `Post.viewerHasLiked`, the authors and the
-  viewer's likes read with the page's rows); what a page did not hold is loaded through the
-  request's DataLoaders first (app.api.schema.feed.complete_page_extras).
+  viewer's likes read with the page's rows, and `Post.media`, a list of objects, each item
+  planned like an object's fields); what a page did not hold is loaded through the
+  request's DataLoaders first (app.api.schema.feed.complete_page_extras; the page's media
+  only when the document selects Post.media: `complete_page_extras_with_media`, the
+  regular path's loader, one query for the page, URLs minted by app.media for the viewer).
 
 Anything else (other fields, directives, arguments below the root, abstract types, a
 response key used twice, a document with more than one operation) leaves the document to
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -57,6 +60,7 @@ from graphql import (
     GraphQLError,
     GraphQLID,
     GraphQLInt,
+    GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLScalarType,
@@ -76,6 +80,7 @@ from app.api.fast.executor import LEAF, LIST, MISS, OBJECT, TYPENAME, classify_f
 from app.api.fast.plan import (
     _ABSENT,
     EXTRAS,
+    EXTRAS_LIST,
     CompiledQuery,
     NotCompilable,
     RootResolver,
@@ -87,7 +92,9 @@ from app.api.fast.plan import (
 from app.api.schema.feed import (
     ROW_READS,
     complete_page_extras,
+    complete_page_extras_with_media,
     complete_row_extras,
+    complete_row_extras_with_media,
     feed_connection,
     feed_rows,
 )
@@ -140,7 +147,13 @@ def extension_names(schema: Any) -> list[str]:
 
 
 # Roots whose value also comes as rows (decision 0058): `feed`, as FeedRows.
-ROW_ROOTS: dict[str, RowRoot] = {"feed": RowRoot(feed_rows, complete_row_extras, ROW_READS)}
+ROW_ROOTS: dict[str, RowRoot] = {
+    "feed": RowRoot(feed_rows, complete_row_extras, ROW_READS, complete_row_extras_with_media)
+}
+# Roots whose extras completion also reads the page's media (a document selecting Post.media).
+MEDIA_EXTRAS: dict[str, Callable[[Any, Any], Awaitable[None]]] = {
+    "feed": complete_page_extras_with_media
+}
 
 
 # -- compiling -----------------------------------------------------------------------------
@@ -217,6 +230,7 @@ def _compile(
     object_type = _object_type(field_def.type)
     steps = _steps(schema, object_type, root_node.selection_set, fragments)
     uses_extras = _uses_extras(steps)
+    media = _selects(steps, "Post", "media")  # the page's media: one query, only then
     if _selects(steps, "PostEdge", "recommendation"):
         # The feed reads why each recommendation is only when it is shown (a query).
         arguments["why"] = (None, True)
@@ -230,13 +244,25 @@ def _compile(
         arguments=arguments,
         steps=steps,
         process_errors=process_errors,
-        extras=complete_page_extras if uses_extras else None,
+        extras=_page_extras(root_node.name.value, uses_extras, media),
         render=_generate(steps),
-        rows=_row_plan(root_node.name.value, steps, uses_extras),
+        rows=_row_plan(root_node.name.value, steps, uses_extras, media),
     )
 
 
-def _row_plan(root: str, steps: tuple[Step, ...], uses_extras: bool) -> RowPlan | None:
+def _page_extras(
+    root: str, uses_extras: bool, media: bool
+) -> Callable[[Any, Any], Awaitable[None]] | None:
+    """How the root's value gets what its extras reads need: none, the authors and likes,
+    or those and the page's media (MEDIA_EXTRAS)."""
+    if not uses_extras:
+        return None
+    return MEDIA_EXTRAS.get(root, complete_page_extras) if media else complete_page_extras
+
+
+def _row_plan(
+    root: str, steps: tuple[Step, ...], uses_extras: bool, media: bool = False
+) -> RowPlan | None:
     """The row plan of a root field's steps, when its root has rows and every field selected
     has a row read (ROW_ROOTS); else None."""
     row_root = ROW_ROOTS.get(root)
@@ -246,7 +272,8 @@ def _row_plan(root: str, steps: tuple[Step, ...], uses_extras: bool) -> RowPlan 
         render = _generate(steps, row_root.reads)
     except NotCompilable:
         return None
-    return RowPlan(row_root.root, row_root.extras if uses_extras else None, render)
+    extras = (row_root.media_extras if media else row_root.extras) if uses_extras else None
+    return RowPlan(row_root.root, extras, render)
 
 
 def _selects(steps: tuple[Step, ...], type_name: str, key: str) -> bool:
@@ -261,7 +288,8 @@ def _selects(steps: tuple[Step, ...], type_name: str, key: str) -> bool:
 
 def _uses_extras(steps: tuple[Step, ...]) -> bool:
     return any(
-        s.kind == EXTRAS or (s.kind in (OBJECT, LIST) and _uses_extras(s.complete)) for s in steps
+        s.kind in (EXTRAS, EXTRAS_LIST) or (s.kind in (OBJECT, LIST) and _uses_extras(s.complete))
+        for s in steps
     )
 
 
@@ -330,7 +358,18 @@ def _steps(
         definition = strawberry_field(field_def)
         read = definition.metadata.get(PAGE_EXTRAS) if definition is not None else None
         if read is not None:
-            how, target = completion(field_def.type.of_type if non_null else field_def.type)
+            inner = field_def.type.of_type if non_null else field_def.type
+            if isinstance(inner, GraphQLList):  # Post.media: a list of objects
+                item = _object_items(inner, f"{parent.name}.{name}")
+                if node.selection_set is None:
+                    raise NotCompilable(f"{parent.name}.{name} from the page's extras")
+                complete = _steps(schema, item, node.selection_set, fragments)
+                attribute = str(definition.python_name) if definition is not None else ""
+                steps.append(
+                    Step(key, EXTRAS_LIST, attribute, non_null, (read, complete), parent.name)
+                )
+                continue
+            how, target = completion(inner)
             if how == LEAF:
                 complete = target
             elif how == OBJECT and node.selection_set is not None:
@@ -360,6 +399,16 @@ def _steps(
         else:
             raise NotCompilable(f"{parent.name}.{name}")
     return tuple(steps)
+
+
+def _object_items(list_type: GraphQLList[Any], where: str) -> GraphQLObjectType:
+    """The object type of a list of non-null objects read from the page's extras."""
+    item = list_type.of_type
+    if isinstance(item, GraphQLNonNull):
+        how, target = completion(item.of_type)
+        if how == OBJECT:
+            return target  # type: ignore[no-any-return]
+    raise NotCompilable(f"{where} from the page's extras")
 
 
 # graphql-core's own scalars whose serializer returns a value of this type unchanged.

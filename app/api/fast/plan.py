@@ -21,6 +21,7 @@ from app.api.schema.feed import RowRead
 from app.api.transports.trusted import Registered
 
 EXTRAS = 10  # a field read from the page's extras (its type's PAGE_EXTRAS declaration)
+EXTRAS_LIST = 11  # the same for a list of objects (Post.media): each item through its steps
 
 RootResolver = Callable[..., Awaitable[Any]]
 
@@ -61,6 +62,7 @@ class RowRoot:
     root: RootResolver
     extras: Callable[[Context, Any], Awaitable[None]]
     reads: Mapping[str, Mapping[str, RowRead]]
+    media_extras: Callable[[Context, Any], Awaitable[None]]  # `extras` and the page's media
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +158,13 @@ def _render(steps: tuple[Step, ...], source: Any, extras: Any) -> dict[str, Any]
         kind = step.kind
         if kind == TYPENAME:
             out[step.key] = step.type_name
+            continue
+        if kind == EXTRAS_LIST:
+            read, complete = step.complete
+            value = read(source, extras)
+            if value is None:
+                raise NotCompilable(f"{step.type_name}.{step.key}: not in the page's extras")
+            out[step.key] = [_render(complete, item, extras) for item in value]
             continue
         if kind == EXTRAS:
             read, complete = step.complete

@@ -33,6 +33,7 @@ from app.feed.cursor import CursorCodec, fingerprint
 from app.feed.page import FeedPage
 from app.feed.recommended import Why
 from app.feed.rows import FeedRow, PageExtras
+from app.media.hydrate import MediaView
 from app.observability.metrics import FEED_LATENCY
 
 T = TypeVar("T")
@@ -234,13 +235,18 @@ def _liked_row(row: FeedRow, extras: PageExtras) -> bool | None:
     return post_id in extras.liked if post_id in extras.covered else None
 
 
+def _media_rows(row: FeedRow, extras: PageExtras) -> list[MediaView] | None:
+    return extras.media.get(row.post_id)  # each MediaView has the Media type's attributes
+
+
 # GraphQL type name -> Python attribute -> how a row plan reads it, each the value the object
 # the regular path builds holds (FeedConnection, PageInfo: FeedRows and the PageInfo itself;
 # PostEdge: the (cursor, row, reason, why) tuple; Recommendation: the Why; Post:
 # Post.__init__ over a FeedRow; User: User.__init__ over a FeedAuthor or users row, never
 # graph-hidden on a feed page (a recommendation's likers are never across a block from the
 # viewer: app.feed.recommended); Post.author and
-# Post.viewerHasLiked: types.py's PAGE_EXTRAS reads). A plan selecting anything not listed
+# Post.viewerHasLiked, Post.media: types.py's PAGE_EXTRAS reads; Media: the MediaView a
+# Media object is made from). A plan selecting anything not listed
 # renders from objects instead. tests/api/fast/test_compiled_render.py holds the two renders
 # equal for every registered feed plan; tests/api/fast/test_compiled_documents.py compares
 # random documents with the regular path.
@@ -273,7 +279,9 @@ ROW_READS: dict[str, dict[str, RowRead]] = {
         "comment_count": RowRead("comments"),
         "author": RowRead(_author_row),
         "viewer_has_liked": RowRead(_liked_row),
+        "media": RowRead(_media_rows),
     },
+    "Media": {name: RowRead(name) for name in ("url", "width", "height", "content_type", "alt")},
     "User": {
         "id": RowRead("id", str),
         "handle": RowRead("handle"),
@@ -289,23 +297,47 @@ async def complete_page_extras(ctx: Context, connection: FeedConnection) -> None
     """Authors and likes a page did not read with its rows come from the loaders, for the
     fields a compiled document answers from `extras` (app.api.schema.types, PAGE_EXTRAS)."""
     posts = [edge.node.row for edge in connection.edges]
-    await _complete(ctx, connection.extras, [(p.id, p.author_id) for p in posts])
+    await _complete(ctx, connection.extras, [(p.id, p.author_id, p.visibility) for p in posts])
 
 
 async def complete_row_extras(ctx: Context, page: FeedRows) -> None:
     """`complete_page_extras` for a row plan's FeedRows."""
-    await _complete(ctx, page.extras, [(e[1].post_id, e[1].author_id) for e in page.edges])
+    rows = [edge[1] for edge in page.edges]
+    await _complete(ctx, page.extras, [(r.post_id, r.author_id, r.visibility) for r in rows])
 
 
-async def _complete(ctx: Context, extras: PageExtras, posts: list[tuple[int, int]]) -> None:
-    authors = [a for _, a in posts if a not in extras.authors]
+async def complete_page_extras_with_media(ctx: Context, connection: FeedConnection) -> None:
+    """`complete_page_extras`, and the page's media (a document selecting Post.media)."""
+    posts = [edge.node.row for edge in connection.edges]
+    keys = [(p.id, p.author_id, p.visibility) for p in posts]
+    await _complete(ctx, connection.extras, keys, media=True)
+
+
+async def complete_row_extras_with_media(ctx: Context, page: FeedRows) -> None:
+    """`complete_row_extras`, and the page's media (a document selecting Post.media)."""
+    rows = [edge[1] for edge in page.edges]
+    keys = [(r.post_id, r.author_id, r.visibility) for r in rows]
+    await _complete(ctx, page.extras, keys, media=True)
+
+
+async def _complete(
+    ctx: Context, extras: PageExtras, posts: list[tuple[int, int, str]], media: bool = False
+) -> None:
+    authors = [a for _, a, _ in posts if a not in extras.authors]
     if authors:
         rows = await ctx.loaders.user_by_id.load_many(authors)
         # A users row has every attribute the User type reads, as a FeedAuthor does.
         found = {a: cast(Any, r) for a, r in zip(authors, rows, strict=True) if r is not None}
         extras.authors.update(found)
-    unknown = [p for p, _ in posts if p not in extras.covered]
+    unknown = [p for p, _, _ in posts if p not in extras.covered]
     if unknown:
         liked = await ctx.loaders.viewer_liked_post.load_many(unknown)
         extras.covered.update(unknown)
         extras.liked.update(p for p, yes in zip(unknown, liked, strict=True) if yes)
+    if media:
+        # The regular path's Post.media loader: one query for the page (post_media's primary
+        # key), the URLs minted for this viewer by the same code (app.media.hydrate).
+        wanted = [(p, visibility) for p, _, visibility in posts if p not in extras.media]
+        if wanted:
+            views = await ctx.loaders.post_media.load_many(wanted)
+            extras.media.update((p, v) for (p, _), v in zip(wanted, views, strict=True))

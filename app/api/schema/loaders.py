@@ -170,8 +170,8 @@ class Loaders:
 
     async def _post_media(self, keys: Sequence[MediaKey]) -> list[list[MediaView]]:
         urls = MediaUrls(self.state.media_store, UrlPolicy.of(self.state.settings))
-        async with read_sessions(self.state.sessions)() as session:
-            found = await page_media(session, urls, keys)
+        # The read path's driver SQL on the same engine (app.feed.reads), not an ORM session.
+        found = await page_media(self.state.feed.reads.all, urls, keys)
         return [found[post_id] for post_id, _ in keys]
 
     async def _graph_hidden(self, user_ids: Sequence[int]) -> list[bool]:

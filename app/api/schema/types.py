@@ -28,7 +28,8 @@ V = TypeVar("V")
 # of calling its resolver. The value is `read(parent, extras)`, returning the field's value
 # (an object type's instance, or a leaf's Python value), or None when the page did not hold
 # it (the compiled request then falls back to the regular path). app.api.schema.feed's
-# complete_page_extras fills in what a page lacks before a compiled document renders it.
+# complete_page_extras fills in what a page lacks before a compiled document renders it
+# (Post.media: only for a document that selects it, its one query).
 PAGE_EXTRAS = "feed.page_extras"
 
 
@@ -220,6 +221,11 @@ def _post_liked_in(post: Post, extras: PageExtras) -> bool | None:
     return post.row.id in extras.liked if post.row.id in extras.covered else None
 
 
+def _post_media_in(post: Post, extras: PageExtras) -> list[Media] | None:
+    views = extras.media.get(post.row.id)
+    return None if views is None else [Media(view=view) for view in views]
+
+
 async def _post_media(root: Post, info: Info) -> list[Media]:
     views = await info.context.loaders.post_media.load((root.row.id, root.row.visibility))
     return [Media(view=view) for view in views]
@@ -267,6 +273,7 @@ class Post:
     media: list[Media] = strawberry.field(
         resolver=_post_media,
         init=False,
+        metadata={PAGE_EXTRAS: _post_media_in},
         description="The post's images in order (0-4), each URL minted for the viewer: a "
         "PUBLIC post's cacheable for a window, other posts' short-lived (docs/API.md, "
         "'Image posts'). One query per response for every post's images.",

@@ -27,7 +27,10 @@ from app.api.schema.context import Context
 from app.api.transports.trusted import Registered
 from app.config import get_settings
 from app.operation_documents import sha256_hex
+from benchmarks.media_pages import feed_with_media as feed_with_media
 from tests.helpers import block, follow, gql, make_user, post, sql, unfollow
+from tests.media.images import image_bytes
+from tests.media.steps import create_post, upload
 
 FAST = build_schema(get_settings(), fast_execution=True)
 PLAIN = build_schema(get_settings(), fast_execution=False)
@@ -52,6 +55,32 @@ USER_LEAVES = (
     "viewerFollows",
 )
 PAGE_INFO_LEAVES = ("hasNextPage", "hasPreviousPage", "startCursor", "endCursor")
+MEDIA_LEAVES = ("url", "width", "height", "contentType", "alt", "__typename")
+
+
+@contextmanager
+def pinned_media_clock() -> Iterator[float]:
+    """Within the block, every media URL is minted at one `now`: a FOLLOWERS or PRIVATE
+    image's URL expires `now` + MEDIA_PRIVATE_URL_SECONDS, so two paths compared across a
+    second's boundary would differ there and nowhere else. The URLs are still minted by
+    app.media's code (MediaUrls), per viewer, as the regular path mints them."""
+    import time
+
+    from app.api.schema import loaders
+    from app.media.urls import MediaUrls
+
+    now = time.time()
+    real = loaders.MediaUrls
+
+    class Pinned(MediaUrls):
+        def __init__(self, store: Any, policy: Any, at: float | None = None) -> None:
+            super().__init__(store, policy, now if at is None else at)
+
+    loaders.MediaUrls = Pinned  # type: ignore[misc]
+    try:
+        yield now
+    finally:
+        loaders.MediaUrls = real  # type: ignore[misc]
 
 
 @contextmanager
@@ -89,10 +118,13 @@ class World:
     ids: dict[str, int]
     posts: dict[int, str]  # post id -> author handle
     rng: random.Random
+    images: dict[int, int] = field(default_factory=dict)  # image post id -> its images
+    with_image_posts: bool = False  # `change` makes image posts too
     compared: int = 0
     http: int = 0
     with_posts: int = 0  # answers showing at least one post
     with_errors: int = 0
+    with_images: int = 0  # media fields in the answers compared
     deleted: set[int] = field(default_factory=set)
 
     @property
@@ -112,7 +144,8 @@ async def end_cursors(state: Any, viewer_id: int) -> list[str]:
     return found
 
 
-async def build_world(client: Any, pipeline: Any, seed: int) -> World:
+async def build_world(client: Any, pipeline: Any, seed: int, images: bool = False) -> World:
+    """`images`: image posts too (built and changed; the random stream differs then)."""
     rng = random.Random(seed)
     names = ["ann", "bob", "cat", "dan", "eve", "fay", "gus", "hal", "ivy", "jon", "kim", "leo"]
     tokens: dict[str, str] = {}
@@ -133,11 +166,39 @@ async def build_world(client: Any, pipeline: Any, seed: int) -> World:
         author = rng.choice(names)
         visibility = rng.choice(("PUBLIC", "PUBLIC", "FOLLOWERS", "PRIVATE"))
         posts[await post(client, tokens[author], f"post {i} by {author}", visibility)] = author
+    world = World(tokens, ids, posts, rng, with_image_posts=images)
+    for i in range(10 if images else 0):  # image posts: 1-2 images, every visibility
+        author = rng.choice(names)
+        visibility = rng.choice(("PUBLIC", "FOLLOWERS", "PRIVATE"))
+        post_id = await image_post(client, world, tokens[author], visibility, f"image post {i}")
+        posts[post_id] = author
     await pipeline.settle()
-    world = World(tokens, ids, posts, rng)
     for _ in range(30):
         await engage(client, world)
     return world
+
+
+async def image_post(
+    client: Any, world: World, token: str, visibility: str = "PUBLIC", body: str = ""
+) -> int:
+    """A post with 1-2 images (uploaded through createUpload and its PUT, as a client
+    does), each in one of four formats, colours and sizes, with or without alt text."""
+    rng = world.rng
+    media = []
+    for _ in range(rng.randint(1, 2)):
+        fmt, content_type = rng.choice(
+            (("PNG", "image/png"), ("JPEG", "image/jpeg"), ("WEBP", "image/webp"),
+             ("GIF", "image/gif"))
+        )  # fmt: skip
+        size = rng.choice(((64, 48), (8, 8), (30, 90)))
+        color = (rng.randrange(256), rng.randrange(256), rng.randrange(256))
+        data = image_bytes(fmt, size, color)
+        alt = rng.choice((None, "a square", 'ünïcode "alt" \\ 🎉'))
+        media.append({"uploadId": await upload(client, token, data, content_type), "alt": alt})
+    made = await create_post(client, token, media, body, visibility)
+    post_id = int(made.ok()["createPost"]["id"])
+    world.images[post_id] = len(media)
+    return post_id
 
 
 async def engage(client: Any, world: World) -> None:
@@ -156,9 +217,18 @@ async def engage(client: Any, world: World) -> None:
 async def change(client: Any, state: Any, world: World) -> str:
     """One random change of the world; its name."""
     rng = world.rng
-    kind = rng.choice(
-        ("engage", "edit", "visibility", "delete", "block", "name", "follow", "unfollow", "post")
+    kinds = (
+        "engage",
+        "edit",
+        "visibility",
+        "delete",
+        "block",
+        "name",
+        "follow",
+        "unfollow",
+        "post",
     )
+    kind = rng.choice((*kinds, "image") if world.with_image_posts else kinds)
     handle = rng.choice(world.handles)
     token = world.tokens[handle]
     own = [p for p, a in world.posts.items() if a == handle and p not in world.deleted]
@@ -194,6 +264,9 @@ async def change(client: Any, state: Any, world: World) -> str:
     elif kind == "unfollow":
         other = rng.choice([h for h in world.handles if h != handle])
         await unfollow(client, token, other)
+    elif kind == "image":
+        visibility = rng.choice(("PUBLIC", "FOLLOWERS", "PRIVATE"))
+        world.posts[await image_post(client, world, token, visibility)] = handle
     else:
         world.posts[await post(client, token, f"new by {handle}")] = handle
     return kind
@@ -279,6 +352,8 @@ class Gen:
         extra = []
         if self.rng.random() < 0.8:
             extra.append(f"{self.key('author')} {self.leaves('User', PLANNED_AUTHOR_LEAVES, [])}")
+        if self.rng.random() < 0.5:
+            extra.append(f"{self.key('media')} {self.leaves('Media', MEDIA_LEAVES, [])}")
         return self.leaves("Post", PLANNED_POST_LEAVES, extra)
 
     def connection(self) -> str:

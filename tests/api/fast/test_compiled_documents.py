@@ -50,7 +50,9 @@ from tests.api.fast.differential import (
     change,
     compile_text,
     end_cursors,
+    feed_with_media,
     gql_text,
+    pinned_media_clock,
     replayed_pages,
 )
 from tests.helpers import app_client, gql, make_user, sql
@@ -66,7 +68,7 @@ async def compare_compiled(state: Any, world: World, documents: int) -> None:
         compiled = compile_text(text)
         assert compiled is not None, text
         values = {k: compiled.variables[k].coerce(v) for k, v in variables.items()}
-        with replayed_pages(state):
+        with replayed_pages(state), pinned_media_clock():
             context = Context(state=state, request=None, viewer_id=viewer_id)
             plain = await PLAIN.execute(text, variable_values=variables, context_value=context)
             expected = orjson.dumps(process_result(plain))
@@ -76,10 +78,11 @@ async def compare_compiled(state: Any, world: World, documents: int) -> None:
         world.compared += 1
         world.with_posts += b'"node":{' in expected or b'"id":"' in expected
         world.with_errors += b'"errors":[' in expected
+        world.with_images += expected.count(b"/media/m-")  # media URLs (the local store's)
 
 
 async def test_random_compiled_documents_answer_the_same_bytes(client, state, pipeline) -> None:
-    world = await build_world(client, pipeline, seed=2024)
+    world = await build_world(client, pipeline, seed=2024, images=True)
     await compare_compiled(state, world, documents=60)
     for round_no in range(6):
         for _ in range(3):
@@ -90,6 +93,7 @@ async def test_random_compiled_documents_answer_the_same_bytes(client, state, pi
     assert world.compared == 60 + 6 * 20
     assert world.with_posts > world.compared // 3
     assert world.with_errors > 5
+    assert world.with_images > 20  # media compared: their URLs, sizes, types and alt texts
 
 
 @pytest.mark.parametrize(
@@ -128,7 +132,7 @@ async def _post(client: httpx.AsyncClient, payload: Any, headers: dict[str, str]
 
 
 async def test_http_answers_equal_the_regular_path(client, state, pipeline) -> None:
-    world = await build_world(client, pipeline, seed=99)
+    world = await build_world(client, pipeline, seed=99, images=True)
     viewer = "bob"
     token = world.tokens[viewer]
     cursors = await end_cursors(state, world.ids[viewer])
@@ -186,7 +190,7 @@ async def test_http_answers_equal_the_regular_path(client, state, pipeline) -> N
             accept = rng.choice(accepts)
             if accept:
                 headers["accept"] = accept
-            with replayed_pages(state):
+            with replayed_pages(state), pinned_media_clock():
                 count = _compiled_count()
                 ours = await _post(client, body, headers)
                 took += _compiled_count() > count
@@ -194,6 +198,40 @@ async def test_http_answers_equal_the_regular_path(client, state, pipeline) -> N
             assert ours == theirs, (body, headers)
     assert _compiled_count() - before == took
     assert took > 30, took  # the plain cases went the compiled way
+
+
+def _compiled_total() -> float:
+    return sum(s.value for m in COMPILED.collect() for s in m.samples if s.name.endswith("_total"))
+
+
+async def test_http_pages_with_images_equal_the_regular_path(client, state, pipeline) -> None:
+    # The Feed document with Post.media (registered, or a text planned on its second
+    # sighting): each viewer's pages, compiled and regular, before and after changes.
+    world = await build_world(client, pipeline, seed=36, images=True)
+    text = feed_with_media()
+    images = took = sent = 0
+    async with app_client(state, compiled_documents=False) as regular:
+        for _ in range(3):
+            for viewer in world.handles:
+                headers = {
+                    "authorization": f"Bearer {world.tokens[viewer]}",
+                    "content-type": "application/json",
+                }
+                mode = world.rng.choice(("RANKED", "CHRONOLOGICAL"))
+                body = {"query": text, "variables": {"first": 20, "mode": mode}}
+                with replayed_pages(state), pinned_media_clock():
+                    count = _compiled_total()
+                    ours = await _post(client, body, headers)
+                    took += _compiled_total() > count
+                    theirs = await _post(regular, body, headers)
+                assert ours == theirs, (viewer, ours, theirs)
+                images += ours[2].count(b"/media/m-")
+                sent += 1
+            for _ in range(4):
+                await change(client, state, world)
+            await pipeline.settle()
+    assert images > 20, images  # pages with images were compared
+    assert took >= sent - 1, (took, sent)  # all but a text's first sighting compiled
 
 
 SECOND_OPERATION = "\nquery Other { viewer { id } }"

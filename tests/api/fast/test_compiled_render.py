@@ -14,6 +14,7 @@ from app.api.fast.plan import CompiledQuery, NotCompilable, _render
 from app.api.upstream.strawberry import graphql_schema
 from app.config import Settings
 from benchmarks.compiled_render import page
+from tests.api.fast.differential import compile_text, feed_with_media
 
 
 def _plans() -> list[CompiledQuery]:
@@ -42,6 +43,18 @@ def test_every_registered_feed_plan_renders_a_page_as_the_walker_does() -> None:
         assert plan.render is not None
         walked, generated = _both(plan, page())
         assert walked == generated and walked is not NotCompilable
+
+
+def test_a_feed_plan_selecting_media_renders_them_as_the_walker_does() -> None:
+    plan = compile_text(feed_with_media())
+    assert plan is not None and plan.render is not None
+    value = page()
+    walked, generated = _both(plan, value)
+    assert walked == generated and walked is not NotCompilable
+    assert walked["edges"][0]["node"]["media"][1]["width"] == 640  # two images, in order
+    assert walked["edges"][1]["node"]["media"] == []
+    value.extras.media.clear()  # a page whose media were not read: neither renders it
+    assert _both(plan, value) == (NotCompilable, NotCompilable)
 
 
 def test_nulls_big_ints_and_missing_authors_are_refused_alike() -> None:

@@ -29,7 +29,8 @@ from app.feed.cursor import CursorCodec, SessionPosition
 from app.feed.page import FeedPage
 from app.feed.recommended import Why
 from app.feed.rows import FeedAuthor, FeedRow, PageExtras
-from tests.api.fast.differential import Gen, compile_text, gql_text
+from app.media.hydrate import MediaView
+from tests.api.fast.differential import Gen, compile_text, feed_with_media, gql_text
 
 CODEC = CursorCodec("row-plan-test-secret")
 VIEWER = 1003  # one of the pages' authors: some edges are OWN
@@ -73,6 +74,7 @@ def _page(rng: random.Random, posts: int) -> FeedPage:
         if rng.random() < 0.4:
             extras.liked.add(post_id)
         extras.covered.add(post_id)
+        extras.media[post_id] = [_media_view(rng) for _ in range(rng.choice((0, 0, 1, 2, 4)))]
         rows.append((row, SessionPosition("s1", n + 1)))
     session = rng.choice(("s1", None))
     page = FeedPage(rows, rng.random() < 0.5, session, rng.random() < 0.2, extras=extras)
@@ -86,6 +88,13 @@ def _page(rng: random.Random, posts: int) -> FeedPage:
                 ]
                 page.why[post_id] = Why(len(likers) + rng.randrange(3), likers)
     return page
+
+
+def _media_view(rng: random.Random) -> MediaView:
+    content_type = rng.choice(("image/png", "image/jpeg", "image/webp", "image/gif"))
+    url = f"/media/m-{rng.randrange(16**8):08x}?e={rng.randrange(10**10)}&s=x%2By"
+    alt = rng.choice((None, "", "a square", 'ünï "alt" \\ 🎉 \n'))
+    return MediaView(url, rng.randrange(1, 9000), rng.randrange(1, 9000), content_type, alt)
 
 
 def _both(plan: Any, page: FeedPage, has_previous: bool) -> tuple[Any, Any]:
@@ -107,11 +116,14 @@ def test_the_registered_feed_document_has_a_row_plan() -> None:
     for name in ("Feed", "FeedWithReasons"):
         plan = compile_text(gql_text(name))
         assert plan is not None and plan.rows is not None, name
+    plan = compile_text(feed_with_media())  # Post.media: the page's media from its extras
+    assert plan is not None and plan.rows is not None
 
 
 def test_row_plans_render_the_object_renders_bytes() -> None:
     rng = random.Random(58)
     plans = [compile_text(gql_text("Feed")), compile_text(gql_text("FeedWithReasons"))]
+    plans.append(compile_text(feed_with_media()))
     for _ in range(80):
         text, _ = Gen(rng, []).document()
         plans.append(compile_text(text))
@@ -124,13 +136,22 @@ def test_row_plans_render_the_object_renders_bytes() -> None:
             assert rows == objects
             compared += objects is not NotCompilable
     assert compared == 3 * len(plans)
+    assert sum(b'"media":[{' in _both(p, _page(rng, 20), False)[0] for p in plans) > 20
 
 
-@pytest.mark.parametrize("document", ["Feed", "FeedWithReasons"])
+@pytest.mark.parametrize("document", ["Feed", "FeedWithReasons", "media"])
 def test_what_the_object_render_refuses_the_row_render_refuses(document: str) -> None:
-    plan = compile_text(gql_text(document))
+    plan = compile_text(feed_with_media() if document == "media" else gql_text(document))
     rng = random.Random(7)
     cases = []
+    if document == "media":
+        page = _page(rng, 3)
+        page.extras.media.clear()  # media the page did not read
+        cases.append(page)
+        page = _page(rng, 3)
+        row = page.rows[0][0]
+        page.extras.media[row.post_id] = [MediaView("/m", 1, 2**31, "image/png", None)]
+        cases.append(page)  # past Int's 32 bits
     page = _page(rng, 3)
     page.extras.authors.clear()  # an author the page lacks
     cases.append(page)
