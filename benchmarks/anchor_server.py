@@ -48,9 +48,9 @@ from app.feed.cursor import CursorCodec, SessionPosition, fingerprint
 from app.feed.modes import FeedMode
 from app.feed.page import FeedPage
 from app.feed.rows import _PAGE_ROWS, _PAGE_ROWS_REC, FeedRow
+from app.feed.sessions import FeedSessionStore
 from app.media.hydrate import MediaView, page_media
 from app.media.urls import MediaUrls, UrlPolicy
-from app.feed.sessions import FeedSessionStore
 from app.state import AppState, create_state
 
 POOL_SIZE = 10  # the product's engine pool (app.state.create_state)

@@ -51,6 +51,10 @@ from app.db.engine import make_engine
 from app.db.models import FANOUT_PULL, FANOUT_PUSH
 from app.errors import AppError, BadInput, Unauthenticated
 from app.feed.cursor import CursorCodec, SessionPosition
+from app.media.hydrate import MediaView
+from app.media.store import ObjectStore
+from app.media.stores import make_store
+from app.media.urls import MediaUrls, UrlPolicy
 from app.posts import keyset
 
 MEMORY_POSTS = 100  # the largest page `first` allows
@@ -114,16 +118,29 @@ def memory_page() -> MemoryPage:
     return MemoryPage(posts, users, liked, cursors)
 
 
-class Loaders:
-    """The loaders app.api.schema.types resolves `author`, `viewerHasLiked` and `viewerFollows`
-    through: one IN query per kind and request (naiveFeed), or primed (memoryFeed)."""
+@dataclass(frozen=True)
+class Media:
+    """Where images are and how their URLs are minted (the service's settings)."""
 
-    def __init__(self, sessions: async_sessionmaker | None, viewer_id: int | None) -> None:
+    store: ObjectStore
+    policy: UrlPolicy
+
+
+class Loaders:
+    """The loaders app.api.schema.types resolves `author`, `viewerHasLiked`, `viewerFollows`
+    and `media` through: one IN query per kind and request (naiveFeed), or primed
+    (memoryFeed)."""
+
+    def __init__(
+        self, sessions: async_sessionmaker | None, viewer_id: int | None, media: Media | None
+    ) -> None:
         self.sessions = sessions
         self.viewer_id = viewer_id
+        self.media = media
         self.user_by_id: DataLoader[int, models.User | None] = DataLoader(self._users)
         self.viewer_liked_post: DataLoader[int, bool] = DataLoader(self._liked)
         self.viewer_follows_user: DataLoader[int, bool] = DataLoader(self._follows)
+        self.post_media: DataLoader[tuple[int, str], list[MediaView]] = DataLoader(self._post_media)
 
     async def rows(self, query: Any) -> list[Any]:
         if self.sessions is None:
@@ -144,6 +161,32 @@ class Loaders:
         found = set(await self.rows(query))
         return [p in found for p in post_ids]
 
+    async def _post_media(self, keys: Sequence[tuple[int, str]]) -> list[list[MediaView]]:
+        if self.sessions is None or self.media is None:
+            return [[] for _ in keys]
+        query = (
+            select(
+                models.PostMedia.post_id,
+                models.PostMedia.alt,
+                models.MediaObject.key,
+                models.MediaObject.content_type,
+                models.MediaObject.width,
+                models.MediaObject.height,
+            )
+            .join(models.MediaObject, models.MediaObject.key == models.PostMedia.media_key)
+            .where(models.PostMedia.post_id.in_([post_id for post_id, _ in keys]))
+            .order_by(models.PostMedia.post_id, models.PostMedia.position)
+        )
+        async with self.sessions() as session:
+            rows = (await session.execute(query)).all()
+        urls = MediaUrls(self.media.store, self.media.policy)
+        visibility = dict(keys)
+        found: dict[int, list[MediaView]] = {post_id: [] for post_id, _ in keys}
+        for post_id, alt, key, content_type, width, height in rows:
+            url = await urls.url(key, content_type, visibility[post_id])
+            found[post_id].append(MediaView(url, width, height, content_type, alt))
+        return [found[post_id] for post_id, _ in keys]
+
     async def _follows(self, user_ids: Sequence[int]) -> list[bool]:
         query = select(models.Follow.followee_id).where(
             models.Follow.follower_id == self.viewer_id, models.Follow.followee_id.in_(user_ids)
@@ -157,10 +200,11 @@ class StockContext:
     viewer_id: int | None
     auth_error: AppError | None
     sessions: async_sessionmaker | None
+    media: Media | None = None
     loaders: Loaders = field(init=False)
 
     def __post_init__(self) -> None:
-        self.loaders = Loaders(self.sessions, self.viewer_id)
+        self.loaders = Loaders(self.sessions, self.viewer_id, self.media)
 
     def require_viewer(self) -> int:
         if self.auth_error is not None:
@@ -206,6 +250,7 @@ class StockQuery:
         for post in page:
             loaders.user_by_id.prime(post.author_id, _MEMORY.users[post.author_id])
             loaders.viewer_liked_post.prime(post.id, post.id in _MEMORY.liked)
+            loaders.post_media.prime((post.id, post.visibility), [])
         edges = [
             PostEdge(cursor=c, node=Post(row=p))
             for p, c in zip(page, _MEMORY.cursors, strict=False)
@@ -253,13 +298,14 @@ class StockGraphQL(GraphQL):
         super().__init__(schema, graphql_ide=None)
         self.settings = settings
         self.sessions = sessions
+        self.media = Media(make_store(settings), UrlPolicy.of(settings))
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> StockContext:  # type: ignore[override]
         try:
             viewer_id = user_id_from_header(self.settings, request.headers.get("authorization"))
         except AppError as exc:
-            return StockContext(None, exc, self.sessions)
-        return StockContext(viewer_id, None, self.sessions)
+            return StockContext(None, exc, self.sessions, self.media)
+        return StockContext(viewer_id, None, self.sessions, self.media)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
