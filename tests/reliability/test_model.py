@@ -44,7 +44,9 @@ visibility now (`cc=public` only for a PUBLIC post), expiring within the URL lif
 (MEDIA_PRIVATE_URL_SECONDS, two MEDIA_PUBLIC_URL_SECONDS windows; IMAGE_URL_SECONDS here);
 fetched once per viewer and post, it returns the image. A URL whose post the viewer may no
 longer see (a narrowing, a block, a delete) is fetched again once it expired: refused, so
-access ends within the URL lifetime (`media_urls_expire`).
+access ends within the URL lifetime (`media_urls_expire`; `revoke_media` takes a post whose
+images another user holds away from them, by a delete, PRIVATE or a block, and waits for
+their URLs to expire in a few examples per run).
 
 The fan-out control plane (issue 21) switches modes under all this: a rule posts a burst from
 one author (the cost model takes it PULL within a WINDOW_SECONDS posting window), a rule pins
