@@ -2,7 +2,7 @@
 the API process, the in-process query count, the load (httpx clients: the tiny size needs no
 wrk). Asserts what it measured is what it claims: every page answered by the compiled path,
 with 4 images per post in one set and none in the other, one media query per page in both,
-the same number of queries per page; not how fast."""
+under three queries per page for 15 posts; not how fast."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def test_the_media_pages_benchmark_measures_what_it_says() -> None:
     assert none["images_per_page"] == 0 and four["images_per_page"] == 4 * 15  # 15 posts
     assert none["compiled_pages"] == four["compiled_pages"] == "3/3"
     assert none["media_queries_per_page"] == four["media_queries_per_page"] == 1.0
-    assert none["queries_per_page"] == four["queries_per_page"]
+    # The page's rows and its media, now and then a write beside them: never one per post.
+    assert none["queries_per_page"] < 3 and four["queries_per_page"] < 3
     assert none["pages"] > 0 and four["pages"] > 0 and none["errors"] == four["errors"] == 0
     assert "| images/post |" in done.stdout  # the table

@@ -44,7 +44,9 @@ visibility now (`cc=public` only for a PUBLIC post), expiring within the URL lif
 (MEDIA_PRIVATE_URL_SECONDS, two MEDIA_PUBLIC_URL_SECONDS windows; IMAGE_URL_SECONDS here);
 fetched once per viewer and post, it returns the image. A URL whose post the viewer may no
 longer see (a narrowing, a block, a delete) is fetched again once it expired: refused, so
-access ends within the URL lifetime (`media_urls_expire`).
+access ends within the URL lifetime (`media_urls_expire`; `revoke_media` takes a post whose
+images another user holds away from them, by a delete, PRIVATE or a block, and waits for
+their URLs to expire in a few examples per run).
 
 The fan-out control plane (issue 21) switches modes under all this: a rule posts a burst from
 one author (the cost model takes it PULL within a WINDOW_SECONDS posting window), a rule pins
@@ -111,8 +113,9 @@ SETTLE_SECONDS = 10.0  # beyond the write path: the read path's 2 s author-index
 MAX_PAGES = 40  # a full scroll of page size 25: far more than any example posts
 WINDOW_SECONDS = 3  # the control plane's posting-rate window here (the default: 600)
 RECOMMENDED_CACHE_SECONDS = 0.25  # FEED_RECOMMENDED_CACHE_SECONDS here (tests: 60)
-IMAGE_URL_SECONDS = 2  # MEDIA_PRIVATE_URL_SECONDS and MEDIA_PUBLIC_URL_SECONDS here
+IMAGE_URL_SECONDS = 1  # MEDIA_PRIVATE_URL_SECONDS and MEDIA_PUBLIC_URL_SECONDS here
 PNG = b"\x89PNG\r\n\x1a\n"
+MEDIA_WAITS = 4  # examples per run that wait for a revoked media URL to expire
 
 # Every page: FeedWithReasons with Post.media (a text until the demo's PostFields selects it).
 FEED_READ = with_media(operations()["FeedWithReasons"])
@@ -174,6 +177,7 @@ class Figures:
     media_fetched: int = 0  # URLs fetched (200 and the image)
     expired_refused: int = 0  # expired URLs fetched again (refused)
     revoked_refused: int = 0  # of those, URLs of posts their viewer may no longer see
+    media_waits: int = 0  # examples that waited for such a URL to expire
 
 
 FIGURES = Figures()
@@ -205,6 +209,7 @@ class FeedModel(RuleBasedStateMachine):
         self.fetched: set[tuple[int, int]] = set()  # (viewer, post): an image of it fetched
         self.object_post: dict[str, int] = {}  # media object key -> its post
         self.images_made = 0
+        self.waited = False  # media_urls_expire waited for a URL's expiry in this example
         FIGURES.examples += 1
 
     # -- plumbing --------------------------------------------------------------------------
@@ -619,7 +624,20 @@ class FeedModel(RuleBasedStateMachine):
     def media_urls_expire(self) -> None:
         """URLs received earlier and expired by now are refused: first those of posts their
         viewer may no longer see (access ends within the URL lifetime), at most four."""
+        self.refuse_expired(wait=False)
+
+    def refuse_expired(self, wait: bool) -> None:
+        """`wait`: until the earliest URL of a post its viewer may no longer see has expired
+        (a lifetime or two: a second or two), in at most MEDIA_WAITS examples of a run (the
+        run's time); otherwise such URLs are checked when they expired on their own."""
         now = time.time()
+        if wait and not self.waited and FIGURES.media_waits < MEDIA_WAITS:
+            revoked = [m.expires for m in self.minted.values() if not self.still_shown(m)]
+            if revoked and min(revoked) >= now - 0.5:
+                self.waited = True
+                FIGURES.media_waits += 1
+                time.sleep(max(0.0, min(revoked) + 0.6 - now))
+                now = time.time()
         due = [(u, m) for u, m in self.minted.items() if not m.checked and m.expires < now - 0.5]
         due.sort(key=lambda item: self.still_shown(item[1]))
         for url, minted in due[:4]:
@@ -628,6 +646,26 @@ class FeedModel(RuleBasedStateMachine):
             assert response.status_code == 403, (url, response.status_code)
             FIGURES.expired_refused += 1
             FIGURES.revoked_refused += not self.still_shown(minted)
+
+    @rule(index=st.integers(0, 1000), how=st.sampled_from(("delete", "PRIVATE", "block")))
+    def revoke_media(self, index: int, how: str) -> None:
+        """A post whose images another user received is taken from them (deleted, made
+        PRIVATE, or its author blocks them): no page shows it to them any more (`page`), and
+        the URLs they hold stop working within the URL lifetime (`refuse_expired`)."""
+        held = sorted(
+            {(m.viewer, m.post) for m in self.minted.values()
+             if m.viewer != self.posts[m.post].author and self.still_shown(m)}
+        )  # fmt: skip
+        if not held:
+            return
+        viewer, post_id = held[index % len(held)]
+        author = self.posts[post_id].author
+        if how == "block":
+            self.graph(author, viewer, "block")
+        else:
+            mine = sorted(p.id for p in self.posts.values() if p.author == author and not p.deleted)
+            self.change(author, author, mine.index(post_id), how)
+        self.refuse_expired(wait=True)
 
     def check_reason(self, viewer: int, session: Session, post: Post, edge: dict) -> None:
         """The edge's reason against the model: a recommendation only in RANKED and only one
