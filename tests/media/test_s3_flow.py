@@ -6,36 +6,24 @@ and a follower's feed hands out a presigned GET of it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from aiobotocore.session import get_session
-from moto.server import ThreadedMotoServer
 
 from app.media.checks import check_image
 from tests.helpers import eventually, follow, make_user
 from tests.media.images import image_bytes
 from tests.media.sigv4_gate import SigV4Gate
 from tests.media.steps import create_post, create_upload, feed_media, put
-from tests.servers import ApiServer, free_port
+from tests.servers import ApiServer
 
 BUCKET = "media-flow"
 REGION = "eu-west-1"
 ACCESS_KEY_ID = "AKIAMEDIAFLOW"
 SECRET_ACCESS_KEY = "media-flow-secret"
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from calendar import timegm
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -20,28 +20,15 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.endpoint import DEFAULT_TIMEOUT
 from botocore.exceptions import ReadTimeoutError
-from moto.server import ThreadedMotoServer
 
 from app.media.s3_store import GET_CACHE_CONTROL, SIGV4_MAX_EXPIRES_SECONDS, S3Store
 from app.media.store import ObjectStore
 from tests.media import store_contract
 from tests.media.sigv4_gate import SigV4Gate
-from tests.servers import free_port
 
 BUCKET = "media-test"
 ACCESS_KEY_ID = "AKIAMEDIATEST"
 SECRET_ACCESS_KEY = "media-test-secret"
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 def make_store(moto_url: str, **overrides: Any) -> S3Store:

@@ -55,7 +55,7 @@ def _generate(
             missing = const(f"{step.type_name}.{step.key}: not in the page's extras")
             null = const(f"null {step.type_name}.{step.key}")
             row = _row_read(reads, step) if reads is not None else None
-            if step.kind == EXTRAS_LIST:
+            if step.kind in (EXTRAS, EXTRAS_LIST):
                 read, complete = step.complete
                 if row is not None:
                     if not callable(row.source):
@@ -63,17 +63,9 @@ def _generate(
                     read = row.source
                 body.append(f"    v = {const(read)}(src, extras)")
                 body.append(f"    if v is None: raise NotCompilable({missing})")
-                sub = level(complete)
-                body.append(f"    {local} = [{sub}(item, extras) for item in v]")
-                continue
-            if step.kind == EXTRAS:
-                read, complete = step.complete
-                if row is not None:
-                    if not callable(row.source):
-                        raise NotCompilable(f"{step.type_name}.{step.key}: not an extras read")
-                    read = row.source
-                body.append(f"    v = {const(read)}(src, extras)")
-                body.append(f"    if v is None: raise NotCompilable({missing})")
+                if step.kind == EXTRAS_LIST:
+                    body.append(f"    {local} = [{level(complete)}(item, extras) for item in v]")
+                    continue
                 if type(complete) is tuple:
                     sub = level(complete)
                     other = f"{sub}(v, extras)"

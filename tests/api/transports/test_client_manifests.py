@@ -10,20 +10,15 @@ import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from app.api.fast.compiled_http import COMPILED
-from app.api.fast.text_plans import TEXT_LABEL
 from app.api.transports.trusted import CLIENT_MANIFEST_PATH
 from app.config import PROJECT_ROOT, get_settings
 from app.state import AppState
-from app.web import create_app
+from tests.api.transports.documents_http import api_process, send, text_plans_answered
 from tests.helpers import codes, create_post, eventually, sign_up
 
 NOT_FOUND = "PERSISTED_QUERY_NOT_FOUND"
@@ -79,22 +74,6 @@ def register(tmp_path: Path, manifest: object, *extra: str) -> subprocess.Comple
     return documents_cli("register", str(path), *extra)
 
 
-@asynccontextmanager
-async def api_process(state: AppState) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_app(state))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-        yield client
-
-
-async def send(
-    client: httpx.AsyncClient, body: dict[str, Any], token: str | None = None
-) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    response = await client.post("/graphql", json=body, headers=headers)
-    assert response.status_code == 200, response.text
-    return dict(response.json())
-
-
 def apollo_manifest(*bodies: tuple[str, str]) -> dict[str, Any]:
     """@apollo/generate-persisted-query-manifest's output for (name, body) pairs."""
     return {
@@ -105,10 +84,6 @@ def apollo_manifest(*bodies: tuple[str, str]) -> dict[str, Any]:
             for name, body in bodies
         ],
     }
-
-
-def text_plans_answered() -> float:
-    return float(COMPILED.labels(TEXT_LABEL)._value.get())
 
 
 def check_feed(answer: dict[str, Any], body: str) -> None:

@@ -7,47 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 
-from app.api.fast.compiled_http import COMPILED
-from app.api.fast.text_plans import TEXT_LABEL
 from app.api.transports.persisted import INDEX_KEY, TEXTS_KEY
 from app.config import get_settings
 from app.operation_documents import sha256_hex
 from app.state import AppState
-from app.web import create_app
+from tests.api.transports.documents_http import api_process, apq, send, text_plans_answered
 from tests.helpers import codes, create_post, sign_up
 from tests.realtime.live import LiveClient
 from tests.servers import ApiServer
 
 NOT_FOUND = "PERSISTED_QUERY_NOT_FOUND"
-
-
-@asynccontextmanager
-async def api_process(state: AppState) -> AsyncIterator[httpx.AsyncClient]:
-    """A fresh app over `state`: its own schema, registry and in-process caches, the
-    database and Redis shared, as another API process's."""
-    transport = httpx.ASGITransport(app=create_app(state))
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-        yield client
-
-
-def apq(text: str) -> dict[str, Any]:
-    return {"persistedQuery": {"version": 1, "sha256Hash": sha256_hex(text)}}
-
-
-async def send(
-    client: httpx.AsyncClient, body: dict[str, Any], token: str | None = None
-) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    response = await client.post("/graphql", json=body, headers=headers)
-    assert response.status_code == 200, response.text
-    return dict(response.json())
 
 
 async def apollo_call(
@@ -59,10 +33,6 @@ async def apollo_call(
     if codes(answer) != [NOT_FOUND]:
         return 1, answer
     return 2, await send(client, {"query": text, "extensions": apq(text), **extra}, token)
-
-
-def text_plans_answered() -> float:
-    return float(COMPILED.labels(TEXT_LABEL)._value.get())
 
 
 async def test_the_first_call_takes_two_requests_every_later_one_one(state: AppState) -> None:

@@ -20,25 +20,12 @@ from app.api.endpoint.schema import DOCUMENT_CACHE_SIZE, build_schema
 from app.api.transports.trusted import MANIFEST_PATH
 from app.config import get_settings
 from app.operation_documents import document_id, operations, sha256_hex
+from tests.api.transports.documents_http import apq, send
 from tests.helpers import codes, create_post, follow, gql, make_user, sign_up
 from tests.realtime.live import LiveClient
 from tests.servers import ApiServer
 
 NOT_FOUND = "PERSISTED_QUERY_NOT_FOUND"
-
-
-def apq(text: str) -> dict[str, Any]:
-    """Apollo's automatic-persisted-query extension for `text`."""
-    return {"persistedQuery": {"version": 1, "sha256Hash": sha256_hex(text)}}
-
-
-async def send(
-    client: httpx.AsyncClient, body: dict[str, Any], token: str | None = None
-) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    response = await client.post("/graphql", json=body, headers=headers)
-    assert response.status_code == 200, response.text
-    return dict(response.json())
 
 
 async def by_text_and_by_hash(
