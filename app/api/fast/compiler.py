@@ -198,7 +198,9 @@ def _compile(
     fragments = _fragments(document)
     query_type = schema.query_type
     assert query_type is not None
-    roots = _collect(operation.selection_set, query_type, fragments)
+    selected = _collect(operation.selection_set, query_type, fragments)
+    # `__typename` beside the root field is a constant (the query type's name).
+    roots = {k: node for k, node in selected.items() if node.name.value != "__typename"}
     if len(roots) != 1:
         raise NotCompilable("one root field")
     ((root_key, root_node),) = roots.items()
@@ -247,6 +249,8 @@ def _compile(
         extras=_page_extras(root_node.name.value, uses_extras, media),
         render=_generate(steps),
         rows=_row_plan(root_node.name.value, steps, uses_extras, media),
+        data_keys=tuple(selected) if len(selected) > 1 else (),
+        query_type_name=query_type.name,
     )
 
 
@@ -312,7 +316,10 @@ def _collect(
     fragments: Mapping[str, FragmentDefinitionNode],
     into: dict[str, FieldNode] | None = None,
 ) -> dict[str, FieldNode]:
-    """Response key -> field, through fragments; a key twice (merging) is not planned."""
+    """Response key -> field, through fragments; a key twice is planned only when both are
+    the same leaf without arguments (`__typename` in a fragment and beside its spread, as
+    clients add it; an `id` two fragments select), whose merge is the first: other merging
+    is not planned."""
     fields = {} if into is None else into
     for selection in selection_set.selections:
         if selection.directives:
@@ -320,6 +327,8 @@ def _collect(
         if isinstance(selection, FieldNode):
             key = selection.alias.value if selection.alias else selection.name.value
             if key in fields:
+                if _same_plain_leaf(fields[key], selection):
+                    continue
                 raise NotCompilable("a response key twice")
             fields[key] = selection
             continue
@@ -334,6 +343,16 @@ def _collect(
             raise NotCompilable("type condition")
         _collect(inner, parent, fragments, fields)
     return fields
+
+
+def _same_plain_leaf(first: FieldNode, second: FieldNode) -> bool:
+    return (
+        first.name.value == second.name.value
+        and not first.arguments
+        and not second.arguments
+        and first.selection_set is None
+        and second.selection_set is None
+    )
 
 
 def _steps(
