@@ -8,7 +8,9 @@ twice that is not registered), and app.api.fast.compiled_http answers such a req
 the root field's value rendered straight to JSON: no request parsing by Strawberry's view,
 no graphql-core execution context, no per-field Path/Info/resolver wrapper. What is planned:
 
-- the root field: `feed` only (ROOTS), its arguments from literals or variables;
+- the root field: `feed` only (ROOTS), its arguments from literals or variables, and
+  `__typename` beside it (the query type's name: the client preset's
+  addTypenameSelectionDocumentTransform adds it there);
 - `__typename`; Strawberry *basic* fields (attribute reads, app.api.fast.executor's
   `classify_field`) of leaf types (through the leaf type's own output coercion), of object
   types and of lists of them;
@@ -21,13 +23,13 @@ no graphql-core execution context, no per-field Path/Info/resolver wrapper. What
   regular path's loader, one query for the page, URLs minted by app.media for the viewer).
 
 Anything else (other fields, directives, arguments below the root, abstract types, a
-response key used twice, a document with more than one operation) leaves the document to
-the regular path, as do requests whose variables are not plainly valid
-(app.api.fast.compiled_http), and, at run time, a value the plan cannot render (a null in a
-non-null field, a leaf its scalar rejects, an author the page lacks): `execute` raises
-`NotCompilable` and the request is answered by the regular path instead. So nothing is
-refused here that graphql-core would accept. Values are read from this request's objects
-only: nothing is cached across requests but the plans.
+response key used twice unless by the same leaf without arguments, a document with more than
+one operation) leaves the document to the regular path, as do requests whose variables are
+not plainly valid (app.api.fast.compiled_http), and, at run time, a value the plan cannot
+render (a null in a non-null field, a leaf its scalar rejects, an author the page lacks):
+`execute` raises `NotCompilable` and the request is answered by the regular path instead. So
+nothing is refused here that graphql-core would accept. Values are read from this request's
+objects only: nothing is cached across requests but the plans.
 
 A `feed` plan whose every selected field has a row read (app.api.schema.feed's ROW_READS)
 also gets a row plan (`RowPlan`, decision 0058), which `execute` prefers: the root's value
