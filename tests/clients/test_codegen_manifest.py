@@ -95,6 +95,8 @@ async def test_the_client_presets_persisted_documents_are_served_by_id_on_the_co
         again = await send_id(client, feed_id, viewer)
         assert compiled_answers() == before + 1, "not answered by the compiled plan"
         bare = await send_id(client, feed_id.removeprefix(ID_PREFIX), viewer)
+    removed = await cli("app.documents", "remove", feed_id)  # as the manifest names it
+    assert "removed 1 documents" in removed, removed
     # The compiled answer is the regular path's (`first`), keys in the same order.
     assert json.dumps(again) == json.dumps(first) == json.dumps(bare)
     assert "errors" not in first, first
