@@ -7,8 +7,8 @@ with the id the app will send instead of the text:
   "apollo-persisted-query-manifest", "version": 1, "operations": [{"id", "name", "type",
   "body"}]}`, the id the SHA-256 hex of the body (after Apollo added `__typename`), sent as
   `extensions.persistedQuery.sha256Hash`;
-- GraphQL Code Generator's client preset (`persistedDocuments`): `{"<sha256 hex>": "<text>"}`,
-  sent as `documentId`;
+- GraphQL Code Generator's client preset (`persistedDocuments`): `{"sha256:<hex>": "<text>"}`
+  (the hex SHA-256 of the text), sent as `documentId`;
 - Relay's `persist` output: `{"<id>": "<text>"}` (an md5 hex by default), sent as `doc_id`.
 
 `parse_manifest` reads any of the three into `ManifestDocument`s (no GraphQL here: the CLI,
@@ -34,6 +34,9 @@ from app.db.models import ClientDocument
 APOLLO_FORMAT = "apollo-persisted-query-manifest"
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+# The GraphQL over HTTP prefix of a SHA-256 document id; a request's "sha256:<hex>" is looked
+# up as the bare hex (app.api.transports.trusted), so a manifest's is stored that way too.
+SHA256_ID_PREFIX = "sha256:"
 MAX_NAME_CHARS = 128
 
 
@@ -100,6 +103,16 @@ def _checked_id(value: object) -> str:
         raise ManifestError(
             f"id {value!r}: ids are 1-128 characters of letters, digits and _ . : -"
         )
+    return canonical_id(value)
+
+
+def canonical_id(value: str) -> str:
+    """The id as requests name it: "sha256:<hex>" (the client preset's ids) as the bare
+    lower-case hex, any other id as it is."""
+    if value.startswith(SHA256_ID_PREFIX):
+        digest = value.removeprefix(SHA256_ID_PREFIX).lower()
+        if _SHA256_HEX.fullmatch(digest):
+            return digest
     return value
 
 

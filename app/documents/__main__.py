@@ -98,7 +98,8 @@ async def run_remove(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     engine = make_engine(settings, pool_size=1)
     try:
-        gone = await client_documents.remove(engine, args.ids, everything=args.all)
+        ids = [client_documents.canonical_id(key) for key in args.ids]
+        gone = await client_documents.remove(engine, ids, everything=args.all)
     finally:
         await engine.dispose()
     print(f"removed {gone} documents")

@@ -8,7 +8,9 @@ twice that is not registered), and app.api.fast.compiled_http answers such a req
 the root field's value rendered straight to JSON: no request parsing by Strawberry's view,
 no graphql-core execution context, no per-field Path/Info/resolver wrapper. What is planned:
 
-- the root field: `feed` only (ROOTS), its arguments from literals or variables;
+- the root field: `feed` only (ROOTS), its arguments from literals or variables, and
+  `__typename` beside it (the query type's name: the client preset's
+  addTypenameSelectionDocumentTransform adds it there);
 - `__typename`; Strawberry *basic* fields (attribute reads, app.api.fast.executor's
   `classify_field`) of leaf types (through the leaf type's own output coercion), of object
   types and of lists of them;
@@ -21,13 +23,13 @@ no graphql-core execution context, no per-field Path/Info/resolver wrapper. What
   regular path's loader, one query for the page, URLs minted by app.media for the viewer).
 
 Anything else (other fields, directives, arguments below the root, abstract types, a
-response key used twice, a document with more than one operation) leaves the document to
-the regular path, as do requests whose variables are not plainly valid
-(app.api.fast.compiled_http), and, at run time, a value the plan cannot render (a null in a
-non-null field, a leaf its scalar rejects, an author the page lacks): `execute` raises
-`NotCompilable` and the request is answered by the regular path instead. So nothing is
-refused here that graphql-core would accept. Values are read from this request's objects
-only: nothing is cached across requests but the plans.
+response key used twice unless by the same leaf without arguments, a document with more than
+one operation) leaves the document to the regular path, as do requests whose variables are
+not plainly valid (app.api.fast.compiled_http), and, at run time, a value the plan cannot
+render (a null in a non-null field, a leaf its scalar rejects, an author the page lacks):
+`execute` raises `NotCompilable` and the request is answered by the regular path instead. So
+nothing is refused here that graphql-core would accept. Values are read from this request's
+objects only: nothing is cached across requests but the plans.
 
 A `feed` plan whose every selected field has a row read (app.api.schema.feed's ROW_READS)
 also gets a row plan (`RowPlan`, decision 0058), which `execute` prefers: the root's value
@@ -198,7 +200,9 @@ def _compile(
     fragments = _fragments(document)
     query_type = schema.query_type
     assert query_type is not None
-    roots = _collect(operation.selection_set, query_type, fragments)
+    selected = _collect(operation.selection_set, query_type, fragments)
+    # `__typename` beside the root field is a constant (the query type's name).
+    roots = {k: node for k, node in selected.items() if node.name.value != "__typename"}
     if len(roots) != 1:
         raise NotCompilable("one root field")
     ((root_key, root_node),) = roots.items()
@@ -247,6 +251,8 @@ def _compile(
         extras=_page_extras(root_node.name.value, uses_extras, media),
         render=_generate(steps),
         rows=_row_plan(root_node.name.value, steps, uses_extras, media),
+        data_keys=tuple(selected) if len(selected) > 1 else (),
+        query_type_name=query_type.name,
     )
 
 
@@ -312,7 +318,10 @@ def _collect(
     fragments: Mapping[str, FragmentDefinitionNode],
     into: dict[str, FieldNode] | None = None,
 ) -> dict[str, FieldNode]:
-    """Response key -> field, through fragments; a key twice (merging) is not planned."""
+    """Response key -> field, through fragments; a key twice is planned only when both are
+    the same leaf without arguments (`__typename` in a fragment and beside its spread, as
+    clients add it; an `id` two fragments select), whose merge is the first: other merging
+    is not planned."""
     fields = {} if into is None else into
     for selection in selection_set.selections:
         if selection.directives:
@@ -320,6 +329,8 @@ def _collect(
         if isinstance(selection, FieldNode):
             key = selection.alias.value if selection.alias else selection.name.value
             if key in fields:
+                if _same_plain_leaf(fields[key], selection):
+                    continue
                 raise NotCompilable("a response key twice")
             fields[key] = selection
             continue
@@ -334,6 +345,16 @@ def _collect(
             raise NotCompilable("type condition")
         _collect(inner, parent, fragments, fields)
     return fields
+
+
+def _same_plain_leaf(first: FieldNode, second: FieldNode) -> bool:
+    return (
+        first.name.value == second.name.value
+        and not first.arguments
+        and not second.arguments
+        and first.selection_set is None
+        and second.selection_set is None
+    )
 
 
 def _steps(

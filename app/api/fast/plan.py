@@ -94,6 +94,11 @@ class CompiledQuery:
     # completion and its generated render (`_generate` with `reads`); None when the root
     # has none or the selection reads a field its table lacks. Preferred by `execute`.
     rows: RowPlan | None = None
+    # The root selection's response keys in order when it also asks `__typename` (as the
+    # client preset's addTypenameSelectionDocumentTransform adds it): each but root_key is
+    # the query type's name. Empty: the root field alone.
+    data_keys: tuple[str, ...] = ()
+    query_type_name: str = "Query"
 
     def arguments_for(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The root resolver's keyword arguments for already coerced variable `values`."""
@@ -129,7 +134,10 @@ class CompiledQuery:
                 if render is not None
                 else _render(self.steps, value, value.extras)
             )
-            return {"data": {self.root_key: body}}
+            if not self.data_keys:
+                return {"data": {self.root_key: body}}
+            root_key, typename = self.root_key, self.query_type_name
+            return {"data": {k: body if k == root_key else typename for k in self.data_keys}}
         except NotCompilable:
             raise
         except Exception as exc:  # graphql-core would locate it deeper: not ours to answer

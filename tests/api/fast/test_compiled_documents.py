@@ -12,7 +12,8 @@ Differential tests, as tests/api/fast/test_fast_execution.py does for the execut
   headers and operation names: status, Content-Type and body equal, and the compiled path
   taken for every request it should take (graphql_compiled_total);
 - what the compiler leaves to the regular path (directives, arguments below the root,
-  fields it cannot plan, a response key twice);
+  fields it cannot plan, a response key twice but the same leaf), and what clients add
+  that it plans (`__typename` beside the root field, the same leaf twice);
 - documents sent as unregistered text (TextPlans): planned on the second sighting, bounded,
   refusals remembered; over HTTP with text plans on, off and compiled documents off, the
   same bytes.
@@ -102,7 +103,8 @@ async def test_random_compiled_documents_answer_the_same_bytes(client, state, pi
         "query { feed { edges { node { id @include(if: true) } } } }",  # a directive
         "query { feed { edges { node { author { viewerFollows } } } } }",  # not planned
         "query { feed { edges { node { comments { edges { cursor } } } } } }",  # arguments
-        "query { feed { degraded degraded } }",  # a key twice
+        "query { feed { pageInfo { hasNextPage } pageInfo { endCursor } } }",  # merging
+        "query { feed { d: degraded d: sessionId } }",  # a key twice, two fields
         "query { feed { degraded } viewer { id } }",  # two root fields
         "query { viewer { id } }",  # another root field
         "query($n: Int!) { feed(first: $n) { degraded } }",  # a non-null variable
@@ -112,6 +114,20 @@ async def test_random_compiled_documents_answer_the_same_bytes(client, state, pi
 )
 def test_what_the_compiler_leaves_to_the_regular_path(text: str) -> None:
     assert compile_text(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # What clients add (Apollo's __typenames; the client preset's also beside the root).
+        "query { __typename feed { degraded } }",
+        "query { feed { degraded degraded } }",  # the same leaf twice: one
+        "query { feed { edges { node { __typename ...P } } } } "
+        "fragment P on Post { __typename id }",
+    ],
+)
+def test_what_clients_add_compiles(text: str) -> None:
+    assert compile_text(text) is not None
 
 
 def test_the_registered_feed_document_compiles() -> None:
