@@ -26,6 +26,7 @@ from app.fanout.lag import LagProbe, lane_lag_seconds
 from app.fanout.service import FanoutService
 from app.feed.service import FeedService
 from app.feed.sessions import FeedSessionStore
+from app.media import hydrate
 from app.media.store import ObjectStore
 from app.media.stores import make_store
 from app.passwords import CHEAP_HASHER, PasswordGate
@@ -92,6 +93,7 @@ class AppState:
         self.feed.impressions.clear()
         self.engagement.clear()
         self.source_quality.clear()
+        hydrate.forget_local()
 
     async def close(self) -> None:
         await self.feed.impressions.close()  # flush what is buffered before Redis goes

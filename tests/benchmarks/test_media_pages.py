@@ -27,7 +27,8 @@ def test_the_media_pages_benchmark_measures_what_it_says() -> None:
     assert (none["images_per_post"], four["images_per_post"]) == (0, 4)
     assert none["images_per_page"] == 0 and four["images_per_page"] == 4 * 15  # 15 posts
     assert none["compiled_pages"] == four["compiled_pages"] == "3/3"
-    assert none["media_queries_per_page"] == four["media_queries_per_page"] == 1.0
+    # At most one (the posts a process has read before cost none: app.media.hydrate).
+    assert none["media_queries_per_page"] == four["media_queries_per_page"] <= 1.0
     # The page's rows and its media, now and then a write beside them: never one per post.
     assert none["queries_per_page"] < 3 and four["queries_per_page"] < 3
     assert none["pages"] > 0 and four["pages"] > 0 and none["errors"] == four["errors"] == 0

@@ -11,6 +11,7 @@ import httpx
 from sqlalchemy import event
 
 from app.feed.rows import _MODES_EPOCH
+from app.media import hydrate
 from app.state import create_state
 from app.timelines.store import timeline_key
 from app.web import create_app
@@ -243,10 +244,12 @@ async def test_a_page_costs_the_same_queries_at_20_and_100(client, state, pipeli
         for first in (20, 50, 100):
             for mode in ("RANKED", "CHRONOLOGICAL"):
                 state.feed.context_cache.clear()  # the cost of a first page that reads it
+                hydrate.forget_local()  # and of posts whose images this process never read
                 statements.clear()
                 data = (await feed_page(client, viewer, first=first, mode=mode)).ok()["feed"]
                 assert len(data["edges"]) == first
                 costs[(first, mode)] = len(statements)
+                hydrate.forget_local()
                 statements.clear()
                 nxt = (
                     await feed_page(client, viewer, first, data["pageInfo"]["endCursor"], mode)

@@ -33,7 +33,8 @@ from app.feed.cursor import CursorCodec, fingerprint
 from app.feed.page import FeedPage
 from app.feed.recommended import Why
 from app.feed.rows import FeedRow, PageExtras
-from app.media.hydrate import MediaView
+from app.media.hydrate import MediaView, page_media
+from app.media.urls import MediaUrls, UrlPolicy
 from app.observability.metrics import FEED_LATENCY
 
 T = TypeVar("T")
@@ -110,11 +111,22 @@ async def _read_page(
         cursor = codec.decode(after, fp) if after else None
         # Without a cursor this is a fresh first page, with what that implies (FeedService).
         page = await ctx.state.feed.page(viewer_id, feed_mode, size, cursor, why)
+        if page.degraded:  # PostgreSQL may be away: its images from what the process knows
+            await _degraded_media(ctx, page)
         return build(page, codec, fp, after is not None, viewer_id)
     finally:
         # Failed reads count too (a timed-out read is latency the operator must see); a
         # request refused above (not logged in, bad `first`) reached no read and is not timed.
         _latency(feed_mode, "next" if after else "first").observe(time.perf_counter() - start)
+
+
+async def _degraded_media(ctx: Context, page: FeedPage) -> None:
+    """A degraded page's images in its extras before either path renders it (PAGE_EXTRAS),
+    read with the outage tolerated: a post whose images are not known shows none."""
+    state = ctx.state
+    urls = MediaUrls(state.media_store, UrlPolicy.of(state.settings))
+    posts = [(row.post_id, row.visibility) for row, _ in page.rows]
+    page.extras.media.update(await page_media(state.feed.reads.all, urls, posts, degraded=True))
 
 
 _FOLLOWED, _RECOMMENDED, _OWN = FeedReason.FOLLOWED, FeedReason.RECOMMENDED, FeedReason.OWN
