@@ -71,7 +71,7 @@ from benchmarks.common import (
 from benchmarks.feed_read import API_APP, Variant, closed_loop, wait_ready
 from benchmarks.feed_wrk import INSTALL_HINT, Workload, read_timings, run_wrk
 from devtools.provision import create_database, drop_database, migrate
-from devtools.seed.common import refresh_user_counts, sync_user_sequence
+from devtools.seed.common import USER_COLUMNS, refresh_user_counts, sync_user_sequence
 
 PYTHON_LOAD = "python"  # the load generator when wrk is not installed
 SETS = (0, 4)  # images per post of each viewer set
@@ -171,14 +171,7 @@ async def seed(dsn: str, settings: Settings, args: argparse.Namespace) -> Seeded
             await conn.copy_records_to_table(
                 "users",
                 records=users,
-                columns=(
-                    "id",
-                    "handle",
-                    "password_hash",
-                    "display_name",
-                    "created_at",
-                    "last_active_at",
-                ),
+                columns=USER_COLUMNS,
             )
             await sync_user_sequence(conn)
             await conn.copy_records_to_table(

@@ -16,6 +16,7 @@ from tqdm import tqdm
 from app.config import get_settings
 from app.passwords import hash_password
 from devtools.seed.common import (
+    USER_COLUMNS,
     Phases,
     SeedError,
     check_references,
@@ -160,14 +161,7 @@ async def seed_bulk(
                 await conn.copy_records_to_table(
                     "users",
                     records=records,
-                    columns=(
-                        "id",
-                        "handle",
-                        "password_hash",
-                        "display_name",
-                        "created_at",
-                        "last_active_at",
-                    ),
+                    columns=USER_COLUMNS,
                 )
                 await sync_user_sequence(conn)
                 bar.update(users)

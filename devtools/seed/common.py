@@ -140,6 +140,10 @@ async def refresh_post_counts(conn: asyncpg.Connection) -> None:
     )
 
 
+# The users columns a seed's COPY writes, in the order its records hold them.
+USER_COLUMNS = ("id", "handle", "password_hash", "display_name", "created_at", "last_active_at")
+
+
 async def sync_user_sequence(conn: asyncpg.Connection) -> None:
     """Explicit ids were COPYed: move the identity past them so sign-ups do not collide."""
     await conn.execute(
