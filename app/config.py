@@ -247,6 +247,11 @@ class Settings(BaseSettings):
     redis_socket_timeout_seconds: float = Field(default=2.0, gt=0, le=300)
     redis_connect_timeout_seconds: float = Field(default=1.0, gt=0, le=300)
 
+    # ---- Regions (docs/DEPLOYMENT.md, "Regions") ------------------------------------------
+    # The region this process serves: its users' home writes are accepted here, and readers
+    # served here are judged by this region's policy (regional restrictions).
+    region: str = Field(default="local", pattern=r"^[a-z][a-z0-9-]{0,31}$")
+
     # ---- Profile, keys and tokens ------------------------------------------------------------
     secret_key: str = Field(default_factory=_dev_secret)
     # `production` turns the developer surfaces off: GraphiQL, introspection, /metrics
