@@ -270,7 +270,10 @@ def master_kwargs(settings: Settings, target: SentinelTarget) -> dict[str, Any]:
 
 
 def make_sentinel_master(
-    settings: Settings, target: SentinelTarget, redis_class: type[Redis] = TimedRedis
+    settings: Settings,
+    target: SentinelTarget,
+    redis_class: type[Redis] = TimedRedis,
+    **extra: Any,
 ) -> Redis:
     """A client of the master the Sentinels name. A connection asks them for the master's
     address when it connects; one cut by the master's death fails its command with a
@@ -284,6 +287,7 @@ def make_sentinel_master(
         redis_class=redis_class,
         socket_timeout=settings.redis_socket_timeout_seconds,
         **common,
+        **extra,
     )
     if isinstance(redis, TimedRedis):  # pub/sub without the read timeout, as _make_plain
         redis.listen_pool = SentinelConnectionPool(  # type: ignore[no-untyped-call]

@@ -4,14 +4,22 @@ ARQ's Redis. A module of its own, below every other part of jobs/, so that a com
 import circle of issue 20).
 
 The queue role is a plain server or, with a `redis+sentinel://` URL, the master its
-Sentinels name (decision 0091). Workers reach it through ARQ's own Sentinel support
-(`RedisSettings(sentinel=True)`); the relay and the CLI through the same redis-py client
-as the API's roles (app.redis_client.make_sentinel_master), with its timeouts, which ARQ's
-Sentinel path does not set."""
+Sentinels name (decision 0091). `redis_settings` describes it to ARQ (`RedisSettings(
+sentinel=True)` for `arq --check` and anyone calling `create_pool`), but the processes
+connect through the same redis-py client as the API's roles
+(app.redis_client.make_sentinel_master): ARQ's own Sentinel path sets no timeouts and no
+retries, and an ARQ worker's loop ends on the first connection error (python-arq/arq#386,
+#435), which at a failover costs a restart of every worker (measured: fan-out resumed 12-14 s
+after the kill, most of it the workers' start-up). A worker's connection retries connection
+errors instead, with backoff, for longer than a failover takes, and so rides it out."""
 
 from __future__ import annotations
 
 from arq.connections import ArqRedis, RedisSettings, create_pool
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.config import Settings, is_sentinel_url, parse_sentinel_url
 from app.redis_client import QueueFence, make_sentinel_master
@@ -20,6 +28,12 @@ from app.redis_client import QueueFence, make_sentinel_master
 # it at once) tries this many times, a second apart: longer than a failover takes
 # (down-after-milliseconds + election, docs/DEPLOYMENT.md "Redis roles").
 SENTINEL_CONNECT_TRIES = 30
+# A worker's command that meets a dead master is tried again after 50 ms, 100 ms, ... 1 s
+# (s), this many times (~40 s in all): a failover (DEPLOYMENT.md: down-after-milliseconds 5 s
+# plus the election) is ridden out; a longer outage then ends the worker, as before.
+WORKER_RETRY_BASE_SECONDS = 0.05
+WORKER_RETRY_CAP_SECONDS = 1.0
+WORKER_RETRIES = 45
 
 
 def redis_settings(settings: Settings) -> RedisSettings:
@@ -61,3 +75,27 @@ async def arq_pool(settings: Settings) -> ArqRedis:
 def queue_fence(settings: Settings, redis: ArqRedis) -> QueueFence:
     """When jobs enqueued on `redis` would survive a failover of the queue's master."""
     return QueueFence(redis, settings.redis_queue_wait_replicas, settings.redis_queue_wait_ms)
+
+
+def worker_pool(settings: Settings, queue_name: str) -> ArqRedis | None:
+    """A worker's ARQ connection to a `redis+sentinel://` queue, whose commands retry through
+    a failover; None for a plain server (ARQ connects itself from `redis_settings`). Built
+    unconnected (jobs.worker's settings are read at import): it connects on first use."""
+    url = settings.redis_role_url("queue")
+    if not is_sentinel_url(url):
+        return None
+    retry = Retry(
+        ExponentialBackoff(cap=WORKER_RETRY_CAP_SECONDS, base=WORKER_RETRY_BASE_SECONDS),
+        WORKER_RETRIES,
+    )
+    pool = make_sentinel_master(
+        settings,
+        parse_sentinel_url(url),
+        redis_class=ArqRedis,
+        retry=retry,
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+    )
+    assert isinstance(pool, ArqRedis)
+    pool.expires_extra_ms = expires_ms(settings)
+    pool.default_queue_name = queue_name
+    return pool

@@ -20,7 +20,7 @@ from app.fanout import lanes
 from app.observability.quiet_logs import quiet_worker
 from app.state import create_state
 from jobs import constants, engagement, housekeeping, media, tasks
-from jobs.connections import expires_ms, queue_fence, redis_settings
+from jobs.connections import expires_ms, queue_fence, redis_settings, worker_pool
 from jobs.event_tracking import settling
 from jobs.reliability import arq_max_tries, reliable
 
@@ -175,6 +175,9 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
         "on_startup": _startup(queue_name),
         "on_shutdown": shutdown,
         "redis_settings": redis_settings(settings),
+        # A Sentinel-named queue: the worker's own connection, which rides out a failover
+        # (jobs.connections.worker_pool; decision 0091). None: ARQ's from redis_settings.
+        "redis_pool": worker_pool(settings, queue_name),
         "max_jobs": max_jobs,
         # jobs.reliability applies JOB_TIMEOUT_SECONDS itself (a timeout is retried); ARQ's
         # own limits sit above as backstops.
