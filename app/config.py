@@ -830,14 +830,13 @@ class Settings(BaseSettings):
                 "server (redis://, rediss:// or unix://) and keep the cluster for the other "
                 "roles (docs/DEPLOYMENT.md, 'Redis roles')"
             )
-        for role in REDIS_ROLES:
-            url = self.redis_role_url(role)
+        for role in ("", *REDIS_ROLES):
+            url = getattr(self, f"redis_{role}_url" if role else "redis_url")
             if is_sentinel_url(url):
                 try:
                     parse_sentinel_url(url)
                 except ValueError as exc:
-                    own = f"REDIS_{role.upper()}_URL"
-                    name = own if getattr(self, f"redis_{role}_url") else f"{own} (from REDIS_URL)"
+                    name = f"REDIS_{role.upper()}_URL" if role else "REDIS_URL"
                     raise ValueError(f"{name}: {exc}") from None
         if self.canary_posts_retention_seconds <= self.reconcile_window_seconds:
             raise ValueError(
