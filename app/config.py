@@ -795,6 +795,13 @@ class Settings(BaseSettings):
                 "TIMELINE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
                 "outlasts the socket timeout fails as an outage)"
             )
+        if self.redis_queue_wait_replicas and (
+            self.redis_queue_wait_ms >= self.redis_socket_timeout_seconds * 1000
+        ):
+            raise ValueError(
+                "REDIS_QUEUE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
+                "outlasts the socket timeout fails as an outage)"
+            )
         if self.media_store == "s3" and not self.media_s3_bucket:
             raise ValueError("MEDIA_STORE=s3 needs MEDIA_S3_BUCKET")
         if bool(self.media_s3_access_key_id) != bool(self.media_s3_secret_access_key):
