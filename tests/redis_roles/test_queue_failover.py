@@ -1,9 +1,10 @@
 """The queue's master killed under posts (issue 38, decision 0091): the queue role on a
 master, its replica and three Sentinels (tests/sentinel_topology.py), named by
 REDIS_QUEUE_URL=redis+sentinel://...; the API, an ARQ worker per lane and the outbox relay as
-real processes on it, kept running by a supervisor as `make run`'s launcher does (an ARQ
-worker exits when its Redis connection breaks; it is started again, as systemd or the
-launcher would); every other role on the test Redis.
+real processes on it, under a supervisor that would start an exited one again as `make
+run`'s launcher does (ARQ's own connection ends a worker at a failover; the workers' own
+connection, jobs.connections.worker_pool, rides it out, so none may need it); every other
+role on the test Redis.
 
 Three authors post in turn to four followers while the master is SIGKILLed. What must hold:
 the Sentinels promote the replica with nobody acting; fan-out resumes (a post acknowledged
@@ -218,3 +219,4 @@ async def run_failover(
     print(f"every acknowledged post in every feed {converged:.2f} s after the kill")
     assert not load.refused, report  # the API never depends on the queue's Redis
     assert gap <= RESUME_WITHIN, report
+    assert not any(restarts.values()), report  # the failover was ridden out, not restarted
