@@ -26,6 +26,7 @@ worker CPU per 1,000-key fan-out EVALSHA against ~0.3 ms with hiredis (docs/benc
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -50,6 +51,8 @@ from app.config import (
     parse_sentinel_url,
 )
 from app.redis_scripts import AnyRedis
+
+log = logging.getLogger("app.redis_client")
 
 
 class PackedConnection(Connection):
@@ -385,6 +388,7 @@ class QueueFence:
         self.redis = redis
         self.replicas = replicas
         self.timeout_ms = timeout_ms
+        self.short = False  # fewer replicas connected than wanted, last we looked (logged)
 
     async def master_id(self) -> str:
         """The queue's master's replication id; QueueNotReplicated when it is a replica."""
@@ -393,6 +397,18 @@ class QueueFence:
     async def begin(self) -> QueueEpoch:
         info = await self.redis.info("replication")
         connected = int(info.get("connected_slaves", 0))
+        if (connected < self.replicas) != self.short:
+            self.short = connected < self.replicas
+            if self.short:
+                log.warning(
+                    "the queue's master has %d of the %d replicas REDIS_QUEUE_WAIT_REPLICAS "
+                    "asks for: jobs are confirmed on %d until one (re)joins",
+                    connected,
+                    self.replicas,
+                    connected,
+                )
+            else:
+                log.info("the queue's master has its %d replicas again", self.replicas)
         return QueueEpoch(_master_id(info), min(self.replicas, connected))
 
     async def confirm(self, epoch: QueueEpoch) -> None:
