@@ -78,8 +78,8 @@ class SentinelTarget:
     """A `redis+sentinel://[user:password@]h1:26379,h2:26379/<master>[/<db>][?db=&password=]`
     URL taken apart: the Sentinels to ask, the master's name, and what the master's
     connections carry (db, credentials, TLS for `rediss+sentinel://`). The Sentinels
-    themselves are asked without a password: ARQ 0.28's workers cannot send one
-    (python-arq/arq#424)."""
+    themselves are asked without a password: ARQ's own Sentinel path (`arq --check`) cannot
+    send one (python-arq/arq#424)."""
 
     sentinels: tuple[tuple[str, int], ...]
     master: str
