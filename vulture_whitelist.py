@@ -81,6 +81,8 @@ _.updated_at  # FeedFeedback: set by SQL (on conflict), read by the ranking side
 # arq: worker classes named on the command line (`arq jobs.worker.WorkerSettings`).
 _.WorkerSettings
 _.BigLaneWorkerSettings
+_.expires_extra_ms  # jobs/connections.py: an ArqRedis built from Sentinel, read by ARQ's enqueue_job
+_.default_queue_name  # jobs/connections.py, worker_pool: read by ARQ's Worker
 
 # pydantic: validators run by the model (app/config.py, Settings).
 _._legacy_and_retired

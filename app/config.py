@@ -10,9 +10,11 @@ import hmac
 import os
 import secrets
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import parse_qs, unquote
 
 from pydantic import (
     Field,
@@ -60,6 +62,71 @@ CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 def is_cluster_url(url: str) -> bool:
     """`redis+cluster://` / `rediss+cluster://` name a Redis Cluster (any seed node)."""
     return url.lower().startswith(CLUSTER_SCHEMES)
+
+
+SENTINEL_SCHEMES = ("redis+sentinel://", "rediss+sentinel://")
+SENTINEL_PORT = 26379  # a sentinel's port when the URL names a host alone
+
+
+def is_sentinel_url(url: str) -> bool:
+    """`redis+sentinel://` / `rediss+sentinel://` name a master by its Sentinels (decision 0091)."""
+    return url.lower().startswith(SENTINEL_SCHEMES)
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    """A `redis+sentinel://[user:password@]h1:26379,h2:26379/<master>[/<db>][?db=&password=]`
+    URL taken apart: the Sentinels to ask, the master's name, and what the master's
+    connections carry (db, credentials, TLS for `rediss+sentinel://`). The Sentinels
+    themselves are asked without a password: ARQ's own Sentinel path (`arq --check`) cannot
+    send one (python-arq/arq#424)."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    ssl: bool = False
+
+
+def _sentinel_address(text: str) -> tuple[str, int]:
+    """`host:port`, `host` (port 26379) or `[v6]:port`."""
+    if text.startswith("["):
+        host, _, port = text[1:].partition("]")
+        port = port.removeprefix(":")
+    else:
+        host, _, port = text.partition(":")
+    port = port or str(SENTINEL_PORT)
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bad sentinel address {text!r}")
+    return host, int(port)
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """The URL's parts; ValueError (naming what is wrong, never the password) when malformed."""
+    if not is_sentinel_url(url):
+        raise ValueError("not a redis+sentinel:// URL")
+    scheme, _, rest = url.partition("://")
+    rest, _, query = rest.partition("?")
+    userinfo, _, hosts_path = rest.rpartition("@")
+    hosts, _, path = hosts_path.partition("/")
+    sentinels = [_sentinel_address(host) for host in hosts.split(",") if host]
+    parts = [unquote(part) for part in path.split("/") if part]
+    if not sentinels or not parts or len(parts) > 2:
+        raise ValueError("expected redis+sentinel://host:port[,host:port...]/<master>[/<db>]")
+    params = {k: v[-1] for k, v in parse_qs(query).items()}
+    db_text = params.get("db", parts[1] if len(parts) == 2 else "0")
+    if not db_text.isdigit():
+        raise ValueError(f"bad db {db_text!r}")
+    user, colon, password = userinfo.partition(":")
+    return SentinelTarget(
+        sentinels=tuple(sentinels),
+        master=parts[0],
+        db=int(db_text),
+        username=unquote(user) or None,
+        password=params.get("password") or (unquote(password) if colon else None),
+        ssl=scheme.lower() == "rediss+sentinel",
+    )
 
 
 MIN_SECRET_BYTES = 32  # HS256 wants a key at least as long as its 256-bit output
@@ -237,7 +304,9 @@ class Settings(BaseSettings):
     # Redis roles (docs/DEPLOYMENT.md, "Redis roles"; decision 0041): each empty = REDIS_URL,
     # and roles on one URL share one client. `redis+cluster://host:port` (TLS:
     # `rediss+cluster://`) names a Redis Cluster by any one seed node; the queue role must be
-    # a plain server (ARQ's pipelines touch keys in several slots).
+    # a plain server (ARQ's pipelines touch keys in several slots), or a master named by its
+    # Sentinels, `redis+sentinel://h1:26379,h2:26379/<master>[?db=0&password=...]` (decision
+    # 0091; any role may use that form).
     redis_timelines_url: str = ""  # tl:, posts:, the control plane's fc*: keys
     redis_sessions_url: str = ""  # fs:, fsi:, imp:, act:, frr:
     redis_queue_url: str = ""  # arq:*, fp:, fo:, ej:, rcn:, dl:, jf:
@@ -246,6 +315,12 @@ class Settings(BaseSettings):
     # Every Redis command (and connect) gives up after this: a hung Redis fails fast.
     redis_socket_timeout_seconds: float = Field(default=2.0, gt=0, le=300)
     redis_connect_timeout_seconds: float = Field(default=1.0, gt=0, le=300)
+    # The relay marks outbox events relayed only once this many of the queue's replicas hold
+    # their jobs (`WAIT`, at most REDIS_QUEUE_WAIT_MS; fewer connected replicas: as many as
+    # there are), so a failover of the queue's master loses no acknowledged post (decision
+    # 0091). 0: no wait (the reconciler alone re-runs what a failover lost, within minutes).
+    redis_queue_wait_replicas: int = Field(default=1, ge=0, le=16)
+    redis_queue_wait_ms: int = Field(default=1000, ge=1, le=60_000)
 
     # ---- Regions (docs/DEPLOYMENT.md, "Regions") ------------------------------------------
     # The region this process serves: its users' home writes are accepted here, and readers
@@ -720,6 +795,13 @@ class Settings(BaseSettings):
                 "TIMELINE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
                 "outlasts the socket timeout fails as an outage)"
             )
+        if self.redis_queue_wait_replicas and (
+            self.redis_queue_wait_ms >= self.redis_socket_timeout_seconds * 1000
+        ):
+            raise ValueError(
+                "REDIS_QUEUE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
+                "outlasts the socket timeout fails as an outage)"
+            )
         if self.media_store == "s3" and not self.media_s3_bucket:
             raise ValueError("MEDIA_STORE=s3 needs MEDIA_S3_BUCKET")
         if bool(self.media_s3_access_key_id) != bool(self.media_s3_secret_access_key):
@@ -755,6 +837,14 @@ class Settings(BaseSettings):
                 "server (redis://, rediss:// or unix://) and keep the cluster for the other "
                 "roles (docs/DEPLOYMENT.md, 'Redis roles')"
             )
+        for role in ("", *REDIS_ROLES):
+            url = getattr(self, f"redis_{role}_url" if role else "redis_url")
+            if is_sentinel_url(url):
+                try:
+                    parse_sentinel_url(url)
+                except ValueError as exc:
+                    name = f"REDIS_{role.upper()}_URL" if role else "REDIS_URL"
+                    raise ValueError(f"{name}: {exc}") from None
         if self.canary_posts_retention_seconds <= self.reconcile_window_seconds:
             raise ValueError(
                 "CANARY_POSTS_RETENTION_SECONDS must exceed RECONCILE_WINDOW_SECONDS (a pruned "

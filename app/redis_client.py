@@ -5,8 +5,11 @@ Roles (`RedisRoles`, decision 0041): timelines, sessions, queue, pubsub, limits,
 own URL setting (REDIS_<ROLE>_URL, empty = REDIS_URL). Roles on one URL share one client, so
 one REDIS_URL is one pool, as before roles existed. `redis+cluster://` / `rediss+cluster://`
 URLs get a RedisCluster (any node is a seed); the queue role refuses one (ARQ needs a plain
-server). Built here and handed down by the composition roots (app/state.py, app/web.py,
-jobs/worker.py, jobs/relay.py); nothing else opens a connection.
+server). `redis+sentinel://` URLs get the master a set of Sentinels names (`master_for`:
+every new connection asks them, so a failover is followed without a restart; decision
+0091), the queue role's way to survive its server. Built here and handed down by the
+composition roots (app/state.py, app/web.py, jobs/worker.py, jobs/relay.py); nothing else
+opens a connection.
 
 Every command and connect has a timeout (REDIS_SOCKET_TIMEOUT_SECONDS,
 REDIS_CONNECT_TIMEOUT_SECONDS): a hung or unreachable Redis fails a call in seconds, with a
@@ -23,6 +26,7 @@ worker CPU per 1,000-key fan-out EVALSHA against ~0.3 ms with hiredis (docs/benc
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -30,13 +34,25 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.asyncio.connection import Connection
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException
+from redis.exceptions import RedisClusterException, RedisError
 from redis.utils import HIREDIS_AVAILABLE
 
-from app.config import CLUSTER_SCHEMES, REDIS_ROLES, RedisRole, Settings, is_cluster_url
+from app.config import (
+    CLUSTER_SCHEMES,
+    REDIS_ROLES,
+    RedisRole,
+    SentinelTarget,
+    Settings,
+    is_cluster_url,
+    is_sentinel_url,
+    parse_sentinel_url,
+)
 from app.redis_scripts import AnyRedis
+
+log = logging.getLogger("app.redis_client")
 
 
 class PackedConnection(Connection):
@@ -160,8 +176,8 @@ class RedisRoles:
 
     - timelines: `tl:`, `posts:`, the control plane's `fcw:`, `fcn:`, `fcc:`, `fcr:` keys;
     - sessions: `fs:`, `fsi:`, `imp:`, `act:`, `frr:`, the learned persisted queries `apq:`;
-    - queue: ARQ (`arq:*`) and job bookkeeping (`fp:`, `fo:`, `ej:`, `rcn:`, `dl:`, `jf:`),
-      always a plain server;
+    - queue: ARQ (`arq:*`) and job bookkeeping (`fp:`, `fo:`, `ej:`, `rcn:`, `dl:`, `jf:`,
+      `qf:`), always a plain server (or the master its Sentinels name: decision 0091);
     - pubsub: the hub's channels and the live counts (`fu:`, `fur:`, `fuc:`, online), whose
       scripts publish the count they change (decision 0041);
     - limits: `rl:`, `pg:`, `tv:`, `tr:`, `ws:`.
@@ -221,10 +237,66 @@ def make_roles(settings: Settings) -> RedisRoles:
 
 
 def make_client(settings: Settings, url: str) -> AnyRedis:
-    """A plain client, or a cluster client for a `redis+cluster://` URL."""
+    """A plain client, a cluster client for a `redis+cluster://` URL, or the master of a
+    `redis+sentinel://` URL."""
     if is_cluster_url(url):
         return make_cluster(settings, url)
+    if is_sentinel_url(url):
+        return make_sentinel_master(settings, parse_sentinel_url(url))
     return _make_plain(settings, url)
+
+
+def sentinels(settings: Settings, target: SentinelTarget) -> Sentinel:
+    """The Sentinels of `target`, asked with the same timeouts as any command (a dead
+    Sentinel is skipped for the next one within REDIS_CONNECT_TIMEOUT_SECONDS)."""
+    return Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels),
+        sentinel_kwargs={
+            "socket_timeout": settings.redis_socket_timeout_seconds,
+            "socket_connect_timeout": settings.redis_connect_timeout_seconds,
+        },
+    )
+
+
+def master_kwargs(settings: Settings, target: SentinelTarget) -> dict[str, Any]:
+    """What a connection to the named master carries (all but the read timeout)."""
+    return {
+        "db": target.db,
+        "username": target.username,
+        "password": target.password,
+        "ssl": target.ssl,
+        "decode_responses": False,
+        "health_check_interval": 30,
+        "socket_connect_timeout": settings.redis_connect_timeout_seconds,
+        "socket_keepalive": True,
+    }
+
+
+def make_sentinel_master(
+    settings: Settings,
+    target: SentinelTarget,
+    redis_class: type[Redis] = TimedRedis,
+    **extra: Any,
+) -> Redis:
+    """A client of the master the Sentinels name. A connection asks them for the master's
+    address when it connects; one cut by the master's death fails its command with a
+    ConnectionError (callers degrade or retry, as on a plain server) and the next connects
+    to whichever master the Sentinels name by then. A connection still open to a demoted
+    master gets READONLY and reconnects (redis-py's SentinelManagedConnection)."""
+    sentinel = sentinels(settings, target)
+    common = master_kwargs(settings, target)
+    redis = sentinel.master_for(
+        target.master,
+        redis_class=redis_class,
+        socket_timeout=settings.redis_socket_timeout_seconds,
+        **common,
+        **extra,
+    )
+    if isinstance(redis, TimedRedis):  # pub/sub without the read timeout, as _make_plain
+        redis.listen_pool = SentinelConnectionPool(  # type: ignore[no-untyped-call]
+            target.master, sentinel, **common
+        )
+    return cast(Redis, redis)
 
 
 def plain_cluster_url(url: str) -> str:
@@ -277,3 +349,87 @@ def _packed_connections(url: str) -> dict[str, Any]:
     if HIREDIS_AVAILABLE and url.startswith("redis://"):
         return {"connection_class": PackedConnection}
     return {}
+
+
+# -- the queue's failover fence (decision 0091) ---------------------------------------------
+
+# Written before a WAIT: WAIT counts the replicas holding everything up to the calling
+# connection's last write, and the jobs were enqueued on other pooled connections; one write
+# here carries the offset past all of them (every write the master took before it).
+FENCE_KEY = "qf:fence"
+FENCE_TTL_MS = 60_000  # the key is only a write; it need not outlive a minute
+
+
+class QueueNotReplicated(RedisError):
+    """Jobs enqueued on the queue's master are not known to be on a replica (fewer acks
+    within the wait, or the master changed meanwhile): whoever enqueued them must not yet
+    count them as safe, and enqueues them again (ARQ drops the copies it holds)."""
+
+
+@dataclass(frozen=True)
+class QueueEpoch:
+    """Which master the queue was on (its replication id, new at every promotion or
+    restart) and how many replicas a confirmation waits for."""
+
+    master_id: str
+    replicas: int
+
+
+class QueueFence:
+    """Says when jobs enqueued on the queue's master would survive its failover.
+
+    Redis replicates asynchronously: a job the master took may die with it. `begin()` before
+    enqueueing notes the master; `confirm()` after it writes FENCE_KEY and WAITs until
+    `replicas` replicas (at most as many as are connected) hold everything up to there, and
+    checks the master is still the one `begin()` saw (a client that reconnected to the
+    promoted replica mid-way may have left earlier jobs on the dead master)."""
+
+    def __init__(self, redis: AnyRedis, replicas: int, timeout_ms: int) -> None:
+        self.redis = redis
+        self.replicas = replicas
+        self.timeout_ms = timeout_ms
+        self.short = False  # fewer replicas connected than wanted, last we looked (logged)
+
+    async def master_id(self) -> str:
+        """The queue's master's replication id; QueueNotReplicated when it is a replica."""
+        return _master_id(await self.redis.info("replication"))
+
+    async def begin(self) -> QueueEpoch:
+        info = await self.redis.info("replication")
+        connected = int(info.get("connected_slaves", 0))
+        if (connected < self.replicas) != self.short:
+            self.short = connected < self.replicas
+            if self.short:
+                log.warning(
+                    "the queue's master has %d of the %d replicas REDIS_QUEUE_WAIT_REPLICAS "
+                    "asks for: jobs are confirmed on %d until one (re)joins",
+                    connected,
+                    self.replicas,
+                    connected,
+                )
+            else:
+                log.info("the queue's master has its %d replicas again", self.replicas)
+        return QueueEpoch(_master_id(info), min(self.replicas, connected))
+
+    async def confirm(self, epoch: QueueEpoch) -> None:
+        """Returns once the jobs enqueued since `begin()` are on `epoch.replicas` replicas;
+        raises QueueNotReplicated otherwise."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if epoch.replicas:
+                pipe.set(FENCE_KEY, epoch.master_id, px=FENCE_TTL_MS)
+                pipe.wait(epoch.replicas, self.timeout_ms)
+            pipe.info("replication")
+            replies = await pipe.execute()
+        if _master_id(replies[-1]) != epoch.master_id:
+            raise QueueNotReplicated("the queue's master changed while jobs were enqueued")
+        if epoch.replicas and int(replies[1]) < epoch.replicas:
+            raise QueueNotReplicated(
+                f"{replies[1]} of {epoch.replicas} queue replicas acknowledged within "
+                f"{self.timeout_ms} ms"
+            )
+
+
+def _master_id(info: dict[str, Any]) -> str:
+    if info.get("role") != "master":
+        raise QueueNotReplicated(f"the queue's server is a {info.get('role')}, not a master")
+    return str(info.get("master_replid", ""))

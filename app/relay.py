@@ -4,6 +4,11 @@ Rows are claimed with FOR UPDATE SKIP LOCKED, so several relays can run side by 
 marked published in the same transaction after their jobs are enqueued. A crash between the
 two re-publishes the batch: job ids derive from the event id, so ARQ drops the duplicates
 (and every job is idempotent anyway). Wakes on NOTIFY outbox, polls as a fallback.
+
+"Enqueued" means "held by a replica of the queue" when a fence is given (decision 0091): a
+job the queue's master took but had not replicated dies with it, so the batch is marked
+only once the fence confirms it (WAIT), else the pass fails and the next one enqueues the
+batch again on whichever master then serves.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.fanout import lanes
 from app.fanout.lanes import Enqueue
 from app.outbox import events
+from app.redis_client import QueueFence
 
 log = logging.getLogger("app.relay")
 
@@ -117,20 +123,32 @@ def jobs_for(event_id: int, event_type: str, payload: dict[str, Any]) -> list[Jo
 
 
 class OutboxRelay:
-    def __init__(self, engine: AsyncEngine, enqueue: Enqueue, batch_size: int = 500) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        enqueue: Enqueue,
+        batch_size: int = 500,
+        fence: QueueFence | None = None,
+    ) -> None:
         self.engine = engine
         self.enqueue = enqueue
         self.batch_size = batch_size
+        self.fence = fence  # None: enqueued is safe (tests' recorders, no replicas)
 
     async def publish_pending(self) -> int:
-        """Publish one batch; returns how many events it handled."""
+        """Publish one batch; returns how many events it handled. Raises (the batch stays
+        unpublished) when the fence cannot confirm its jobs survive a failover."""
         async with self.engine.begin() as conn:
             rows = (await conn.execute(_CLAIM, {"n": self.batch_size})).all()
+            if not rows:
+                return 0
+            epoch = await self.fence.begin() if self.fence is not None else None
             for row in rows:
                 for job in jobs_for(row.id, row.event_type, row.payload):
                     await self.enqueue(job.function, *job.args, job_id=job.job_id, lane=job.lane)
-            if rows:
-                await conn.execute(_MARK, {"ids": [r.id for r in rows]})
+            if self.fence is not None and epoch is not None:
+                await self.fence.confirm(epoch)
+            await conn.execute(_MARK, {"ids": [r.id for r in rows]})
         return len(rows)
 
     async def drain(self) -> int:

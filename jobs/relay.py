@@ -10,7 +10,7 @@ from typing import Any
 from app.config import get_settings
 from app.db.engine import make_engine
 from app.relay import OutboxRelay
-from jobs.connections import arq_pool
+from jobs.connections import arq_pool, queue_fence
 
 
 async def main() -> None:
@@ -25,7 +25,8 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    relay = OutboxRelay(engine, enqueue)
+    # Events are marked relayed once a replica of the queue holds their jobs (decision 0091).
+    relay = OutboxRelay(engine, enqueue, fence=queue_fence(settings, arq))
     logging.getLogger("app.relay").info("outbox relay running")
     try:
         await relay.run(settings.plain_database_url, stop)

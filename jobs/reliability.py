@@ -15,6 +15,11 @@ ARQ's last try (`max_tries`) is the one that may end without us: a worker killed
 during it (ARQ cancels running jobs on SIGTERM) leaves the job to ARQ, which then fails it
 without calling the task ("max retries exceeded"). So that try records the job's dead letter
 *before* running and withdraws it once the job succeeds: what ARQ gives up on is listed.
+
+On a queue whose master Sentinels fail over (decision 0091) a job notes the master before it
+runs and checks it after: a job whose connections moved to the promoted replica mid-way may
+have queued follow-up jobs (batches, their tracking) on the dead master that died with it,
+so it fails and is retried whole (jobs are idempotent) instead of succeeding without them.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from arq import Retry
 
 from app.fanout import lanes
 from app.observability.metrics import JOB_RETRIES, JOBS_DEAD_LETTERED
+from app.redis_client import QueueFence, QueueNotReplicated
 from jobs import constants, dead_letters, faults
 
 log = logging.getLogger("jobs.reliability")
@@ -67,11 +73,15 @@ def reliable(name: str, task: Task) -> Task:
             await dead_letters.record(
                 ctx["redis"], letter(f"worker lost during ARQ's last try ({job_try})")
             )
+        fence: QueueFence | None = ctx.get("queue_fence")
         try:
             async with asyncio.timeout(settings.job_timeout_seconds):
+                master = await fence.master_id() if fence is not None else ""
                 if ctx["state"].faults.job_fault_hook:  # test-only (app.config.FaultSwitches)
                     await faults.check(ctx["redis"], name)
                 result = await task(ctx, *args, **kwargs)
+                if fence is not None and await fence.master_id() != master:
+                    raise QueueNotReplicated("the queue's master changed during the job")
         except Retry:
             raise
         except Exception as exc:

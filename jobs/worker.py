@@ -15,12 +15,12 @@ from arq.cron import CronJob
 from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
 
-from app.config import get_settings
+from app.config import get_settings, is_sentinel_url
 from app.fanout import lanes
 from app.observability.quiet_logs import quiet_worker
 from app.state import create_state
 from jobs import constants, engagement, housekeeping, media, tasks
-from jobs.connections import expires_ms, redis_settings
+from jobs.connections import expires_ms, queue_fence, redis_settings, worker_pool
 from jobs.event_tracking import settling
 from jobs.reliability import arq_max_tries, reliable
 
@@ -39,6 +39,9 @@ def _startup(lane: str) -> Callable[[dict[str, Any]], Awaitable[None]]:
         ctx["fanout"] = state.fanout
         ctx["engagement"] = state.engagement  # the log's writer (flushed by state.close)
         ctx["lane"] = lane  # where a dead letter is replayed
+        # A queue that fails over: jobs check its master did not change under them (0091).
+        if is_sentinel_url(state.settings.redis_role_url("queue")):
+            ctx["queue_fence"] = queue_fence(state.settings, ctx["redis"])
 
     return startup
 
@@ -172,6 +175,9 @@ def lane_settings(queue_name: str, max_jobs: int) -> dict[str, Any]:
         "on_startup": _startup(queue_name),
         "on_shutdown": shutdown,
         "redis_settings": redis_settings(settings),
+        # A Sentinel-named queue: the worker's own connection, which rides out a failover
+        # (jobs.connections.worker_pool; decision 0091). None: ARQ's from redis_settings.
+        "redis_pool": worker_pool(settings, queue_name),
         "max_jobs": max_jobs,
         # jobs.reliability applies JOB_TIMEOUT_SECONDS itself (a timeout is retried); ARQ's
         # own limits sit above as backstops.

@@ -171,6 +171,7 @@ LONG_FIRST = (
     "devtools/test_launcher_signals.py",
     "realtime/test_protocol.py",
     "redis_roles/test_split_roles.py",
+    "redis_roles/test_queue_failover.py",
     "fanout/test_write_path.py",
     "feed/test_feed.py",
     "fanout/test_bursts.py",
