@@ -32,7 +32,8 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import FaultSwitches, Settings
-from app.db.replica import ReplicaRouter
+from app.db.replica import ReplicaSet
+from app.db.watermarks import Watermarks
 from app.engagement.writer import EngagementLog
 from app.feed.candidates import CandidateSources, LagSignal
 from app.feed.context_cache import ContextCache, ViewerContexts
@@ -78,7 +79,8 @@ class FeedService:
         activity: Activity,
         reset_new_posts: Callable[[int], Awaitable[None]],
         read_counter: ReadCounter,
-        replica: ReplicaRouter | None = None,
+        replicas: ReplicaSet | None = None,
+        marks: Watermarks | None = None,
         faults: FaultSwitches | None = None,
         engagement: EngagementLog | None = None,
         registry: ModelRegistry | None = None,
@@ -115,7 +117,8 @@ class FeedService:
         candidates = CandidateSources(
             timeline, pulled, self.reads, lag, SourceBudgets(settings), self.recommendations
         )
-        filter_ = PageFilter(self.reads, replica)
+        # Pages filtered on a replica proven current for them (decision 0086).
+        filter_ = PageFilter(self.reads, replicas, marks)
         keyset = KeysetPages(candidates, filter_)
         session_pages = SessionPages(
             feed_sessions, filter_, self.contexts, keyset, settings.feed_authz_ttl_seconds
@@ -131,6 +134,7 @@ class FeedService:
             registry or load_registry(settings),
             quality,
             feedback,
+            filter_,
         )
         first_reads = FirstReadsPipeline(
             store, feed_sessions, self.open_sessions, self.impressions, self.deadline
