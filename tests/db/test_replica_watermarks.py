@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY
 
 from app.config import Settings
 from app.db.watermarks import EPOCH_KEY, WARM_KEY
+from app.fanout import lanes
 from app.state import AppState, create_state
 from app.web import create_app
 from devtools.replica import ReplicaPair, replica_pair
@@ -110,6 +111,19 @@ async def rep(
         await pair.resume_replay(which)
 
 
+async def fan_out(state: AppState, post_id: int) -> None:
+    """The post's split and batches inline: its followers' timelines hold it, so a page's
+    candidates include it whatever the graph says now (only the filter decides)."""
+
+    async def enqueue(function: str, *args: Any, job_id: str, lane: str) -> None:
+        if function == lanes.FANOUT_BATCH:
+            await state.fanout.deliver(*args)
+        elif function == lanes.FANOUT_PAGES:
+            await state.fanout.enqueue_pages(*args, enqueue)
+
+    await state.fanout.split_post(post_id, enqueue)
+
+
 async def scroll(client: httpx.AsyncClient, token: str, first: int = 4) -> list[dict[str, Any]]:
     """A fresh RANKED home feed, every page of it."""
     shown: list[dict[str, Any]] = []
@@ -137,6 +151,15 @@ async def test_no_narrowing_shows_while_replay_is_paused(rep: Any) -> None:
     made: dict[str, list[int]] = {}
     for handle in ("ann", "bob", "cat", "dan", "eve", "fay", "gus"):
         made[handle] = [await post(client, users[handle], f"{handle}{i}") for i in range(3)]
+    await eventually(pair.caught_up)
+    for post_id in sum(made.values(), []):
+        await fan_out(state, post_id)
+    # Follows an hour old: candidates come from the timelines, not the recent-follow pull.
+    conn = await asyncpg.connect(pair.url("primary", DB))
+    try:
+        await conn.execute("UPDATE follows SET created_at = created_at - interval '1 hour'")
+    finally:
+        await conn.close()
     await eventually(pair.caught_up)
     await eventually(lambda: all_on_replicas(state))
 
