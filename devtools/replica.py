@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -207,4 +208,51 @@ async def replica_pair(standbys: int = 1, **settings: str) -> AsyncIterator[Repl
         for which in reversed(started):
             with contextlib.suppress(RuntimeError):  # already stopped by the test
                 pair.stop(which, "immediate")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@asynccontextmanager
+async def standby_of(url: str, **settings: str) -> AsyncIterator[ReplicaPair]:
+    """A streaming standby of an already running server (e.g. the test run's own, at `url`:
+    its whole cluster), started on a free port; only the standby is stopped and deleted
+    after. The standby gets the settings a hot standby must not lower (max_connections and
+    friends) from the server itself."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 5432
+    conn = await asyncpg.connect(url)
+    try:
+        floors = {
+            name: await conn.fetchval(f"SHOW {name}")
+            for name in (
+                "max_connections",
+                "max_worker_processes",
+                "max_wal_senders",
+                "max_prepared_transactions",
+                "max_locks_per_transaction",
+            )
+        }
+    finally:
+        await conn.close()
+    bindir = provision._pg_bindir()
+    user = provision._pg_system_user()
+    root = Path(tempfile.mkdtemp(prefix="hf-standby-"))
+    if user is not None:
+        uid, gid = provision._uid_gid(user)
+        os.chown(root, uid, gid)
+        provision._allow_traversal(root, bindir)
+    ports = {"primary": port, "standby": _free_port()}
+    pair = ReplicaPair(bindir, root, user, ports, {**SETTINGS, **floors, **settings})
+    started = False
+    try:
+        pair.run(
+            "pg_basebackup", "-h", host, "-p", str(port), "-U", parts.username or "postgres",
+            "-D", str(pair.data("standby")), "-R", "-X", "stream", "-c", "fast", "--no-sync",
+        )  # fmt: skip
+        pair.start("standby")
+        started = True
+        yield pair
+    finally:
+        if started:
+            with contextlib.suppress(RuntimeError):
+                pair.stop("standby", "immediate")
         shutil.rmtree(root, ignore_errors=True)

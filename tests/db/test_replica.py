@@ -244,9 +244,7 @@ async def test_replica_stopped_and_restarted_under_reads(rep: Any) -> None:
         down = reads("feed", "down") + reads("feed", "error")
         await asyncio.to_thread(pair.stop, "standby", "fast")
         await eventually(
-            lambda: (
-                reads("feed", "down") + reads("feed", "error") > down + 3
-            ),
+            lambda: reads("feed", "down") + reads("feed", "error") > down + 3,
             what="reads answered by the primary while the replica is down",
         )
         await asyncio.to_thread(pair.start, "standby")

@@ -140,7 +140,18 @@ async def scroll(client: httpx.AsyncClient, token: str, first: int = 4) -> list[
 async def test_no_narrowing_shows_while_replay_is_paused(rep: Any) -> None:
     state, client, pair = rep
     users = {}
-    for handle in ("viewer", "watcher", "bystander", "ann", "bob", "cat", "dan", "eve", "fay", "gus"):
+    for handle in (
+        "viewer",
+        "watcher",
+        "bystander",
+        "ann",
+        "bob",
+        "cat",
+        "dan",
+        "eve",
+        "fay",
+        "gus",
+    ):
         users[handle] = (await make_user(client, handle))[0]
     viewer, watcher, bystander = users["viewer"], users["watcher"], users["bystander"]
     for handle in ("ann", "bob", "eve", "fay"):  # the viewer's own narrowings
@@ -152,7 +163,7 @@ async def test_no_narrowing_shows_while_replay_is_paused(rep: Any) -> None:
     for handle in ("ann", "bob", "cat", "dan", "eve", "fay", "gus"):
         made[handle] = [await post(client, users[handle], f"{handle}{i}") for i in range(3)]
     await eventually(pair.caught_up)
-    for post_id in sum(made.values(), []):
+    for post_id in [p for ids in made.values() for p in ids]:
         await fan_out(state, post_id)
     # Follows an hour old: candidates come from the timelines, not the recent-follow pull.
     conn = await asyncpg.connect(pair.url("primary", DB))
@@ -274,12 +285,12 @@ async def test_two_replicas_share_the_reads(rep: Any) -> None:
     await post(client, author, "the second standby has not replayed this")
     assert state.replicas is not None
     second = state.replicas.routers[1]
-    await eventually(lambda: _is(second.route(), "lag"), what="the paused one lagging")
+
+    async def lagging() -> bool:
+        return await second.route() == "lag"
+
+    await eventually(lagging, what="the paused one lagging")
     before = {name: served("replica", name) for name in ("0", "1")}
     await asyncio.gather(*(scroll(client, token) for token in readers))
     assert served("replica", "1") == before["1"]
     assert served("replica", "0") > before["0"]
-
-
-async def _is(route: Any, state: str) -> bool:
-    return bool(await route == state)
