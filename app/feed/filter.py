@@ -34,6 +34,7 @@ T = TypeVar("T")
 
 PAGE_USE = "feed_page"  # keyset and session pages' rows (first pages' shown rows too)
 RANK_USE = "feed_rank"  # a RANKED first page's filter over its candidates
+CONTEXT_USE = "feed_context"  # the viewer's context (graph, own posts, affinity)
 
 
 class PageFilter:
@@ -69,17 +70,27 @@ class PageFilter:
         server's snapshots may start lower), and replay only moves forward, so the query's
         snapshot holds at least that LSN. The marks are read after the query: a narrowing
         acknowledged before the page was asked for has its mark by then."""
+        return (await self.routed_where(use, viewer_id, run, authors))[0]
+
+    async def routed_where(
+        self,
+        use: str,
+        viewer_id: int,
+        run: Callable[[Reads], Awaitable[T]],
+        authors: Callable[[T], Iterable[int]],
+    ) -> tuple[T, bool]:
+        """`routed`, and whether a replica answered."""
         replicas, marks = self.replicas, self.marks
         if replicas is None or marks is None:
-            return await run(self.reads)
+            return await run(self.reads), False
         router, why = await replicas.pick()
         if router is None:
             REPLICA_READS.labels(use, why, "").inc()
-            return await run(self.reads)
+            return await run(self.reads), False
         served = await self._on_replica(use, viewer_id, router, run, authors, marks)
         if served is None:
-            return await run(self.reads)
-        return served[0]
+            return await run(self.reads), False
+        return served[0], True
 
     async def _on_replica(
         self,

@@ -105,8 +105,14 @@ class FeedService:
             feed_sessions.redis, settings.impressions_max, settings.impressions_ttl_seconds
         )
         self.open_sessions = OpenSessions(settings.feed_session_reuse_seconds)
+        # Pages filtered on a replica proven current for them (decision 0086).
+        filter_ = PageFilter(self.reads, replicas, marks)
         self.contexts = ViewerContexts(
-            self.reads, feed_sessions.redis, settings.feed_context_ttl_seconds, self.deadline
+            self.reads,
+            feed_sessions.redis,
+            settings.feed_context_ttl_seconds,
+            self.deadline,
+            filter_,
         )
         pulled = PulledAuthors(store, read_sessions(sessions), settings, self.deadline)
         self.author_cache: CoalescingCache[int, list[int]] = pulled.cache
@@ -117,8 +123,6 @@ class FeedService:
         candidates = CandidateSources(
             timeline, pulled, self.reads, lag, SourceBudgets(settings), self.recommendations
         )
-        # Pages filtered on a replica proven current for them (decision 0086).
-        filter_ = PageFilter(self.reads, replicas, marks)
         keyset = KeysetPages(candidates, filter_)
         session_pages = SessionPages(
             feed_sessions, filter_, self.contexts, keyset, settings.feed_authz_ttl_seconds
