@@ -795,12 +795,6 @@ class Settings(BaseSettings):
         return sqlalchemy_url(self.database_url)
 
     @property
-    def replica_dsn(self) -> str:
-        """The first replica for SQLAlchemy's engine; empty when no replica is configured."""
-        dsns = self.replica_dsns
-        return dsns[0] if dsns else ""
-
-    @property
     def replica_dsns(self) -> list[str]:
         """DATABASE_REPLICA_URLS (else DATABASE_REPLICA_URL, a list of one) for SQLAlchemy's
         engine, in order; empty when no replica is configured."""

@@ -64,20 +64,12 @@ class ReplicaPair:
         return self.ports["primary"]
 
     @property
-    def standby_port(self) -> int:
-        return self.ports["standby"]
-
-    @property
     def standbys(self) -> list[str]:
         return [name for name in self.ports if name != "primary"]
 
     @property
     def primary_data(self) -> Path:
         return self.root / "primary"
-
-    @property
-    def standby_data(self) -> Path:
-        return self.root / "standby"
 
     def data(self, which: str) -> Path:
         return self.root / which

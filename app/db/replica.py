@@ -16,9 +16,12 @@ Lag as the replica itself measures it (no round trip to the primary):
   not streaming (the primary out of the replica's reach: its data is as old as its last
   replay). Conservative: after a long idle spell the first new write reads as that long a
   lag until it is replayed, which sends reads to the primary for one check.
-Staleness served is thus at most MAX_LAG + CHECK seconds. Who must never see stale data
-(authorization, the viewer's own writes) does not read here at all: the callers say which
-reads come here (app.feed.filter, app.fanout.service)."""
+Staleness served is thus at most MAX_LAG + CHECK seconds. Reads that must never be stale
+(authorization, the viewer's own writes) come here only behind the narrowing watermarks
+(app.db.watermarks; app.feed.filter compares them with the replayed LSN each check also
+reads: decision 0086); the callers say which reads come here (app.feed.filter,
+app.feed.context_cache, app.fanout.service). Several replicas (DATABASE_REPLICA_URLS): one
+router each, `ReplicaSet` picks the least loaded that keeps up."""
 
 from __future__ import annotations
 
@@ -51,10 +54,6 @@ REPLICA_READS = Counter(
 REPLICA_LAG = Gauge(
     "feed_db_replica_lag_seconds",
     "The replica's replay lag at this process's last check (-1: not reachable)",
-)
-REPLICA_STALE_ROWS = Counter(
-    "feed_db_replica_stale_rows_total",
-    "Rows the replica returned older than the primary's version (or not yet), re-read there",
 )
 
 # See the module docstring. One row: (lag seconds or NULL when unknown, replayed LSN as a
@@ -233,8 +232,3 @@ def make_replicas(settings: Settings, pool_size: int = 10) -> ReplicaSet | None:
         ]
     )
 
-
-def make_replica(settings: Settings, pool_size: int = 10) -> ReplicaRouter | None:
-    """The router over the first replica's engine; None when no replica is configured."""
-    replicas = make_replicas(settings, pool_size)
-    return replicas.routers[0] if replicas is not None else None

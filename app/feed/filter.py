@@ -35,6 +35,7 @@ T = TypeVar("T")
 PAGE_USE = "feed_page"  # keyset and session pages' rows (first pages' shown rows too)
 RANK_USE = "feed_rank"  # a RANKED first page's filter over its candidates
 CONTEXT_USE = "feed_context"  # the viewer's context (graph, own posts, affinity)
+RECOMMENDED_USE = "feed_recommended"  # the recommendation source's candidate ids
 
 
 class PageFilter:

@@ -119,7 +119,7 @@ class FeedService:
         timeline = HomeTimeline(store, self.reads, self.deadline, rebuild)
         # Every candidate source within its budget (app.feed.sources); the recommendation
         # source's per-viewer cache beside it (app.feed.recommended).
-        self.recommendations = RecommendationSource(self.reads, settings)
+        self.recommendations = RecommendationSource(self.reads, settings, filter_)
         candidates = CandidateSources(
             timeline, pulled, self.reads, lag, SourceBudgets(settings), self.recommendations
         )

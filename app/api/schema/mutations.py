@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 import strawberry
@@ -22,7 +22,6 @@ from app.auth.hashes import spend_hashes
 from app.auth.tokens import issue_token, token_claims
 from app.config import canary_handle_prefix
 from app.db import models
-from app.db.watermarks import record_narrowing
 from app.engagement import client as client_events
 from app.engagement.kinds import Kind
 from app.errors import NotFound, Unauthenticated
@@ -56,14 +55,6 @@ async def _issue(info: Info[Context, None], user_id: int, version: int = 0) -> s
     return token
 
 
-async def _narrowed(
-    info: Info[Context, None], viewers: Iterable[int] = (), authors: Iterable[int] = ()
-) -> None:
-    """After the commit: a replica answers these viewers' pages, and pages with these
-    authors' posts, only once it has replayed it (app.db.watermarks, decision 0086)."""
-    await record_narrowing(info.context.state.watermarks, viewers=viewers, authors=authors)
-
-
 GraphChange = Callable[[AsyncSession, int, models.User], Awaitable[bool]]
 
 
@@ -76,6 +67,7 @@ async def _change_graph(info: Info[Context, None], handle: str, change: GraphCha
         await change(session, viewer_id, target)
         await session.refresh(target)
         hidden = bool(await graph.across_block(session, viewer_id, [target.id]))
+    await info.context.narrowed([viewer_id])  # the viewer's graph: read on the primary first
     return User(row=target, graph_hidden=hidden)
 
 
@@ -90,7 +82,7 @@ async def _engage(
     viewer_id = await _writer(info)
     async with info.context.transaction() as session:
         post = await change(session, viewer_id, _post_id(raw_id))
-    await _narrowed(info, [viewer_id])  # the viewer's like and count: read-your-writes
+    await info.context.narrowed([viewer_id])  # the viewer's like and count: read-your-writes
     # Committed: logged (no I/O, app.engagement), also an unlike of a post hidden now.
     author_id = post.author_id if post is not None else None
     kind = Kind.LIKE if liked else Kind.UNLIKE
@@ -116,7 +108,7 @@ async def _feedback_on_post(
         post, made = await change(
             session, viewer_id, post_id, state.settings.feedback_max_hidden_posts
         )
-    await _narrowed(info, [viewer_id])  # hidden from the viewer's pages
+    await info.context.narrowed([viewer_id])  # hidden from the viewer's pages
     if made:
         state.engagement.append(kind, viewer_id, post_id, post.author_id)
         if kind == Kind.FEWER:  # a ranking feature read with the viewer's context
@@ -231,7 +223,7 @@ class Mutation:
                 on_created=attach.run if items else None,
             )
         await attach.after_commit()
-        await _narrowed(info, [viewer_id])  # the viewer's own post on their next page
+        await info.context.narrowed([viewer_id])  # the viewer's own post on their next page
         await info.context.state.feed.context_changed(viewer_id)  # own posts: read-your-writes
         return Post(row=post)
 
@@ -243,7 +235,7 @@ class Mutation:
             post = await posts.edit_post(
                 session, viewer_id, _post_id(id), body, settings.max_body_chars
             )
-        await _narrowed(info, [viewer_id], [viewer_id])  # no page shows the older body
+        await info.context.narrowed([viewer_id], [viewer_id])  # no page shows the older body
         return Post(row=post)
 
     @strawberry.mutation
@@ -260,7 +252,7 @@ class Mutation:
                 models.Visibility(visibility.value),
                 settings.fanout_widenings_per_post_per_hour,
             )
-        await _narrowed(info, [viewer_id], [viewer_id])  # a narrowing, for every viewer
+        await info.context.narrowed([viewer_id], [viewer_id])  # a narrowing, for every viewer
         return Post(row=post)
 
     @strawberry.mutation
@@ -268,7 +260,7 @@ class Mutation:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
             await posts.delete_post(session, viewer_id, _post_id(id))
-        await _narrowed(info, [viewer_id], [viewer_id])  # the tombstone, for every viewer
+        await info.context.narrowed([viewer_id], [viewer_id])  # the tombstone, for every viewer
         return True
 
     @strawberry.mutation
@@ -276,7 +268,6 @@ class Mutation:
         since = graph.live_counts_clock()  # the target's posts from now on count live
         user = await _change_graph(info, handle, graph.follow)
         state, viewer = info.context.state, info.context.require_viewer()
-        await _narrowed(info, [viewer])  # read-your-writes: the followee's posts at once
         await state.feed.context_changed(viewer)  # the new followee is pulled at once
         if not await info.context.loaders.viewer_mutes_user.load(user.row.id):
             await graph.live_counts_resumed(  # (a muted followee stays out of the count)
@@ -288,7 +279,6 @@ class Mutation:
     async def unfollow(self, info: Info[Context, None], handle: str) -> User:
         user = await _change_graph(info, handle, graph.unfollow)
         state, viewer = info.context.state, info.context.require_viewer()
-        await _narrowed(info, [viewer])
         await state.feed.context_changed(viewer)
         await graph.live_counts_stopped(
             state.roles.pubsub, state.sessions, [(viewer, user.row.id)], state.settings
@@ -299,7 +289,7 @@ class Mutation:
     async def block(self, info: Info[Context, None], handle: str) -> User:
         user = await _change_graph(info, handle, graph.block)
         state, viewer, other = info.context.state, info.context.require_viewer(), user.row.id
-        await _narrowed(info, [viewer, other])  # both ways
+        await info.context.narrowed([other])  # both ways: the blocked user's view too
         await state.feed.context_changed(viewer)
         await state.feed.context_changed(other)  # the block ended their follow of the viewer
         pairs = [(viewer, other), (other, viewer)]  # both ways: a block cuts both follows
@@ -309,7 +299,6 @@ class Mutation:
     @strawberry.mutation
     async def unblock(self, info: Info[Context, None], handle: str) -> User:
         user = await _change_graph(info, handle, graph.unblock)
-        await _narrowed(info, [info.context.require_viewer()])
         await info.context.state.feed.context_changed(info.context.require_viewer())
         return user
 
@@ -326,7 +315,7 @@ class Mutation:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
             await feedback.unhide_post(session, viewer_id, _post_id(id))
-        await _narrowed(info, [viewer_id])
+        await info.context.narrowed([viewer_id])
         # The open session was ranked without it: the next first page ranks afresh here.
         info.context.state.feed.open_sessions.forget(viewer_id)
         return True
@@ -352,7 +341,6 @@ class Mutation:
 
         user = await _change_graph(info, handle, change)
         viewer = info.context.require_viewer()
-        await _narrowed(info, [viewer])  # none of their posts on the viewer's pages
         info.context.loaders.viewer_mutes_user.prime(user.row.id, True)
         state.engagement.append(Kind.MUTE, viewer, author_id=user.row.id)
         # As an unfollow: out of the live count now, and no batch queued before counts them.
@@ -365,7 +353,6 @@ class Mutation:
         since = graph.live_counts_clock()  # their posts from now on count live, as on follow
         user = await _change_graph(info, handle, feedback.unmute)
         state, viewer = info.context.state, info.context.require_viewer()
-        await _narrowed(info, [viewer])
         info.context.loaders.viewer_mutes_user.prime(user.row.id, False)
         state.feed.open_sessions.forget(viewer)  # ranked without their posts: rank afresh
         await graph.live_counts_resumed(
@@ -421,7 +408,7 @@ class Mutation:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
             user = await users.update_profile(session, viewer_id, display_name)
-        await _narrowed(info, [viewer_id], [viewer_id])  # pages show the new name at once
+        await info.context.narrowed([viewer_id], [viewer_id])  # pages show the new name at once
         info.context.loaders.user_by_id.prime(user.id, user)
         return User(row=user)
 
