@@ -115,7 +115,7 @@ class Watermarks:
             async with self.primary.connect() as conn:
                 lsn = int((await conn.exec_driver_sql(_LSN)).scalar_one())
         except Exception:  # the primary went away after the commit: the highest mark
-            log.warning("watermark: the primary's WAL position is unknown", exc_info=True)
+            log.warning("the primary's WAL position is unknown after a narrowing", exc_info=True)
             WATERMARKS.labels("lsn_unknown").inc()
             lsn = UNKNOWN_LSN
         try:
