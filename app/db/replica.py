@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -184,11 +185,10 @@ class ReplicaRouter:
 
 class ReplicaSet:
     """Every configured replica, each with its own router (lag check, LSN): a read goes to
-    the one that keeps up with the fewest reads running on it (ties in turn)."""
+    the one that keeps up with the fewest reads running on it (ties at random)."""
 
     def __init__(self, routers: list[ReplicaRouter]) -> None:
         self.routers = routers
-        self._turn = 0
 
     async def pick(self) -> tuple[ReplicaRouter | None, str]:
         """The least loaded replica that keeps up, or (None, why not: LAG or DOWN)."""
@@ -197,16 +197,15 @@ class ReplicaSet:
             states = [await routers[0].route()]
         else:
             states = list(await asyncio.gather(*(r.route() for r in routers)))
-        best: ReplicaRouter | None = None
-        n = len(routers)
-        self._turn = (self._turn + 1) % n
-        for k in range(n):
-            i = (self._turn + k) % n
-            if states[i] == OK and (best is None or routers[i].inflight < best.inflight):
-                best = routers[i]
-        if best is not None:
-            return best, OK
-        return None, LAG if LAG in states else DOWN
+        ready = [r for r, state in zip(routers, states, strict=True) if state == OK]
+        if not ready:
+            return None, LAG if LAG in states else DOWN
+        if len(ready) == 1:
+            return ready[0], OK
+        # Random among the least loaded: a page's reads (context, candidates, filter, rows)
+        # come in a fixed order, which a strict rotation would pin to fixed replicas.
+        least = min(r.inflight for r in ready)
+        return random.choice([r for r in ready if r.inflight == least]), OK
 
     async def close(self) -> None:
         for router in self.routers:
@@ -231,4 +230,3 @@ def make_replicas(settings: Settings, pool_size: int = 10) -> ReplicaSet | None:
             for i, dsn in enumerate(dsns)
         ]
     )
-
