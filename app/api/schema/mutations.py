@@ -420,6 +420,7 @@ class Mutation:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
             user = await users.set_recommendations(session, viewer_id, enabled)
+        await info.context.narrowed([viewer_id])  # the context read afresh has the setting
         info.context.loaders.user_by_id.prime(user.id, user)
         # The setting is read with the viewer's context (app.feed.rows): read it afresh.
         await info.context.state.feed.context_changed(viewer_id)
