@@ -24,6 +24,7 @@ from app.state import AppState, create_state
 from app.web import create_app
 from devtools.replica import ReplicaPair, replica_pair
 from tests.conftest import TABLES
+from tests.db.test_replica_watermarks import routers_past_now
 from tests.helpers import (
     author_with_fans,
     block,
@@ -141,6 +142,7 @@ async def test_feed_pages_are_hydrated_from_the_replica(rep: Any) -> None:
     await eventually(lambda: routed(state, "replica"), what="the router sends reads there")
     for post_id in made:
         await fan_out(state, post_id)
+    await routers_past_now(state, pair, DB)  # the fans' follow marks are behind its LSN
     served = reads("feed", "replica")
     shown = await scroll(client, fans[0][0])
     assert sorted(int(p["id"]) for p in shown) == sorted(made)
@@ -182,7 +184,7 @@ async def test_own_writes_at_once_and_followers_after_catch_up(rep: Any) -> None
     assert reads("feed", "lag") > lagging
     await pair.resume_replay()
     await eventually(pair.caught_up)
-    await eventually(partial(routed, state, "replica"))
+    await routers_past_now(state, pair, DB)
     on_replica = reads("feed", "replica")
     seen = {int(p["id"]): p["body"] for p in await scroll(client, fan)}
     assert seen == {fresh: "written while the replica lags", first: "edited"}

@@ -89,6 +89,27 @@ async def all_on_replicas(state: AppState) -> bool:
     return True
 
 
+async def routers_past_now(state: AppState, pair: ReplicaPair, db: str = DB) -> None:
+    """Wait until every router's own LSN (what it compares marks with) has passed the
+    primary's WAL position now: every mark recorded so far is then behind it."""
+    conn = await asyncpg.connect(pair.url("primary", db))
+    try:
+        now = await conn.fetchval("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint")
+    finally:
+        await conn.close()
+    assert state.replicas is not None
+
+    async def past() -> bool:
+        for router in state.replicas.routers:  # type: ignore[union-attr]
+            await router.route()
+            lsn = router.known_lsn()[0]
+            if router.state != "replica" or lsn is None or lsn < now:
+                return False
+        return True
+
+    await eventually(past, what="every router past the primary's position")
+
+
 @pytest.fixture
 async def rep(
     replicated: tuple[AppState, httpx.AsyncClient, ReplicaPair],
@@ -172,7 +193,7 @@ async def test_no_narrowing_shows_while_replay_is_paused(rep: Any) -> None:
     finally:
         await conn.close()
     await eventually(pair.caught_up)
-    await eventually(lambda: all_on_replicas(state))
+    await routers_past_now(state, pair)
 
     def authors(shown: list[dict[str, Any]]) -> set[str]:
         return {p["author"]["handle"] for p in shown}
@@ -234,7 +255,7 @@ async def test_no_narrowing_shows_while_replay_is_paused(rep: Any) -> None:
         await pair.resume_replay(which)
     lag_bound(state, 0.5)
     await eventually(pair.caught_up)
-    await eventually(lambda: all_on_replicas(state))
+    await routers_past_now(state, pair)
     on_replica = served("replica")
     assert authors(await scroll(client, viewer)) == {"eve", "viewer"}
     assert served("replica") > on_replica
@@ -248,7 +269,7 @@ async def test_marks_lost_send_pages_to_the_primary(rep: Any) -> None:
     for i in range(4):
         await post(client, author, f"p{i}")
     await eventually(pair.caught_up)
-    await eventually(lambda: all_on_replicas(state))
+    await routers_past_now(state, pair)
     on_replica = served("replica")
     await scroll(client, reader)
     assert served("replica") > on_replica
@@ -260,7 +281,7 @@ async def test_marks_lost_send_pages_to_the_primary(rep: Any) -> None:
     assert await state.roles.sessions.exists(EPOCH_KEY, WARM_KEY) == 2  # armed, warming up
     on_replica = served("replica")
     await asyncio.sleep(TTL + 0.2)
-    await eventually(lambda: all_on_replicas(state))
+    await routers_past_now(state, pair)
     await scroll(client, reader)
     assert served("replica") > on_replica
 
@@ -274,7 +295,7 @@ async def test_two_replicas_share_the_reads(rep: Any) -> None:
     for i in range(8):
         await post(client, author, f"p{i}")
     await eventually(pair.caught_up)
-    await eventually(lambda: all_on_replicas(state))
+    await routers_past_now(state, pair)
     before = {name: served("replica", name) for name in ("0", "1")}
     await asyncio.gather(*(scroll(client, token) for token in readers * 2))
     shares = {name: served("replica", name) - before[name] for name in ("0", "1")}
