@@ -295,11 +295,18 @@ class Settings(BaseSettings):
     # down or its replay lag is past DATABASE_REPLICA_MAX_LAG_SECONDS (measured at most every
     # DATABASE_REPLICA_CHECK_SECONDS per process).
     database_replica_url: str = ""
+    # Several replicas (comma-separated), each with its own lag check, reads shared by load
+    # among those that keep up (decision 0086); DATABASE_REPLICA_URL is a list of one.
+    database_replica_urls: str = ""
     database_replica_max_lag_seconds: float = Field(default=5.0, gt=0, le=3600)
     database_replica_check_seconds: float = Field(default=1.0, gt=0, le=3600)
-    # Session pages hydrated from the replica too (the primary still filters): off, because
-    # measured it cost the primary more CPU per page than it saved (decision 0043).
-    database_replica_feed_pages: bool = False
+    # Feed pages' whole filter and hydration on a replica that has replayed every narrowing
+    # watermark concerning the page (app.db.watermarks, decision 0086): on whenever a
+    # replica is configured.
+    database_replica_feed_pages: bool = True
+    # How long a narrowing's watermark lives in Redis: past it, the router's lag bound alone
+    # proves every replica in use has the narrowing (so it must exceed MAX_LAG + CHECK).
+    database_replica_watermark_ttl_seconds: float = Field(default=30.0, gt=0, le=3600)
     redis_url: str = ""
     # Redis roles (docs/DEPLOYMENT.md, "Redis roles"; decision 0041): each empty = REDIS_URL,
     # and roles on one URL share one client. `redis+cluster://host:port` (TLS:
@@ -802,6 +809,14 @@ class Settings(BaseSettings):
                 "REDIS_QUEUE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
                 "outlasts the socket timeout fails as an outage)"
             )
+        if self.replica_dsns and self.database_replica_watermark_ttl_seconds <= (
+            self.database_replica_max_lag_seconds + self.database_replica_check_seconds
+        ):
+            raise ValueError(
+                "DATABASE_REPLICA_WATERMARK_TTL_SECONDS must exceed "
+                "DATABASE_REPLICA_MAX_LAG_SECONDS + DATABASE_REPLICA_CHECK_SECONDS (an expired "
+                "watermark is covered by the lag bound only then)"
+            )
         if self.media_store == "s3" and not self.media_s3_bucket:
             raise ValueError("MEDIA_STORE=s3 needs MEDIA_S3_BUCKET")
         if bool(self.media_s3_access_key_id) != bool(self.media_s3_secret_access_key):
@@ -870,9 +885,11 @@ class Settings(BaseSettings):
         return sqlalchemy_url(self.database_url)
 
     @property
-    def replica_dsn(self) -> str:
-        """DATABASE_REPLICA_URL for SQLAlchemy's engine; empty when no replica is configured."""
-        return sqlalchemy_url(self.database_replica_url) if self.database_replica_url else ""
+    def replica_dsns(self) -> list[str]:
+        """DATABASE_REPLICA_URLS (else DATABASE_REPLICA_URL, a list of one) for SQLAlchemy's
+        engine, in order; empty when no replica is configured."""
+        raw = self.database_replica_urls or self.database_replica_url
+        return [sqlalchemy_url(u.strip()) for u in raw.split(",") if u.strip()]
 
     @property
     def plain_database_url(self) -> str:

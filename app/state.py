@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import FaultSwitches, Settings, get_faults, get_settings
 from app.db.engine import make_engine, make_sessionmaker
-from app.db.replica import ReplicaRouter, make_replica
+from app.db.replica import ReplicaRouter, ReplicaSet, make_replicas
+from app.db.watermarks import Watermarks
 from app.engagement.features import SourceQuality
 from app.engagement.writer import EngagementLog
 from app.fanout.control import published_costs
@@ -55,7 +56,11 @@ class AppState:
     source_quality: SourceQuality
     # Image posts' bytes (MEDIA_STORE: app.media.stores), closed with the state.
     media_store: ObjectStore
-    replica: ReplicaRouter | None = None  # DATABASE_REPLICA_URL (decision 0043)
+    replica: ReplicaRouter | None = None  # the first replica: fan-out's (decision 0043)
+    # Every replica (DATABASE_REPLICA_URLS) and the narrowing watermarks that say when one
+    # may answer a feed page (decision 0086); None without replicas.
+    replicas: ReplicaSet | None = None
+    watermarks: Watermarks | None = None
     # Test-only faults (JOB_FAULT_HOOK, FEED_FAULT_*), apart from the settings (decision 0073).
     faults: FaultSwitches = field(default_factory=FaultSwitches.model_construct)
 
@@ -102,8 +107,8 @@ class AppState:
         await self.media_store.close()
         await self.roles.aclose()
         await self.engine.dispose()
-        if self.replica is not None:
-            await self.replica.close()
+        if self.replicas is not None:
+            await self.replicas.close()
 
 
 def create_state(
@@ -116,7 +121,15 @@ def create_state(
     engine = make_engine(settings, pool_size=pool_size)
     sessions = make_sessionmaker(engine)
     roles = roles or make_roles(settings)  # one client per distinct URL (decision 0041)
-    replica = make_replica(settings, pool_size=pool_size)
+    replicas = make_replicas(settings, pool_size=pool_size)
+    replica = replicas.routers[0] if replicas is not None else None
+    # Recorded whenever a replica is configured, read only with DATABASE_REPLICA_FEED_PAGES:
+    # a rollout records marks everywhere before any page trusts them (decision 0086).
+    watermarks = (
+        Watermarks(roles.sessions, engine, settings.database_replica_watermark_ttl_seconds)
+        if replicas is not None
+        else None
+    )
     replica_sessions = make_sessionmaker(replica.engine) if replica is not None else None
     timelines = TimelineStore(roles.timelines, settings.timeline_max, settings.author_posts_max)
     # Workers publish live "new posts" notifications after each timeline write.
@@ -150,7 +163,8 @@ def create_state(
         activity=activity,
         reset_new_posts=partial(reset_new_post_count, roles.pubsub, settings),
         read_counter=ReadCounter(roles.sessions),
-        replica=replica if settings.database_replica_feed_pages else None,
+        replicas=replicas if settings.database_replica_feed_pages else None,
+        marks=watermarks,
         faults=faults,
         engagement=engagement,
         quality=source_quality,
@@ -175,5 +189,7 @@ def create_state(
         source_quality=source_quality,
         media_store=make_store(settings),
         replica=replica,
+        replicas=replicas,
+        watermarks=watermarks,
         faults=faults,
     )

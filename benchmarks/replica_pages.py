@@ -1,16 +1,20 @@
-"""Feed session pages with and without the read replica, same data, same run (decision 0043).
+"""Feed pages with the filter on the primary (before) and on replicas behind the narrowing
+watermarks (after: one replica, and two), same data, same run (decisions 0043, 0086).
 
     python -m benchmarks.replica_pages [--users 5000 --avg-following 40 --posts 100000]
-        [--viewers 40] [--pages 6] [--rounds 3]
+        [--viewers 40] [--pages 6] [--rounds 3] [--splits 0]
 
-Starts a fresh primary and a streaming standby on loopback (devtools.replica), seeds the
-primary with devtools.seed's seed_bulk, and builds two composition roots on it: one with
-DATABASE_REPLICA_URL (the standby) and one without. Per round and variant (alternating, so
-drift of the shared machine hits both): every viewer reads a RANKED first page and then
---pages next pages of its session (`FeedService.page`, no HTTP: the difference under test is
-the database work). Prints per variant: session pages/s in the loop, p50/p99 per next page,
-and CPU per next page of the primary's and the standby's server processes, of this client,
-with the ratios replica/primary-only. Redis: REDIS_URL's db (never db 0; flushed first).
+Starts a fresh primary and two streaming standbys on loopback (devtools.replica), seeds the
+primary with devtools.seed's seed_bulk, and builds three composition roots on it, all with
+both standbys configured: "before" with DATABASE_REPLICA_FEED_PAGES=0 (the filter and
+hydration on the primary: the code path up to issue 37), "1 replica" (DATABASE_REPLICA_URLS =
+the first standby) and "2 replicas" (both). Per round and variant (the order rotating, so
+drift of the shared machine hits each alike): every viewer reads a RANKED first page, then
+every viewer --pages next pages of its session (`FeedService.page`, no HTTP). The replicas
+are current (no writes run meanwhile: every mark is older than their replay). Prints per
+variant and page kind (first, next, all): pages, p50 per page, and CPU per page of the
+primary's and each standby's server processes and of this client; then the after/before
+ratios of the primary's CPU per page. Redis: REDIS_URL's db (never db 0; flushed first).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 import asyncpg
 
 from app.config import Settings
-from app.db.replica import REPLICA_READS, REPLICA_STALE_ROWS
+from app.db.replica import REPLICA_READS
 from app.fanout import lanes
 from app.feed.modes import FeedMode
 from app.state import AppState, create_state
@@ -42,26 +46,22 @@ def server_cpu(pair: ReplicaPair, which: str) -> float:
     return cpu_seconds(process_tree(pair.postmaster_pid(which)))
 
 
-async def scroll(state: AppState, viewer: int, pages: int, latencies: list[float]) -> int:
-    """A first page and up to `pages` next pages; the next pages' latencies. Pages read."""
-    page = await state.feed.page(viewer, FeedMode.RANKED, 20, None)
-    read = 0
-    for _ in range(pages):
-        if not page.has_next or not page.rows:
-            break
-        cursor = page.rows[-1][1]
-        started = time.perf_counter()
-        page = await state.feed.page(viewer, FeedMode.RANKED, 20, cursor)
-        latencies.append(time.perf_counter() - started)
-        read += 1
-    return read
+VARIANTS = ("before", "1 replica", "2 replicas")
+SERVERS = ("primary", "standby", "standby2")
+
+
+def snapshot(pair: ReplicaPair) -> dict[str, float]:
+    """CPU seconds so far of each server's process tree and of this client."""
+    cpu = {which: server_cpu(pair, which) for which in SERVERS}
+    cpu["client"] = time.process_time()
+    return cpu
 
 
 async def run(args: argparse.Namespace) -> None:
     redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")
     if redis_url.rstrip("/").endswith("/0"):
         raise SystemExit("REDIS_URL must name a db other than 0 (it is flushed)")
-    async with replica_pair() as pair:
+    async with replica_pair(standbys=2) as pair:
         await pair.create_database(DB)
         primary_url = pair.url("primary", DB)
         migrate(primary_url)
@@ -74,53 +74,88 @@ async def run(args: argparse.Namespace) -> None:
         while not await pair.caught_up():
             await asyncio.sleep(0.2)
         base = {"database_url": primary_url, "redis_url": redis_url}
+        both = ",".join(pair.url(s, DB) for s in pair.standbys)
+        one = pair.url("standby", DB)
         states = {
-            "primary only": create_state(Settings(**base), pool_size=5),
-            "with replica": create_state(
-                Settings(
-                    **base,
-                    database_replica_url=pair.url("standby", DB),
-                    database_replica_feed_pages=True,
-                ),
+            "before": create_state(
+                Settings(**base, database_replica_urls=both, database_replica_feed_pages=False),
                 pool_size=5,
             ),
+            "1 replica": create_state(Settings(**base, database_replica_urls=one), pool_size=5),
+            "2 replicas": create_state(Settings(**base, database_replica_urls=both), pool_size=5),
         }
-        await states["primary only"].redis.flushdb()
-        for viewer in viewers:  # timelines once; both roots share Redis
-            await states["primary only"].fanout.rebuild_timeline(viewer)
-        results: dict[str, dict[str, Any]] = {
-            name: {"lat": [], "pages": 0, "wall": 0.0, "p": 0.0, "s": 0.0, "c": 0.0}
+        first = states["before"]
+        await first.redis.flushdb()
+        for state in states.values():  # no narrowing has happened: the marks are known, empty
+            assert state.watermarks is not None
+            await state.watermarks.clear()
+        for viewer in viewers:  # timelines once; the roots share Redis
+            await first.fanout.rebuild_timeline(viewer)
+        kinds = ("first", "next")
+        results: dict[str, dict[str, dict[str, Any]]] = {
+            name: {k: {"lat": [], "pages": 0, "cpu": dict.fromkeys((*SERVERS, "client"), 0.0)}
+                   for k in kinds}
             for name in states
-        }
+        }  # fmt: skip
         try:
             await splits(pair, primary_url, states, args.splits)
             for state in states.values():  # warm-up: pools, statement caches
                 for viewer in viewers[:5]:
-                    await scroll(state, viewer, 2, [])
+                    await scroll_pages(state, viewer, 2)
             for round_ in range(args.rounds):
-                order = list(states) if round_ % 2 == 0 else list(reversed(states))
-                for name in order:
-                    state, r = states[name], results[name]
+                k = round_ % len(VARIANTS)
+                for name in VARIANTS[k:] + VARIANTS[:k]:
+                    state = states[name]
                     state.forget_local()
-                    p0, s0 = server_cpu(pair, "primary"), server_cpu(pair, "standby")
-                    c0, t0 = time.process_time(), time.perf_counter()
-                    for viewer in viewers:
-                        r["pages"] += await scroll(state, viewer, args.pages, r["lat"])
-                    r["wall"] += time.perf_counter() - t0
-                    r["c"] += time.process_time() - c0
-                    r["p"] += server_cpu(pair, "primary") - p0
-                    r["s"] += server_cpu(pair, "standby") - s0
+                    cursors = await timed(pair, results[name]["first"], state, viewers, None)
+                    for _ in range(args.pages):
+                        cursors = await timed(pair, results[name]["next"], state, viewers, cursors)
         finally:
             for state in states.values():
                 await state.close()
         report(results, args)
         counts = {
             f"{s.name}{s.labels}": s.value
-            for metric in (REPLICA_READS, REPLICA_STALE_ROWS)
+            for metric in (REPLICA_READS,)
             for s in metric.collect()[0].samples
             if s.name.endswith("_total")
         }
         print("replica router counters (whole run):", counts)
+
+
+async def scroll_pages(state: AppState, viewer: int, pages: int) -> None:
+    page = await state.feed.page(viewer, FeedMode.RANKED, 20, None)
+    for _ in range(pages):
+        if not page.has_next or not page.rows:
+            return
+        page = await state.feed.page(viewer, FeedMode.RANKED, 20, page.rows[-1][1])
+
+
+async def timed(
+    pair: ReplicaPair,
+    r: dict[str, Any],
+    state: AppState,
+    viewers: Sequence[int],
+    cursors: dict[int, Any] | None,
+) -> dict[int, Any]:
+    """Each viewer's first page (`cursors` None) or next page (from its cursor), one at a
+    time: their latencies and the CPU they cost into `r`; the cursors of pages that go on."""
+    following: dict[int, Any] = {}
+    before = snapshot(pair)
+    for viewer in viewers:
+        if cursors is not None and viewer not in cursors:
+            continue
+        cursor = None if cursors is None else cursors[viewer]
+        started = time.perf_counter()
+        page = await state.feed.page(viewer, FeedMode.RANKED, 20, cursor)
+        r["lat"].append(time.perf_counter() - started)
+        r["pages"] += 1
+        if page.has_next and page.rows:
+            following[viewer] = page.rows[-1][1]
+    after = snapshot(pair)
+    for key in r["cpu"]:
+        r["cpu"][key] += after[key] - before[key]
+    return following
 
 
 async def splits(pair: ReplicaPair, primary_url: str, states: dict[str, AppState], n: int) -> None:
@@ -168,39 +203,44 @@ async def splits(pair: ReplicaPair, primary_url: str, states: dict[str, AppState
         print(f"| {name} | {f[0] * 1000 / k:.2f} | {f[1] * 1000 / k:.3f} | {f[2] * 1000 / k:.3f} |")
 
 
-def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+def report(results: dict[str, dict[str, dict[str, Any]]], args: argparse.Namespace) -> None:
     print(
         f"\n{args.viewers} random viewers x (1 first + up to {args.pages} next pages) x "
         f"{args.rounds} rounds; users {args.users}, posts {args.posts}"
     )
     print(
-        "| variant | next pages | loop pages/s | next p50 ms | next p99 ms | primary CPU ms/page "
-        "| standby CPU ms/page | client CPU ms/page |"
+        "| variant | pages | kind | p50 ms | primary CPU ms/page | standby CPU ms/page "
+        "| standby2 CPU ms/page | client CPU ms/page |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    rows = {}
-    for name, r in results.items():
-        n = max(1, r["pages"])
-        row = {
-            "rate": r["pages"] / r["wall"] if r["wall"] else 0.0,
-            "p50": percentile(r["lat"], 0.5) * 1000,
-            "p99": percentile(r["lat"], 0.99) * 1000,
-            "primary": r["p"] * 1000 / n,
-            "standby": r["s"] * 1000 / n,
-            "client": r["c"] * 1000 / n,
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    primary: dict[tuple[str, str], float] = {}
+    for name, by_kind in results.items():
+        merged = {
+            "lat": by_kind["first"]["lat"] + by_kind["next"]["lat"],
+            "pages": by_kind["first"]["pages"] + by_kind["next"]["pages"],
+            "cpu": {
+                k: by_kind["first"]["cpu"][k] + by_kind["next"]["cpu"][k]
+                for k in by_kind["first"]["cpu"]
+            },
         }
-        rows[name] = row
+        for kind, r in (*by_kind.items(), ("all", merged)):
+            n = max(1, r["pages"])
+            cpu = {k: v * 1000 / n for k, v in r["cpu"].items()}
+            primary[(name, kind)] = cpu["primary"]
+            print(
+                f"| {name} | {r['pages']} | {kind} | {percentile(r['lat'], 0.5) * 1000:.2f} "
+                f"| {cpu['primary']:.3f} | {cpu['standby']:.3f} | {cpu['standby2']:.3f} "
+                f"| {cpu['client']:.3f} |"
+            )
+    for name in VARIANTS[1:]:
         print(
-            f"| {name} | {r['pages']} | {row['rate']:.0f} | {row['p50']:.2f} | {row['p99']:.2f} "
-            f"| {row['primary']:.3f} | {row['standby']:.3f} | {row['client']:.3f} |"
+            f"primary CPU per page, {name} / before: "
+            + ", ".join(
+                f"{kind} {primary[(name, kind)] / primary[('before', kind)]:.3f}"
+                for kind in ("first", "next", "all")
+                if primary[("before", kind)]
+            )
         )
-    a, b = rows["with replica"], rows["primary only"]
-    print(
-        "ratios with/without replica: "
-        + ", ".join(
-            f"{k} {a[k] / b[k]:.2f}" for k in ("rate", "p50", "p99", "primary", "client") if b[k]
-        )
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -213,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--viewers", type=int, default=40)
     parser.add_argument("--pages", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--splits", type=int, default=200, help="follower pagings per variant")
+    parser.add_argument("--splits", type=int, default=0, help="follower pagings per variant")
     asyncio.run(run(parser.parse_args(argv)))
 
 

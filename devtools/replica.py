@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -49,26 +50,32 @@ def _free_port() -> int:
 
 @dataclass
 class ReplicaPair:
-    """A primary and its standby, each on its own port; `url(which, db)` for clients."""
+    """A primary and its standbys, each on its own port; `url(which, db)` for clients.
+    Servers are named "primary", "standby" and, with more standbys, "standby2", ..."""
 
     bindir: Path
     root: Path
     user: str | None
-    primary_port: int
-    standby_port: int
+    ports: dict[str, int]
     settings: dict[str, str] = field(default_factory=lambda: dict(SETTINGS))
+
+    @property
+    def primary_port(self) -> int:
+        return self.ports["primary"]
+
+    @property
+    def standbys(self) -> list[str]:
+        return [name for name in self.ports if name != "primary"]
 
     @property
     def primary_data(self) -> Path:
         return self.root / "primary"
 
-    @property
-    def standby_data(self) -> Path:
-        return self.root / "standby"
+    def data(self, which: str) -> Path:
+        return self.root / which
 
     def url(self, which: str, database: str = "postgres") -> str:
-        port = self.primary_port if which == "primary" else self.standby_port
-        return f"postgresql://postgres@127.0.0.1:{port}/{database}"
+        return f"postgresql://postgres@127.0.0.1:{self.ports[which]}/{database}"
 
     def run(self, tool: str, *args: str) -> None:
         """A PostgreSQL tool as the server's user; its output in the error when it fails."""
@@ -89,8 +96,7 @@ class ReplicaPair:
             raise RuntimeError(f"{tool} {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
 
     def start(self, which: str) -> None:
-        data = self.primary_data if which == "primary" else self.standby_data
-        port = self.primary_port if which == "primary" else self.standby_port
+        data, port = self.data(which), self.ports[which]
         options = " ".join(
             [
                 "-c listen_addresses=127.0.0.1",
@@ -105,12 +111,12 @@ class ReplicaPair:
         )
 
     def stop(self, which: str, mode: str = "fast") -> None:
-        data = self.primary_data if which == "primary" else self.standby_data
+        data = self.data(which)
         self.run("pg_ctl", "-D", str(data), "-m", mode, "-w", "-t", "60", "stop")
 
     def postmaster_pid(self, which: str) -> int:
         """The server's postmaster (its backends are its children: CPU figures)."""
-        data = self.primary_data if which == "primary" else self.standby_data
+        data = self.data(which)
         return int((data / "postmaster.pid").read_text().splitlines()[0])
 
     async def create_database(self, name: str) -> str:
@@ -122,37 +128,43 @@ class ReplicaPair:
             await admin.close()
         return self.url("primary", name)
 
-    async def standby_sql(self, statement: str, database: str = "postgres") -> Any:
-        conn = await asyncpg.connect(self.url("standby", database))
+    async def standby_sql(
+        self, statement: str, database: str = "postgres", which: str = "standby"
+    ) -> Any:
+        conn = await asyncpg.connect(self.url(which, database))
         try:
             return await conn.fetchval(statement)
         finally:
             await conn.close()
 
-    async def pause_replay(self) -> None:
+    async def pause_replay(self, which: str = "standby") -> None:
         """Replay stops where it is (WAL still arrives): the standby's data falls behind."""
-        await self.standby_sql("SELECT pg_wal_replay_pause()")
+        await self.standby_sql("SELECT pg_wal_replay_pause()", which=which)
 
-    async def resume_replay(self) -> None:
-        await self.standby_sql("SELECT pg_wal_replay_resume()")
+    async def resume_replay(self, which: str = "standby") -> None:
+        await self.standby_sql("SELECT pg_wal_replay_resume()", which=which)
 
     async def caught_up(self) -> bool:
-        """Whether the standby has replayed everything the primary has written so far."""
+        """Whether every standby has replayed everything the primary has written so far."""
         primary = await asyncpg.connect(self.url("primary"))
         try:
             target = await primary.fetchval("SELECT pg_current_wal_lsn()::text")
         finally:
             await primary.close()
-        return bool(
-            await self.standby_sql(f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn")
-        )
+        for which in self.standbys:
+            done = await self.standby_sql(
+                f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn", which=which
+            )
+            if not done:
+                return False
+        return True
 
 
 @asynccontextmanager
-async def replica_pair(**settings: str) -> AsyncIterator[ReplicaPair]:
-    """A fresh primary and a standby streaming from it; both stopped and deleted after.
-    `settings` override SETTINGS on both servers (e.g. max_connections for many processes;
-    a standby needs at least the primary's)."""
+async def replica_pair(standbys: int = 1, **settings: str) -> AsyncIterator[ReplicaPair]:
+    """A fresh primary and `standbys` standbys streaming from it ("standby", "standby2",
+    ...); all stopped and deleted after. `settings` override SETTINGS on every server (e.g.
+    max_connections for many processes; a standby needs at least the primary's)."""
     bindir = provision._pg_bindir()
     user = provision._pg_system_user()
     root = Path(tempfile.mkdtemp(prefix="hf-replica-"))
@@ -160,7 +172,13 @@ async def replica_pair(**settings: str) -> AsyncIterator[ReplicaPair]:
         uid, gid = provision._uid_gid(user)
         os.chown(root, uid, gid)
         provision._allow_traversal(root, bindir)
-    pair = ReplicaPair(bindir, root, user, _free_port(), _free_port(), {**SETTINGS, **settings})
+    names = ["primary", "standby", *(f"standby{i}" for i in range(2, standbys + 1))]
+    ports: dict[str, int] = {}
+    while len(ports) < len(names):  # distinct ports
+        port = _free_port()
+        if port not in ports.values():
+            ports[names[len(ports)]] = port
+    pair = ReplicaPair(bindir, root, user, ports, {**SETTINGS, **settings})
     started: list[str] = []
     try:
         pair.run(
@@ -169,15 +187,64 @@ async def replica_pair(**settings: str) -> AsyncIterator[ReplicaPair]:
         )  # fmt: skip
         pair.start("primary")
         started.append("primary")
-        pair.run(
-            "pg_basebackup", "-h", "127.0.0.1", "-p", str(pair.primary_port), "-U", "postgres",
-            "-D", str(pair.standby_data), "-R", "-X", "stream", "-c", "fast", "--no-sync",
-        )  # fmt: skip
-        pair.start("standby")
-        started.append("standby")
+        for which in pair.standbys:
+            pair.run(
+                "pg_basebackup", "-h", "127.0.0.1", "-p", str(pair.primary_port),
+                "-U", "postgres", "-D", str(pair.data(which)), "-R", "-X", "stream",
+                "-c", "fast", "--no-sync",
+            )  # fmt: skip
+            pair.start(which)
+            started.append(which)
         yield pair
     finally:
         for which in reversed(started):
             with contextlib.suppress(RuntimeError):  # already stopped by the test
                 pair.stop(which, "immediate")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@asynccontextmanager
+async def standby_of(url: str, **settings: str) -> AsyncIterator[ReplicaPair]:
+    """A streaming standby of an already running server (e.g. the test run's own, at `url`:
+    its whole cluster), started on a free port; only the standby is stopped and deleted
+    after. The standby gets the settings a hot standby must not lower (max_connections and
+    friends) from the server itself."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 5432
+    conn = await asyncpg.connect(url)
+    try:
+        floors = {
+            name: await conn.fetchval(f"SHOW {name}")
+            for name in (
+                "max_connections",
+                "max_worker_processes",
+                "max_wal_senders",
+                "max_prepared_transactions",
+                "max_locks_per_transaction",
+            )
+        }
+    finally:
+        await conn.close()
+    bindir = provision._pg_bindir()
+    user = provision._pg_system_user()
+    root = Path(tempfile.mkdtemp(prefix="hf-standby-"))
+    if user is not None:
+        uid, gid = provision._uid_gid(user)
+        os.chown(root, uid, gid)
+        provision._allow_traversal(root, bindir)
+    ports = {"primary": port, "standby": _free_port()}
+    pair = ReplicaPair(bindir, root, user, ports, {**SETTINGS, **floors, **settings})
+    started = False
+    try:
+        pair.run(
+            "pg_basebackup", "-h", host, "-p", str(port), "-U", parts.username or "postgres",
+            "-D", str(pair.data("standby")), "-R", "-X", "stream", "-c", "fast", "--no-sync",
+        )  # fmt: skip
+        pair.start("standby")
+        started = True
+        yield pair
+    finally:
+        if started:
+            with contextlib.suppress(RuntimeError):
+                pair.stop("standby", "immediate")
         shutil.rmtree(root, ignore_errors=True)

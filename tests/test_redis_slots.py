@@ -298,6 +298,16 @@ async def drive(st: Any, pipeline: Any) -> None:
         async with httpx.AsyncClient(transport=other, base_url="http://t") as second:
             answer = await second.post("/graphql", json={"extensions": apq})
             assert answer.json() == {"data": {"viewer": None}}, answer.text
+        # Narrowing watermarks (decision 0086; recorded only with a replica configured):
+        # marks, the read that finds no epoch and arms it, the tests' reset.
+        from app.db.watermarks import Watermarks
+
+        marks = Watermarks(st.roles.sessions, st.engine, 30)
+        await marks.record(viewers=users, authors=[author_id])
+        assert await marks.concern(users[0], [author_id, users[1]]) is None  # armed now
+        await marks.clear()
+        await marks.record(authors=[author_id])
+        assert (await marks.concern(users[0], [author_id]) or 0) > 0
         # Single-key deletes and reads the scenario above does not reach.
         await control.catchup_done(st.roles.timelines, author_id)
         await st.timelines.delete(users[3])

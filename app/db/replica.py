@@ -16,19 +16,24 @@ Lag as the replica itself measures it (no round trip to the primary):
   not streaming (the primary out of the replica's reach: its data is as old as its last
   replay). Conservative: after a long idle spell the first new write reads as that long a
   lag until it is replayed, which sends reads to the primary for one check.
-Staleness served is thus at most MAX_LAG + CHECK seconds. Who must never see stale data
-(authorization, the viewer's own writes) does not read here at all: the callers say which
-reads come here (app.feed.filter, app.fanout.service)."""
+Staleness served is thus at most MAX_LAG + CHECK seconds. Reads that must never be stale
+(authorization, the viewer's own writes) come here only behind the narrowing watermarks
+(app.db.watermarks; app.feed.filter compares them with the replayed LSN each check also
+reads: decision 0086); the callers say which reads come here (app.feed.filter,
+app.feed.context_cache, app.fanout.service). Several replicas (DATABASE_REPLICA_URLS): one
+router each, `ReplicaSet` picks the least loaded that keeps up."""
 
 from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from prometheus_client import Counter, Gauge
+from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -40,27 +45,29 @@ T = TypeVar("T")
 
 REPLICA_READS = Counter(
     "feed_db_replica_reads_total",
-    "Reads meant for the PostgreSQL replica, by use and by where they ran: replica, or "
-    "primary because the replica was lagging, down, or failed this read (error)",
-    ["use", "served"],
+    "Reads meant for a PostgreSQL replica, by use, by where they ran (replica; or the "
+    "primary because the replicas were lagging, down, failed this read (error), had not "
+    "replayed the data or a watermark concerning it (behind), or the watermarks were "
+    "unknown (marks_unknown)) and by replica (its index in DATABASE_REPLICA_URLS; '' when "
+    "none was tried)",
+    ["use", "served", "replica"],
 )
 REPLICA_LAG = Gauge(
     "feed_db_replica_lag_seconds",
     "The replica's replay lag at this process's last check (-1: not reachable)",
 )
-REPLICA_STALE_ROWS = Counter(
-    "feed_db_replica_stale_rows_total",
-    "Rows the replica returned older than the primary's version (or not yet), re-read there",
-)
 
-# See the module docstring. One row: (lag seconds or NULL when unknown).
+# See the module docstring. One row: (lag seconds or NULL when unknown, replayed LSN as a
+# byte position: what this server's snapshots taken from now on contain at least; a server
+# not in recovery contains its own WAL).
 LAG_SQL = """
 SELECT CASE
     WHEN NOT pg_is_in_recovery() THEN 0
     WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()
          AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming') THEN 0
     ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8
-END
+END, (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
+           ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint
 """
 
 # What a replica in trouble raises on the way to us (app.db.engine turns most into Unavailable;
@@ -75,6 +82,7 @@ REPLICA_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 OK, LAG, DOWN = "replica", "lag", "down"
+ERROR, BEHIND, MARKS_UNKNOWN = "error", "behind", "marks_unknown"
 
 
 class ReplicaRouter:
@@ -86,8 +94,18 @@ class ReplicaRouter:
         max_lag_seconds: float,
         check_seconds: float,
         check_timeout_seconds: float = 2.0,
+        name: str = "0",
     ) -> None:
         self.engine = engine
+        self.name = name  # the metrics' `replica` label: its index in DATABASE_REPLICA_URLS
+        # The replayed LSN at the last check, and `connects` as it was then: valid for a read
+        # only while no connection to the server was opened since (one opened later may be to
+        # a restarted server, whose snapshots may start below it: decision 0086).
+        self.replay_lsn: int | None = None
+        self.connects = 0
+        self._lsn_connects = -1
+        self.inflight = 0  # reads running on it now (ReplicaSet's load)
+        event.listen(engine.sync_engine, "connect", self._connected)
         self.max_lag = max_lag_seconds
         self.check_every = check_seconds
         self.check_timeout = check_timeout_seconds
@@ -105,15 +123,30 @@ class ReplicaRouter:
             await asyncio.shield(self._checking)
         return self.state
 
+    def _connected(self, *_: object) -> None:
+        self.connects += 1
+
+    def known_lsn(self) -> tuple[int | None, int]:
+        """(replayed LSN known now, the connection count it holds for): snapshots taken from
+        now on contain at least that LSN while `connects` stays the same. None: unknown."""
+        if self._lsn_connects != self.connects:
+            return None, self.connects
+        return self.replay_lsn, self.connects
+
     async def _check(self) -> None:
         try:
             async with asyncio.timeout(self.check_timeout):
                 async with self._autocommit.connect() as conn:
-                    lag = (await conn.exec_driver_sql(LAG_SQL)).scalar()
+                    connects = self.connects  # after this check's own connect, if any
+                    row: Any = (await conn.exec_driver_sql(LAG_SQL)).one()
+                    lag, lsn = row[0], row[1]
         except REPLICA_ERRORS:
             self.lag, self.state = None, DOWN
+            self.replay_lsn = None
             REPLICA_LAG.set(-1)
         else:
+            self.replay_lsn = None if lsn is None else int(lsn)
+            self._lsn_connects = connects
             self.lag = math.inf if lag is None else max(0.0, float(lag))
             self.state = OK if self.lag <= self.max_lag else LAG
             REPLICA_LAG.set(self.lag if math.isfinite(self.lag) else -1)
@@ -137,11 +170,11 @@ class ReplicaRouter:
                 result = await on_replica()
             except REPLICA_ERRORS:
                 self.failed()
-                REPLICA_READS.labels(use, "error").inc()
+                REPLICA_READS.labels(use, ERROR, self.name).inc()
                 return await on_primary()
-            REPLICA_READS.labels(use, OK).inc()
+            REPLICA_READS.labels(use, OK, self.name).inc()
             return result
-        REPLICA_READS.labels(use, state).inc()
+        REPLICA_READS.labels(use, state, self.name).inc()
         return await on_primary()
 
     async def close(self) -> None:
@@ -150,14 +183,50 @@ class ReplicaRouter:
         await self.engine.dispose()
 
 
-def make_replica(settings: Settings, pool_size: int = 10) -> ReplicaRouter | None:
-    """The router over DATABASE_REPLICA_URL's engine; None when no replica is configured."""
-    if not settings.replica_dsn:
+class ReplicaSet:
+    """Every configured replica, each with its own router (lag check, LSN): a read goes to
+    the one that keeps up with the fewest reads running on it (ties at random)."""
+
+    def __init__(self, routers: list[ReplicaRouter]) -> None:
+        self.routers = routers
+
+    async def pick(self) -> tuple[ReplicaRouter | None, str]:
+        """The least loaded replica that keeps up, or (None, why not: LAG or DOWN)."""
+        routers = self.routers
+        if len(routers) == 1:
+            states = [await routers[0].route()]
+        else:
+            states = list(await asyncio.gather(*(r.route() for r in routers)))
+        ready = [r for r, state in zip(routers, states, strict=True) if state == OK]
+        if not ready:
+            return None, LAG if LAG in states else DOWN
+        if len(ready) == 1:
+            return ready[0], OK
+        # Random among the least loaded: a page's reads (context, candidates, filter, rows)
+        # come in a fixed order, which a strict rotation would pin to fixed replicas.
+        least = min(r.inflight for r in ready)
+        return random.choice([r for r in ready if r.inflight == least]), OK
+
+    async def close(self) -> None:
+        for router in self.routers:
+            await router.close()
+
+
+def make_replicas(settings: Settings, pool_size: int = 10) -> ReplicaSet | None:
+    """A router over each of DATABASE_REPLICA_URLS' engines (named by index); None when no
+    replica is configured."""
+    dsns = settings.replica_dsns
+    if not dsns:
         return None
-    engine = make_engine(settings, pool_size=pool_size, url=settings.replica_dsn)
-    return ReplicaRouter(
-        engine,
-        settings.database_replica_max_lag_seconds,
-        settings.database_replica_check_seconds,
-        check_timeout_seconds=min(2.0, settings.database_connect_timeout_seconds),
+    return ReplicaSet(
+        [
+            ReplicaRouter(
+                make_engine(settings, pool_size=pool_size, url=dsn),
+                settings.database_replica_max_lag_seconds,
+                settings.database_replica_check_seconds,
+                check_timeout_seconds=min(2.0, settings.database_connect_timeout_seconds),
+                name=str(i),
+            )
+            for i, dsn in enumerate(dsns)
+        ]
     )

@@ -292,7 +292,7 @@ class Splitter:
         try:
             return await replica.read("fanout_followers", on_replica, on_primary)
         except _NotReplayed:
-            REPLICA_READS.labels("fanout_followers", "behind").inc()
+            REPLICA_READS.labels("fanout_followers", "behind", replica.name).inc()
             return await read(self.sessions)
 
     async def catch_up(

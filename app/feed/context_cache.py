@@ -38,6 +38,7 @@ from redis.exceptions import RedisError
 from app.feed import rows as sql
 from app.feed.constants import CONTEXT_CACHE_MAX, EPOCH_SECONDS, MAX_ID, RECENT_WINDOW
 from app.feed.deadline import SourceDeadline
+from app.feed.filter import CONTEXT_USE, PageFilter
 from app.feed.rows import Reads, ViewerContext
 from app.observability.metrics import FEED_CACHE
 from app.redis_scripts import AnyRedis
@@ -144,9 +145,17 @@ class ViewerContexts:
     first page's from the `ContextCache` while its token holds."""
 
     def __init__(
-        self, reads: Reads, redis: AnyRedis, ttl_seconds: int, deadline: SourceDeadline
+        self,
+        reads: Reads,
+        redis: AnyRedis,
+        ttl_seconds: int,
+        deadline: SourceDeadline,
+        filter_: PageFilter | None = None,
     ) -> None:
         self.reads = reads
+        # The context on a replica that has replayed the viewer's own marks (decision 0086):
+        # their follows, blocks, posts and feedback are what it is read from.
+        self.filter = filter_ or PageFilter(reads)
         self.deadline = deadline
         # First pages' viewer contexts while nothing they are read from changed (decision
         # 0047).
@@ -177,7 +186,7 @@ class ViewerContexts:
         recent = datetime.now(UTC) - RECENT_WINDOW
         cache = self.cache
         if before != MAX_ID or cache.ttl <= 0:
-            return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+            return await self._read(viewer_id, recent, limit, affinity, before)
         # The token is read before the context is: a change committed after the context was
         # read has replaced the token by then (see the module doc).
         if version is NOT_READ:
@@ -186,13 +195,39 @@ class ViewerContexts:
             except (RedisError, TimeoutError, OSError):
                 version = None
         if not isinstance(version, bytes):
-            return await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
+            return await self._read(viewer_id, recent, limit, affinity, before)
         token = (version, await self.modes_epoch.current(), affinity, limit)
         context = cache.get(viewer_id, token)
         if context is not None:
             _CONTEXT_HIT.inc()
             return context
         _CONTEXT_MISS.inc()
-        context = await sql.viewer_context(self.reads, viewer_id, recent, limit, affinity, before)
-        cache.put(viewer_id, token, context)
-        return context
+        fresh, on_replica = await self.filter.routed_where(
+            CONTEXT_USE,
+            viewer_id,
+            partial(_context, viewer_id, recent, limit, affinity, before),
+            _no_authors,
+        )
+        if not on_replica:
+            # Kept only when read on the primary: the token's modes epoch is the primary's,
+            # and a replica may not have replayed the mode switch it counts yet.
+            cache.put(viewer_id, token, fresh)
+        return fresh
+
+    async def _read(
+        self, viewer_id: int, recent: datetime, limit: int, affinity: bool, before: int
+    ) -> ViewerContext:
+        """The context on a replica that has the viewer's marks, else the primary."""
+        run = partial(_context, viewer_id, recent, limit, affinity, before)
+        return await self.filter.routed(CONTEXT_USE, viewer_id, run, _no_authors)
+
+
+async def _context(
+    viewer_id: int, recent: datetime, limit: int, affinity: bool, before: int, reads: Reads
+) -> ViewerContext:
+    return await sql.viewer_context(reads, viewer_id, recent, limit, affinity, before)
+
+
+def _no_authors(_: ViewerContext) -> tuple[int, ...]:
+    """A context concerns the viewer's own marks only (its rows are the viewer's)."""
+    return ()

@@ -21,9 +21,9 @@ from prometheus_client import Counter
 from redis.exceptions import RedisError
 
 from app.config import Settings
-from app.feed import rows as sql
 from app.feed.aio import concurrently
 from app.feed.deadline import SourceDeadline
+from app.feed.filter import PageFilter
 from app.feed.first_reads import FirstReads
 from app.feed.impressions import UNREAD, ImpressionLog
 from app.feed.rows import RankColumns, Reads
@@ -83,8 +83,11 @@ class RankStage:
         registry: ModelRegistry | None = None,
         quality: SourceQuality | None = None,
         feedback: NegativeFeedback | None = None,
+        filter_: PageFilter | None = None,
     ) -> None:
         self.reads = reads
+        # The candidates' filter: on a replica proven current for the viewer (decision 0086).
+        self.filter = filter_ or PageFilter(reads)
         self.impressions = impressions
         self.settings = settings
         self.deadline = deadline
@@ -112,15 +115,15 @@ class RankStage:
         fewer: Mapping[int, float]
         if first_reads is not None and first_reads.seen is not None:
             if isinstance(self.feedback, NoFeedback):  # nothing to read: no extra task
-                visible, fewer = await sql.rank_rows(self.reads, viewer_id, ids, recommended), {}
+                visible, fewer = await self.filter.rank_rows(viewer_id, ids, recommended), {}
             else:
                 visible, fewer = await concurrently(
-                    sql.rank_rows(self.reads, viewer_id, ids, recommended), self._fewer(viewer_id)
+                    self.filter.rank_rows(viewer_id, ids, recommended), self._fewer(viewer_id)
                 )
             seen = self._seen_read(viewer_id, first_reads, first_reads.seen)
         else:
             visible, (seen, fewer) = await concurrently(
-                sql.rank_rows(self.reads, viewer_id, ids, recommended),
+                self.filter.rank_rows(viewer_id, ids, recommended),
                 self._seen_and_fewer(viewer_id),
             )
         FEED_FILTERED.inc(len(ids) - len(visible.post_ids))

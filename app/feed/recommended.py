@@ -21,8 +21,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from app.config import Settings
+from app.feed.filter import RECOMMENDED_USE, PageFilter
 from app.feed.hot_cache import CoalescingCache
 from app.feed.rows import FeedAuthor, Reads
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
@@ -136,9 +138,12 @@ class RecommendationSource:
     """The "recommended" candidate source: each viewer's ids, kept in process briefly
     (`cached` answers without I/O, as the pulled authors' cache does)."""
 
-    def __init__(self, reads: Reads, settings: Settings) -> None:
+    def __init__(self, reads: Reads, settings: Settings, filter_: PageFilter | None = None) -> None:
         self.reads = reads
         self.settings = settings
+        # Candidates only (the filter judges each): on a replica that has the viewer's marks
+        # (their follows, blocks, mutes), decision 0086.
+        self.filter = filter_ or PageFilter(reads)
         self.cache: CoalescingCache[int, list[int]] = CoalescingCache(
             settings.feed_recommended_cache_seconds
         )
@@ -155,7 +160,18 @@ class RecommendationSource:
     async def _load(self, viewers: list[int]) -> dict[int, list[int]]:
         result = {}
         for viewer_id in viewers:  # one at a time: a load is one viewer's page
-            ids = await recommended_ids(self.reads, viewer_id, self.settings)
+            ids = await self.filter.routed(
+                RECOMMENDED_USE, viewer_id, partial(_ids, viewer_id, self.settings), _no_authors
+            )
             held = self.cache.last(viewer_id)
             result[viewer_id] = held if held is not None and held == ids else ids
         return result
+
+
+async def _ids(viewer_id: int, settings: Settings, reads: Reads) -> list[int]:
+    return await recommended_ids(reads, viewer_id, settings)
+
+
+def _no_authors(_: list[int]) -> tuple[int, ...]:
+    """Candidate ids only: the viewer's own marks concern them (the filter judges them)."""
+    return ()

@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -77,32 +77,12 @@ _PAGE_ROWS = (
 # Keyset pages want the newest visible candidates only: the rest are not read at all.
 _PAGE_ROWS_NEWEST = _PAGE_ROWS + " ORDER BY p.id DESC LIMIT $3"
 
-# With a replica (decision 0043) a session page is read in two: the decision and what the
-# viewer's own actions change (visibility, counts, the viewer's like, the version) from the
-# primary, with the filter; the rest of the row (body, times, author) from the replica. A
-# replica row whose version differs from the primary's, or that is missing (a post newer than
-# its replay), or the viewer's own post, is read from the primary (`_HYDRATE` there).
-_AUTHORIZED = (
-    """
-    SELECT p.id, p.author_id, p.version, p.visibility, p.like_count, p.comment_count,
-           EXISTS (SELECT 1 FROM likes l WHERE l.user_id = $2 AND l.post_id = p.id)
-    FROM posts p WHERE"""
-    + _VISIBLE
-)
-_HYDRATE = """
-    SELECT p.id, p.version, p.created_at, p.edited_at, p.body,
-           u.handle, u.display_name, u.follower_count, u.following_count, u.fanout_mode
-    FROM posts p JOIN users u ON u.id = p.author_id
-    WHERE p.id = ANY($1::bigint[])
-"""
-
 # With recommendations, those come first, then the followed ones newest first: the session's
 # window (app.feed.first_page) is then two slices, not a pass over ~600 ids in Python.
 _RANK_ROWS_REC = _RANK_ROWS.replace(_VISIBLE, _VISIBLE_REC).replace(
     " ORDER BY p.id DESC) s", " ORDER BY p.id = ANY($3::bigint[]) DESC, p.id DESC) s"
 )
 _PAGE_ROWS_REC = _PAGE_ROWS.replace(_VISIBLE, _VISIBLE_REC)
-_AUTHORIZED_REC = _AUTHORIZED.replace(_VISIBLE, _VISIBLE_REC)
 
 # Test-only (FEED_FAULT_SKIP_FILTER, app.config; refused in production): the filter queries
 # with the home-feed rule left out, so tests can show the synthetic probe (app.probe) catches
@@ -110,14 +90,8 @@ _AUTHORIZED_REC = _AUTHORIZED.replace(_VISIBLE, _VISIBLE_REC)
 _NO_RULE = " p.id = ANY($1::bigint[]) AND $2::bigint IS NOT NULL"
 _NO_RULE_REC = _NO_RULE + " AND $3::bigint[] IS NOT NULL"
 UNFILTERED.update(
-    {
-        q: q.replace(_VISIBLE, _NO_RULE)
-        for q in (_RANK_ROWS, _PAGE_ROWS, _PAGE_ROWS_NEWEST, _AUTHORIZED)
-    }
-    | {
-        q: q.replace(_VISIBLE_REC, _NO_RULE_REC)
-        for q in (_RANK_ROWS_REC, _PAGE_ROWS_REC, _AUTHORIZED_REC)
-    }
+    {q: q.replace(_VISIBLE, _NO_RULE) for q in (_RANK_ROWS, _PAGE_ROWS, _PAGE_ROWS_NEWEST)}
+    | {q: q.replace(_VISIBLE_REC, _NO_RULE_REC) for q in (_RANK_ROWS_REC, _PAGE_ROWS_REC)}
 )
 
 
@@ -358,63 +332,6 @@ async def page_rows(
         if author_id not in authors:
             authors[author_id] = FeedAuthor(author_id, r[9], r[10], r[11], r[12], r[13])
         if r[14]:
-            liked.add(post_id)
-    extras.covered.update(found)
-    return found
-
-
-class Authorized(NamedTuple):
-    """What the primary says of a visible post in a split session page (see _AUTHORIZED)."""
-
-    author_id: int
-    version: int
-    visibility: str
-    likes: int
-    comments: int
-    liked: bool
-
-
-async def authorized(
-    reads: Reads, viewer_id: int, ids: Sequence[int], recommended: Collection[int] = ()
-) -> dict[int, Authorized]:
-    """The visible posts among ids, decided now (the primary's `reads`); `recommended` as
-    for `rank_rows`."""
-    if not ids:
-        return {}
-    rec = _among(ids, recommended)
-    if rec:
-        rows = await reads.all(_AUTHORIZED_REC, list(ids), viewer_id, rec)
-    else:
-        rows = await reads.all(_AUTHORIZED, list(ids), viewer_id)
-    return {r[0]: Authorized(r[1], r[2], r[3], r[4], r[5], bool(r[6])) for r in rows}
-
-
-async def hydrate(reads: Reads, ids: Sequence[int]) -> dict[int, Sequence[Any]]:
-    """Body, times and author columns of posts by id (the replica's `reads`, or the
-    primary's for rows the replica had stale): id -> (id, version, created_at, edited_at,
-    body, handle, display_name, follower_count, following_count, fanout_mode)."""
-    if not ids:
-        return {}
-    return {r[0]: r for r in await reads.all(_HYDRATE, list(ids))}
-
-
-def assemble(
-    allowed: dict[int, Authorized], hydrated: dict[int, Sequence[Any]], extras: PageExtras
-) -> dict[int, FeedRow]:
-    """The rows of a split session page: the primary's decision and counts, the hydrated
-    rest; authors and likes into `extras` as `page_rows` does."""
-    found: dict[int, FeedRow] = {}
-    authors, liked = extras.authors, extras.liked
-    for post_id, a in allowed.items():
-        h = hydrated.get(post_id)
-        if h is None:  # deleted on the primary between the two reads
-            continue
-        found[post_id] = FeedRow(
-            post_id, a.author_id, a.likes, a.comments, a.version, a.visibility, h[2], h[3], h[4]
-        )
-        if a.author_id not in authors:
-            authors[a.author_id] = FeedAuthor(a.author_id, h[5], h[6], h[7], h[8], h[9])
-        if a.liked:
             liked.add(post_id)
     extras.covered.update(found)
     return found

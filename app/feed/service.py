@@ -32,7 +32,8 @@ from collections.abc import Awaitable, Callable
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import FaultSwitches, Settings
-from app.db.replica import ReplicaRouter
+from app.db.replica import ReplicaSet
+from app.db.watermarks import Watermarks
 from app.engagement.writer import EngagementLog
 from app.feed.candidates import CandidateSources, LagSignal
 from app.feed.context_cache import ContextCache, ViewerContexts
@@ -78,7 +79,8 @@ class FeedService:
         activity: Activity,
         reset_new_posts: Callable[[int], Awaitable[None]],
         read_counter: ReadCounter,
-        replica: ReplicaRouter | None = None,
+        replicas: ReplicaSet | None = None,
+        marks: Watermarks | None = None,
         faults: FaultSwitches | None = None,
         engagement: EngagementLog | None = None,
         registry: ModelRegistry | None = None,
@@ -103,19 +105,24 @@ class FeedService:
             feed_sessions.redis, settings.impressions_max, settings.impressions_ttl_seconds
         )
         self.open_sessions = OpenSessions(settings.feed_session_reuse_seconds)
+        # Pages filtered on a replica proven current for them (decision 0086).
+        filter_ = PageFilter(self.reads, replicas, marks)
         self.contexts = ViewerContexts(
-            self.reads, feed_sessions.redis, settings.feed_context_ttl_seconds, self.deadline
+            self.reads,
+            feed_sessions.redis,
+            settings.feed_context_ttl_seconds,
+            self.deadline,
+            filter_,
         )
         pulled = PulledAuthors(store, read_sessions(sessions), settings, self.deadline)
         self.author_cache: CoalescingCache[int, list[int]] = pulled.cache
         timeline = HomeTimeline(store, self.reads, self.deadline, rebuild)
         # Every candidate source within its budget (app.feed.sources); the recommendation
         # source's per-viewer cache beside it (app.feed.recommended).
-        self.recommendations = RecommendationSource(self.reads, settings)
+        self.recommendations = RecommendationSource(self.reads, settings, filter_)
         candidates = CandidateSources(
             timeline, pulled, self.reads, lag, SourceBudgets(settings), self.recommendations
         )
-        filter_ = PageFilter(self.reads, replica)
         keyset = KeysetPages(candidates, filter_)
         session_pages = SessionPages(
             feed_sessions, filter_, self.contexts, keyset, settings.feed_authz_ttl_seconds
@@ -131,6 +138,7 @@ class FeedService:
             registry or load_registry(settings),
             quality,
             feedback,
+            filter_,
         )
         first_reads = FirstReadsPipeline(
             store, feed_sessions, self.open_sessions, self.impressions, self.deadline

@@ -7,9 +7,9 @@
 - PostgreSQL as a primary and a streaming standby (devtools/replica.py's pair, the tests'
   schema migrated on the primary): DATABASE_URL the primary, DATABASE_REPLICA_URL the
   standby, the router's production defaults (fan-out's follower paging on the replica, 5 s
-  lag bound, checked every 1 s); session pages hydrated from the replica on the first API
-  process only (DATABASE_REPLICA_FEED_PAGES, off by default: decision 0043), so the feed
-  tests page through both variants;
+  lag bound, checked every 1 s); feed pages filtered on the replica behind the narrowing
+  watermarks on the first API process (the default, decision 0086), on the primary on the
+  second (DATABASE_REPLICA_FEED_PAGES=0), so the feed tests page through both variants;
 - two API processes (tests.servers.ApiServer, separate ports), two ARQ workers per lane and
   the outbox relay, all real processes with those role URLs, sharing a
   PROMETHEUS_MULTIPROC_DIR as under `make run` (an API's /metrics counts the workers' too).
@@ -179,10 +179,11 @@ async def start_scaled() -> AsyncIterator[Scaled]:
             **durable,
         }
         # A socket left open by a failed test must not hold the teardown for long. The first
-        # API process also hydrates session pages from the replica (off by default).
+        # API process filters feed pages on the replica (the default, decision 0086), the
+        # second on the primary: the scrolls alternate between both variants.
         apis = [
             ApiServer(env=env | extra, args=["--timeout-graceful-shutdown", "2"])
-            for extra in ({"DATABASE_REPLICA_FEED_PAGES": "1"}, {})
+            for extra in ({}, {"DATABASE_REPLICA_FEED_PAGES": "0"})
         ]
         workers = [Process(["arq", lane], env) for lane in LANES for _ in range(WORKERS_PER_LANE)]
         relay = Process(["jobs.relay"], env)

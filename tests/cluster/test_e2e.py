@@ -90,8 +90,8 @@ async def test_a_post_fans_out_into_cluster_timelines_and_pages_on_both_processe
     print({key: value - before.get(key, 0.0) for key, value in after.items()})
     assert grew("fanout_followers", "replica") >= 1, after
     assert grew("fanout_followers", "replica") + grew("fanout_followers", "behind") >= 17, after
-    assert grew("feed_session_page", "replica") >= 2, after  # 17 posts, 5 a page, every other
-    for use in ("fanout_followers", "feed_session_page"):
+    assert grew("feed_page", "replica") >= 2, after  # 17 posts, 5 a page, every other
+    for use in ("fanout_followers", "feed_page"):
         assert grew(use, "error") == grew(use, "down") == grew(use, "lag") == 0, after
     assert not scaled.dead(), scaled.logs()
 

@@ -37,7 +37,7 @@ TAKEOVER_AFTER_SECONDS = 8.0  # automatic failover takes ~2 s at a 1 s node time
 TRANSIENT = {"UNAVAILABLE", "OVERLOADED", "RATE_LIMITED"}
 # The reads that go to the replica on this topology: the workers' follower paging, the first
 # API process's session pages (tests/cluster/scaled.py).
-REPLICA_USES = ("fanout_followers", "feed_session_page")
+REPLICA_USES = ("fanout_followers", "feed_page")
 # The standby stays stopped at least this long: two replica checks (1 s each), so the routers'
 # checks find it gone, not only the reads it failed.
 STANDBY_DOWN_SECONDS = 2.0

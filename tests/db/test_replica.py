@@ -1,8 +1,10 @@
-"""DATABASE_REPLICA_URL against a real streaming standby (tests/db/local_replica.py), through
-GraphQL: session pages hydrated from the replica, the author's own writes and every
-authorization decision on fresh data while the replica lags (replay paused), fan-out's
-follower paging on the replica only once it has the post, and the replica stopped and
-restarted under reads (the primary answers meanwhile, no errors). Decision 0043."""
+"""DATABASE_REPLICA_URL against a real streaming standby (devtools/replica.py), through
+GraphQL: feed pages filtered and hydrated on the replica, the author's own writes and every
+authorization decision on fresh data while the replica lags (replay paused: the watermarks
+send those pages to the primary), fan-out's follower paging on the replica only once it has
+the post, and the replica stopped and restarted under reads (the primary answers meanwhile,
+no errors). Decisions 0043 and 0086 (tests/db/test_replica_watermarks.py: every narrowing,
+two replicas)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from app.state import AppState, create_state
 from app.web import create_app
 from devtools.replica import ReplicaPair, replica_pair
 from tests.conftest import TABLES
+from tests.db.test_replica_watermarks import routers_past_now
 from tests.helpers import (
     author_with_fans,
     block,
@@ -35,13 +38,20 @@ from tests.helpers import (
 DB = "replicated"
 
 
+# "feed": every feed read routed to the replicas (pages' rows, RANKED first pages' filter).
+USES = {"feed": ("feed_page", "feed_rank")}
+
+
 def reads(use: str, served: str) -> float:
-    value = REGISTRY.get_sample_value("feed_db_replica_reads_total", {"use": use, "served": served})
-    return value or 0.0
-
-
-def stale_rows() -> float:
-    return REGISTRY.get_sample_value("feed_db_replica_stale_rows_total") or 0.0
+    """feed_db_replica_reads_total of `use` and `served`, over every replica label."""
+    uses = USES.get(use, (use,))
+    total = 0.0
+    for metric in REGISTRY.collect():
+        if metric.name == "feed_db_replica_reads":
+            for s in metric.samples:
+                if s.name.endswith("_total") and s.labels["use"] in uses:
+                    total += s.value if s.labels["served"] == served else 0.0
+    return total
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +68,6 @@ async def replicated() -> AsyncIterator[tuple[AppState, httpx.AsyncClient, Repli
             database_replica_url=pair.url("standby", DB),
             database_replica_max_lag_seconds=0.5,
             database_replica_check_seconds=0.05,
-            database_replica_feed_pages=True,
         )
         state = create_state(settings, pool_size=4)
         app = create_app(state)
@@ -84,6 +93,8 @@ async def rep(
     state.forget_local()
     assert state.replica is not None
     state.replica.max_lag = 0.5
+    assert state.watermarks is not None
+    await state.watermarks.clear()
     await eventually(pair.caught_up, what="standby caught up")
     yield replicated
     await pair.resume_replay()
@@ -131,12 +142,13 @@ async def test_feed_pages_are_hydrated_from_the_replica(rep: Any) -> None:
     await eventually(lambda: routed(state, "replica"), what="the router sends reads there")
     for post_id in made:
         await fan_out(state, post_id)
-    served = reads("feed_session_page", "replica")
+    await routers_past_now(state, pair, DB)  # the fans' follow marks are behind its LSN
+    served = reads("feed", "replica")
     shown = await scroll(client, fans[0][0])
     assert sorted(int(p["id"]) for p in shown) == sorted(made)
     assert {p["body"] for p in shown} == {f"post {i}" for i in range(12)}
     assert all(p["author"]["handle"] == "author" for p in shown)
-    assert reads("feed_session_page", "replica") >= served + 3  # 12 posts, 5 a page
+    assert reads("feed", "replica") >= served + 3  # 12 posts, 5 a page
     assert reads("fanout_followers", "replica") >= 1
 
 
@@ -148,13 +160,13 @@ async def test_own_writes_at_once_and_followers_after_catch_up(rep: Any) -> None
     await eventually(pair.caught_up)
     await fan_out(state, first)
     await pair.pause_replay()
-    # The replica stays "usable" though behind: hydration still asks it, and must notice.
+    # The replica stays "usable" though behind: pages still try it, and the marks refuse it.
     state.replica.max_lag = 3600
     fresh = await post(client, author, "written while the replica lags")
     edited = await gql(client, "EditPost", {"id": str(first), "body": "edited"}, token=author)
     edited.ok()
     assert await pair.standby_sql(f"SELECT count(*) FROM posts WHERE id = {fresh}", DB) == 0
-    stale = stale_rows()
+    behind = reads("feed", "behind")
     own = {int(p["id"]): p["body"] for p in await scroll(client, author)}
     assert own == {fresh: "written while the replica lags", first: "edited"}
     # Fan-out does not page followers on a replica that lacks the post.
@@ -162,22 +174,21 @@ async def test_own_writes_at_once_and_followers_after_catch_up(rep: Any) -> None
     await fan_out(state, fresh)
     assert reads("fanout_followers", "behind") == behind + 1
     seen = {int(p["id"]): p["body"] for p in await scroll(client, fan)}
-    assert seen[first] == "edited"  # the replica's older version was re-read from the primary
-    assert stale_rows() > stale
+    assert seen[first] == "edited"  # the author's mark (the edit) sent the page to the primary
+    assert reads("feed", "behind") > behind
     # Lag past the bound: the primary serves those reads, counted as such.
     state.replica.max_lag = 0.5
-    lagging = reads("feed_session_page", "lag")
+    lagging = reads("feed", "lag")
     await eventually(partial(routed, state, "lag"))
     await scroll(client, fan)
-    assert reads("feed_session_page", "lag") > lagging
+    assert reads("feed", "lag") > lagging
     await pair.resume_replay()
     await eventually(pair.caught_up)
-    await eventually(partial(routed, state, "replica"))
-    on_replica, stale = reads("feed_session_page", "replica"), stale_rows()
+    await routers_past_now(state, pair, DB)
+    on_replica = reads("feed", "replica")
     seen = {int(p["id"]): p["body"] for p in await scroll(client, fan)}
     assert seen == {fresh: "written while the replica lags", first: "edited"}
-    assert reads("feed_session_page", "replica") > on_replica
-    assert stale_rows() == stale  # caught up: nothing re-read
+    assert reads("feed", "replica") > on_replica
 
 
 async def test_a_block_applies_at_once_while_the_replica_lags(rep: Any) -> None:
@@ -192,10 +203,10 @@ async def test_a_block_applies_at_once_while_the_replica_lags(rep: Any) -> None:
     await eventually(pair.caught_up)
     page = (await gql(client, "Feed", {"first": 3}, token=viewer)).ok()["feed"]
     await pair.pause_replay()
-    state.replica.max_lag = 3600  # the lagging replica still hydrates the next pages
+    state.replica.max_lag = 3600  # the lagging replica is still in use
     await block(client, viewer, "author")
     assert await pair.standby_sql("SELECT count(*) FROM blocks", DB) == 0  # the lag is real
-    on_replica = reads("feed_session_page", "replica")
+    behind = reads("feed", "behind")
     after: str | None = page["pageInfo"]["endCursor"]
     rest: list[dict[str, Any]] = []
     while after is not None:
@@ -205,7 +216,7 @@ async def test_a_block_applies_at_once_while_the_replica_lags(rep: Any) -> None:
         after = info["endCursor"] if info["hasNextPage"] else None
     assert rest, "the other author's posts still come"
     assert {p["author"]["handle"] for p in rest} == {"other"}
-    assert reads("feed_session_page", "replica") > on_replica
+    assert reads("feed", "behind") > behind  # the viewer's mark: the primary answered
 
 
 async def test_replica_stopped_and_restarted_under_reads(rep: Any) -> None:
@@ -232,18 +243,16 @@ async def test_replica_stopped_and_restarted_under_reads(rep: Any) -> None:
 
     task = asyncio.ensure_future(reader())
     try:
-        down = reads("feed_session_page", "down") + reads("feed_session_page", "error")
+        down = reads("feed", "down") + reads("feed", "error")
         await asyncio.to_thread(pair.stop, "standby", "fast")
         await eventually(
-            lambda: (
-                reads("feed_session_page", "down") + reads("feed_session_page", "error") > down + 3
-            ),
+            lambda: reads("feed", "down") + reads("feed", "error") > down + 3,
             what="reads answered by the primary while the replica is down",
         )
         await asyncio.to_thread(pair.start, "standby")
-        back = reads("feed_session_page", "replica")
+        back = reads("feed", "replica")
         await eventually(
-            lambda: reads("feed_session_page", "replica") > back + 3,
+            lambda: reads("feed", "replica") > back + 3,
             within=30,
             what="reads on the replica again",
         )

@@ -319,7 +319,10 @@ async def test_the_filter_judges_each_id_by_its_sources_rule(client, state, pipe
     assert sorted(both.post_ids) == sorted([public, ann])
     wrong = await rows.rank_rows(reads, viewer, [public, ann], {public, ann})
     assert wrong.post_ids == [public]
-    found = await rows.authorized(reads, viewer, [public, ann, posts["private"]], {public})
+    extras = rows.PageExtras()
+    found = await rows.page_rows(
+        reads, viewer, [public, ann, posts["private"]], extras, None, {public}
+    )
     assert set(found) == {public, ann}
     count = await sql("SELECT count(*) AS n FROM likes WHERE post_id = $1", public)
     assert count[0]["n"] == 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -14,6 +14,7 @@ from app.api.schema.loaders import Loaders
 from app.auth import revocation
 from app.auth.tokens import TokenClaims, header_claims
 from app.client_address import budget_address
+from app.db.watermarks import record_narrowing
 from app.errors import AppError, Unauthenticated
 from app.ratelimit import check_rate
 from app.state import AppState
@@ -58,6 +59,11 @@ class Context:
         await check_rate(
             self.state.roles.limits, who, self.state.settings.rate_limit_writes_per_minute
         )
+
+    async def narrowed(self, viewers: Iterable[int] = (), authors: Iterable[int] = ()) -> None:
+        """After a commit: a replica answers these viewers' pages, and pages with these
+        authors' posts, only once it has replayed it (app.db.watermarks, decision 0086)."""
+        await record_narrowing(self.state.watermarks, viewers=viewers, authors=authors)
 
     def client_ip(self) -> str:
         """The client's address as every per-address budget counts it (app.client_address:

@@ -67,6 +67,7 @@ async def _change_graph(info: Info[Context, None], handle: str, change: GraphCha
         await change(session, viewer_id, target)
         await session.refresh(target)
         hidden = bool(await graph.across_block(session, viewer_id, [target.id]))
+    await info.context.narrowed([viewer_id])  # the viewer's graph: read on the primary first
     return User(row=target, graph_hidden=hidden)
 
 
@@ -81,6 +82,7 @@ async def _engage(
     viewer_id = await _writer(info)
     async with info.context.transaction() as session:
         post = await change(session, viewer_id, _post_id(raw_id))
+    await info.context.narrowed([viewer_id])  # the viewer's like and count: read-your-writes
     # Committed: logged (no I/O, app.engagement), also an unlike of a post hidden now.
     author_id = post.author_id if post is not None else None
     kind = Kind.LIKE if liked else Kind.UNLIKE
@@ -106,6 +108,7 @@ async def _feedback_on_post(
         post, made = await change(
             session, viewer_id, post_id, state.settings.feedback_max_hidden_posts
         )
+    await info.context.narrowed([viewer_id])  # hidden from the viewer's pages
     if made:
         state.engagement.append(kind, viewer_id, post_id, post.author_id)
         if kind == Kind.FEWER:  # a ranking feature read with the viewer's context
@@ -220,6 +223,7 @@ class Mutation:
                 on_created=attach.run if items else None,
             )
         await attach.after_commit()
+        await info.context.narrowed([viewer_id])  # the viewer's own post on their next page
         await info.context.state.feed.context_changed(viewer_id)  # own posts: read-your-writes
         return Post(row=post)
 
@@ -231,6 +235,7 @@ class Mutation:
             post = await posts.edit_post(
                 session, viewer_id, _post_id(id), body, settings.max_body_chars
             )
+        await info.context.narrowed([viewer_id], [viewer_id])  # no page shows the older body
         return Post(row=post)
 
     @strawberry.mutation
@@ -247,6 +252,7 @@ class Mutation:
                 models.Visibility(visibility.value),
                 settings.fanout_widenings_per_post_per_hour,
             )
+        await info.context.narrowed([viewer_id], [viewer_id])  # a narrowing, for every viewer
         return Post(row=post)
 
     @strawberry.mutation
@@ -254,6 +260,7 @@ class Mutation:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
             await posts.delete_post(session, viewer_id, _post_id(id))
+        await info.context.narrowed([viewer_id], [viewer_id])  # the tombstone, for every viewer
         return True
 
     @strawberry.mutation
@@ -282,6 +289,7 @@ class Mutation:
     async def block(self, info: Info[Context, None], handle: str) -> User:
         user = await _change_graph(info, handle, graph.block)
         state, viewer, other = info.context.state, info.context.require_viewer(), user.row.id
+        await info.context.narrowed([other])  # both ways: the blocked user's view too
         await state.feed.context_changed(viewer)
         await state.feed.context_changed(other)  # the block ended their follow of the viewer
         pairs = [(viewer, other), (other, viewer)]  # both ways: a block cuts both follows
@@ -307,6 +315,7 @@ class Mutation:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
             await feedback.unhide_post(session, viewer_id, _post_id(id))
+        await info.context.narrowed([viewer_id])
         # The open session was ranked without it: the next first page ranks afresh here.
         info.context.state.feed.open_sessions.forget(viewer_id)
         return True
@@ -399,6 +408,7 @@ class Mutation:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
             user = await users.update_profile(session, viewer_id, display_name)
+        await info.context.narrowed([viewer_id], [viewer_id])  # pages show the new name at once
         info.context.loaders.user_by_id.prime(user.id, user)
         return User(row=user)
 
@@ -410,6 +420,7 @@ class Mutation:
         viewer_id = await _writer(info)
         async with info.context.transaction() as session:
             user = await users.set_recommendations(session, viewer_id, enabled)
+        await info.context.narrowed([viewer_id])  # the context read afresh has the setting
         info.context.loaders.user_by_id.prime(user.id, user)
         # The setting is read with the viewer's context (app.feed.rows): read it afresh.
         await info.context.state.feed.context_changed(viewer_id)
