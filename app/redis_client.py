@@ -15,10 +15,10 @@ exception: a subscriber's read waits for the next message by design, so `pubsub(
 from a second pool without the read timeout (keep-alive and health checks still find a dead
 server).
 
-Commands are packed by hiredis (`PackedConnection`) where the `hiredis` wheel is installed, as
-redis-py's sync client already does: its asyncio client packs in Python, which cost ~2 ms of
-worker CPU per 1,000-key fan-out EVALSHA against ~0.3 ms with hiredis (docs/benchmarks/archive.md,
-"commands packed by hiredis": one post to 50,000 followers in 454-493 ms against 485-675).
+Commands are packed by hiredis where the `hiredis` wheel is installed: redis-py 8's asyncio
+connections do it themselves (5.3's packed in Python, ~2 ms of worker CPU per 1,000-key fan-out
+EVALSHA against ~0.3 ms with hiredis, docs/benchmarks/archive.md "commands packed by hiredis";
+this module had its own `PackedConnection` for it until redis-py 8, decision 0090).
 """
 
 from __future__ import annotations
@@ -29,23 +29,11 @@ from typing import Any, cast
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
-from redis.asyncio.connection import Connection
-from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException
-from redis.utils import HIREDIS_AVAILABLE
 
 from app.config import CLUSTER_SCHEMES, REDIS_ROLES, RedisRole, Settings, is_cluster_url
 from app.redis_scripts import AnyRedis
-
-
-class PackedConnection(Connection):
-    """A TCP connection whose commands redis-py's own hiredis serializer packs."""
-
-    _packer = HiredisRespSerializer()
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        return cast(list[bytes], self._packer.pack(*args))
 
 
 class TimedRedis(Redis):
@@ -98,9 +86,9 @@ class Cluster(SteadyCluster):
     failover). Every caller here degrades on RedisError (the feed from PostgreSQL, limits
     counted in process, live updates later); this keeps it so on a cluster."""
 
-    async def initialize(self) -> RedisCluster:
+    async def initialize(self, *args: Any, **kwargs: Any) -> RedisCluster:
         try:
-            return await super().initialize()
+            return await super().initialize(*args, **kwargs)
         except RedisClusterException as exc:
             raise _unavailable(exc) from exc
 
@@ -236,31 +224,30 @@ def plain_cluster_url(url: str) -> str:
 
 
 def make_cluster(settings: Settings, url: str) -> RedisCluster:
-    """A cluster client with the same timeouts as a plain one (commands packed by hiredis
-    likewise); redis-py follows MOVED/ASK and rediscovers the slots after a failover."""
+    """A cluster client with the same timeouts as a plain one; redis-py follows MOVED/ASK and
+    rediscovers the slots after a failover."""
     plain = plain_cluster_url(url)
-    return Cluster.from_url(  # type: ignore[no-any-return]
+    return Cluster.from_url(
         plain,
         decode_responses=False,
         socket_timeout=settings.redis_socket_timeout_seconds,
         socket_connect_timeout=settings.redis_connect_timeout_seconds,
         socket_keepalive=True,
         health_check_interval=30,
-        **_packed_connections(plain),
     )
 
 
 def _make_plain(settings: Settings, url: str) -> Redis:
     common: dict[str, Any] = {
         "decode_responses": False,
-        **_packed_connections(url),
         "health_check_interval": 30,
         "socket_connect_timeout": settings.redis_connect_timeout_seconds,
         "socket_keepalive": True,
     }
     redis = TimedRedis.from_url(url, socket_timeout=settings.redis_socket_timeout_seconds, **common)
+    assert isinstance(redis, TimedRedis)
     redis.listen_pool = ConnectionPool.from_url(url, **common)
-    return cast(Redis, redis)
+    return redis
 
 
 def _redact(url: str) -> str:
@@ -269,11 +256,3 @@ def _redact(url: str) -> str:
     if "@" in rest:
         rest = "***@" + rest.split("@", 1)[1]
     return scheme + sep + rest
-
-
-def _packed_connections(url: str) -> dict[str, Any]:
-    """PackedConnection for plain TCP URLs when hiredis is there; TLS and unix sockets keep
-    redis-py's own connection classes."""
-    if HIREDIS_AVAILABLE and url.startswith("redis://"):
-        return {"connection_class": PackedConnection}
-    return {}
