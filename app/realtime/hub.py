@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -137,11 +136,6 @@ class Hub:
     @property
     def subscriber_count(self) -> int:
         return self._count
-
-    @property
-    def _pubsub_redis(self) -> Redis | None:
-        """The pub/sub connection's client: on a cluster, the node listened on (tests)."""
-        return self.listener.client
 
     # -- subscribers ----------------------------------------------------------------------
 

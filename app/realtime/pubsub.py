@@ -236,9 +236,6 @@ class HubListener(Protocol):
     running: bool
     joined: set[str]
 
-    @property
-    def client(self) -> Redis | None: ...
-
     def open(self) -> None: ...
 
     async def close(self) -> None: ...
@@ -316,11 +313,6 @@ class ShardedListener:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()  # one placement at a time: shards are made once
         self.running = False
-
-    @property
-    def client(self) -> Redis | None:
-        """A connection's client (tests): the first shard's."""
-        return next((s.client for s in self._shards.values()), None)
 
     def shard_of(self, channel: str) -> Redis | None:
         """The client of the node `channel` is subscribed on (tests)."""
