@@ -127,6 +127,8 @@ class Subscriber:
 
     def close(self) -> None:
         self.run(self._close())
+
+    def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
 
@@ -199,10 +201,14 @@ async def main(args: argparse.Namespace) -> None:
                 figures.append(
                     await asyncio.to_thread(run_variant, variant, round_, ports, sub, chans, args)
                 )
+        report(figures, args)
         for _, _, _, sub, client in setups:
-            sub.run(client.aclose())  # on the loop its connections belong to
             sub.close()
+            sub.run(client.aclose())  # on the loop its connections belong to
+            sub.stop()
 
+
+def report(figures: list[Figure], args: argparse.Namespace) -> None:
     cpu = {(f.variant, f.round): f.cpu_us_per_message for f in figures}
     print(
         f"{'variant':<16} {'round':>5} {'msgs/s':>9} {'CPU us/msg':>11} {'x plain':>8} {'x 1-node classic':>17}"

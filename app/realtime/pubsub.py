@@ -28,7 +28,7 @@ from redis.asyncio.connection import SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from app.realtime.constants import (
     CONFIRM_TIMEOUT,
@@ -324,6 +324,10 @@ class ShardedListener:
 
     async def close(self) -> None:
         shards, self._shards = list(self._shards.values()), {}
+        readers = [s.task for s in shards if s.task is not None]
+        for task in readers:
+            task.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
         for shard in shards:
             await shard.close()
 
@@ -360,11 +364,17 @@ class ShardedListener:
     async def _place(self, channels: list[str]) -> None:
         """SSUBSCRIBE the channels where the slot map says, one command per slot (a command's
         channels must share a slot)."""
-        await self.redis.initialize()  # a no-op once the slot map is read
+        try:
+            await self.redis.initialize()  # a no-op once the slot map is read
+        except RedisClusterException as exc:  # app.redis_client.Cluster raises a RedisError
+            raise RedisError(str(exc)) from exc
         by_node: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
         nodes: dict[str, Any] = {}
         for channel in channels:
-            node = self.redis.get_node_from_key(channel)
+            try:
+                node = self.redis.get_node_from_key(channel)
+            except RedisClusterException as exc:  # the slot has no master (failover under way)
+                raise RedisError(f"no master for {channel}") from exc
             if node is None:
                 raise RedisError(f"no master for {channel}")
             nodes[node.name] = node
@@ -481,7 +491,7 @@ class ShardedListener:
                 try:
                     await self.redis.nodes_manager.initialize()
                     await self._place(homeless)
-                except (RedisError, OSError):
+                except (RedisError, RedisClusterException, OSError):  # no node, uncovered slot
                     log.warning("realtime channels not re-homed yet; retrying", exc_info=True)
                     self._homeless.update(homeless)
                     await asyncio.sleep(backoff)
