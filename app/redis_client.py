@@ -138,6 +138,12 @@ def _in_redis_connection(exc: AttributeError) -> bool:
     return "'NoneType' object" in str(exc) and module.startswith("redis.")
 
 
+# redis-py 5's pool size: a pool grows with the concurrency asking it. redis-py 8 defaults to
+# 100 connections per pool (per node on a cluster) and then raises MaxConnectionsError at once
+# (tests/fanout/test_worker_crash.py's 1,000-timeline gather did); decision 0090.
+POOL_MAX_CONNECTIONS = 2**31
+
+
 class RedisRoleError(ValueError):
     """A role's URL it cannot serve (a cluster for the queue role)."""
 
@@ -234,12 +240,14 @@ def make_cluster(settings: Settings, url: str) -> RedisCluster:
         socket_connect_timeout=settings.redis_connect_timeout_seconds,
         socket_keepalive=True,
         health_check_interval=30,
+        max_connections=POOL_MAX_CONNECTIONS,
     )
 
 
 def _make_plain(settings: Settings, url: str) -> Redis:
     common: dict[str, Any] = {
         "decode_responses": False,
+        "max_connections": POOL_MAX_CONNECTIONS,
         "health_check_interval": 30,
         "socket_connect_timeout": settings.redis_connect_timeout_seconds,
         "socket_keepalive": True,

@@ -8,11 +8,14 @@ from __future__ import annotations
 from arq.connections import ArqRedis, RedisSettings, create_pool
 
 from app.config import Settings
+from app.redis_client import POOL_MAX_CONNECTIONS
 
 
 def redis_settings(settings: Settings) -> RedisSettings:
     """ARQ's server: REDIS_QUEUE_URL (else REDIS_URL), a plain Redis (never a cluster)."""
-    return RedisSettings.from_dsn(settings.redis_role_url("queue"))
+    found = RedisSettings.from_dsn(settings.redis_role_url("queue"))
+    found.max_connections = POOL_MAX_CONNECTIONS  # redis-py 8's default is 100 (decision 0090)
+    return found
 
 
 def expires_ms(settings: Settings) -> int:
