@@ -142,6 +142,10 @@ def _in_redis_connection(exc: AttributeError) -> bool:
 # 100 connections per pool (per node on a cluster) and then raises MaxConnectionsError at once
 # (tests/fanout/test_worker_crash.py's 1,000-timeline gather did); decision 0090.
 POOL_MAX_CONNECTIONS = 2**31
+# RESP2, as redis-py 5 spoke: redis-py 8 defaults to RESP3 (a HELLO round trip more per new
+# connection, and other reply shapes: doubles, maps, pushes) which the callers were not written
+# for; tests/fanout/test_worker_crash.py's 1,000 connections at once timed out connecting.
+PROTOCOL = 2
 
 
 class RedisRoleError(ValueError):
@@ -241,6 +245,7 @@ def make_cluster(settings: Settings, url: str) -> RedisCluster:
         socket_keepalive=True,
         health_check_interval=30,
         max_connections=POOL_MAX_CONNECTIONS,
+        protocol=PROTOCOL,
     )
 
 
@@ -248,6 +253,7 @@ def _make_plain(settings: Settings, url: str) -> Redis:
     common: dict[str, Any] = {
         "decode_responses": False,
         "max_connections": POOL_MAX_CONNECTIONS,
+        "protocol": PROTOCOL,
         "health_check_interval": 30,
         "socket_connect_timeout": settings.redis_connect_timeout_seconds,
         "socket_keepalive": True,

@@ -63,6 +63,7 @@ def pubsub_client(redis: AnyRedis, avoid: Redis | None = None) -> Redis:
         health_check_interval=NODE_HEALTH_CHECK_INTERVAL,
         socket_keepalive=True,
         socket_connect_timeout=NODE_CONNECT_TIMEOUT,
+        protocol=2,  # as the other clients (app.redis_client.PROTOCOL)
         **node_credentials(redis),
     )
 
@@ -405,6 +406,7 @@ class ShardedListener:
                 health_check_interval=NODE_HEALTH_CHECK_INTERVAL,
                 socket_keepalive=True,
                 socket_connect_timeout=NODE_CONNECT_TIMEOUT,
+                protocol=2,  # as the other clients (app.redis_client.PROTOCOL)
                 # No retry of its own: a lost node's channels are re-homed by the slot map,
                 # not subscribed again on the same address (which may serve them no more).
                 retry=Retry(NoBackoff(), 0),
