@@ -142,7 +142,7 @@ def run_variant(
     args: argparse.Namespace,
 ) -> Figure:
     """Publish every message once (the subscriber already joined every channel)."""
-    clients = [redis.Redis(port=p) for p in ports]
+    clients = [redis.Redis(port=p, protocol=2) for p in ports]
     names = [channels.user(i) for i in range(args.channels)]
     cluster = variant != "plain"
     owner = _slot_owner(clients) if cluster else {}
@@ -189,9 +189,9 @@ async def main(args: argparse.Namespace) -> None:
             ("3-node sharded", cluster_ports, sharded),
         ):
             if chans.sharded:
-                client: Any = RedisCluster(host="127.0.0.1", port=ports[0])
+                client: Any = RedisCluster(host="127.0.0.1", port=ports[0], protocol=2)
             else:  # the hub's classic path: one connection, on one (the seed) node
-                client = Redis(port=ports[0])
+                client = Redis(port=ports[0], protocol=2)
             sub = Subscriber()
             sub.open(client, names[chans.sharded])
             setups.append((variant, ports, chans, sub, client))
