@@ -5,6 +5,8 @@ import circle of issue 20)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from arq.connections import ArqRedis, RedisSettings, create_pool
 
 from app.config import Settings
@@ -14,8 +16,8 @@ from app.redis_client import POOL_MAX_CONNECTIONS
 def redis_settings(settings: Settings) -> RedisSettings:
     """ARQ's server: REDIS_QUEUE_URL (else REDIS_URL), a plain Redis (never a cluster)."""
     found = RedisSettings.from_dsn(settings.redis_role_url("queue"))
-    found.max_connections = POOL_MAX_CONNECTIONS  # redis-py 8's default is 100 (decision 0090)
-    return found
+    # redis-py 8's pools stop at 100 connections by default (decision 0090).
+    return replace(found, max_connections=POOL_MAX_CONNECTIONS)
 
 
 def expires_ms(settings: Settings) -> int:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -44,30 +43,6 @@ log = logging.getLogger("app.realtime")
 Message = dict[str, Any]
 
 
-def pubsub_client(redis: AnyRedis, avoid: Redis | None = None) -> Redis:
-    """Classic pub/sub on a cluster reaches every node, so any one node will do (redis-py's
-    asyncio cluster client has no pubsub of its own; decision 0040): a known node other than
-    `avoid` (the one whose connection was lost), else a seed node (before the client has
-    met the cluster)."""
-    if isinstance(redis, Redis):
-        return redis
-    nodes = [*redis.get_nodes()] or [*redis.nodes_manager.startup_nodes.values()]
-    if avoid is not None:
-        kwargs = avoid.connection_pool.connection_kwargs
-        lost = (kwargs.get("host"), int(kwargs.get("port", 0)))
-        nodes = [n for n in nodes if (n.host, int(n.port)) != lost] or nodes
-    node = random.choice(nodes)
-    return Redis(
-        host=node.host,
-        port=int(node.port),
-        health_check_interval=NODE_HEALTH_CHECK_INTERVAL,
-        socket_keepalive=True,
-        socket_connect_timeout=NODE_CONNECT_TIMEOUT,
-        protocol=2,  # as the other clients (app.redis_client.PROTOCOL)
-        **node_credentials(redis),
-    )
-
-
 def node_credentials(cluster: RedisCluster) -> dict[str, Any]:
     """The cluster client's credentials and TLS settings, for a plain connection to one of
     its nodes (no read timeout: a subscriber waits for messages)."""
@@ -80,7 +55,8 @@ def node_credentials(cluster: RedisCluster) -> dict[str, Any]:
 
 
 class Listener:
-    """One pub/sub connection per process, multiplexed over every channel the hub needs.
+    """One pub/sub connection per process on a plain Redis, multiplexed over every channel the
+    hub needs.
 
     `home` is a channel joined for as long as the listener runs (it keeps the connection
     subscribed while no user is); `wanted(channel)` says whether a channel is still needed
@@ -90,7 +66,7 @@ class Listener:
 
     def __init__(
         self,
-        redis: AnyRedis,
+        redis: Redis,
         home: str,
         wanted: Callable[[str], bool],
         on_message: Callable[[Message], None],
@@ -104,7 +80,7 @@ class Listener:
         self.joined: set[str] = set()  # channels SUBSCRIBE was sent for
         self._confirm: dict[bytes, asyncio.Future[None]] = {}
         self.pubsub: PubSub | None = None
-        self.client: Redis | None = None  # the connection's client (one node on a cluster)
+        self.client: Redis | None = None  # the connection's client
         # PubSub.connect() is not safe to race: two first callers would each take a
         # connection, and one would hear confirmations nobody reads.
         self._send_lock = asyncio.Lock()
@@ -112,7 +88,7 @@ class Listener:
 
     def open(self) -> None:
         """Pick the client; nothing is sent yet (the first SUBSCRIBE connects)."""
-        self.client = pubsub_client(self.redis)
+        self.client = self.redis
         self.pubsub = self.client.pubsub()
         self.running = True
 
@@ -120,8 +96,6 @@ class Listener:
         if self.pubsub is not None:
             with contextlib.suppress(RedisError, OSError):
                 await self.pubsub.aclose()
-                if self.client is not None and self.client is not self.redis:
-                    await self.client.aclose()
             self.pubsub = None
 
     async def join(self, channel: str, *, wait: bool = True) -> None:
@@ -168,32 +142,6 @@ class Listener:
                 async with self._send_lock:
                     await self.pubsub.unsubscribe(*gone)
 
-    async def repoint(self) -> None:
-        """On a cluster, listen on another node after the connection to one was lost (a node
-        stopped, a failover): every channel joined so far is joined there. A plain server's
-        PubSub reconnects to its one address by itself."""
-        if isinstance(self.redis, Redis) or self.pubsub is None:
-            return
-        old, old_client = self.pubsub, self.client
-        async with self._send_lock:
-            client = pubsub_client(self.redis, avoid=old_client)
-            pubsub = client.pubsub()
-            joined = sorted(self.joined)
-            try:
-                if joined:
-                    await pubsub.subscribe(*joined)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()
-                    await client.aclose()
-                raise
-            self.pubsub, self.client = pubsub, client
-        log.warning("realtime pub/sub moved to cluster node %s", client.connection_pool)
-        with contextlib.suppress(Exception):
-            await old.aclose()
-            if old_client is not None:
-                await old_client.aclose()
-
     async def read_loop(self) -> None:
         """Read messages until cancelled; a lost connection is retried with backoff."""
         assert self.pubsub is not None
@@ -208,9 +156,7 @@ class Listener:
                 log.warning("realtime pub/sub connection lost; retrying", exc_info=True)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, RECONNECT_MAX_BACKOFF)
-                resync = True
-                with contextlib.suppress(RedisError, OSError):
-                    await self.repoint()
+                resync = True  # the PubSub reconnects to its one address by itself
                 continue
             backoff = RECONNECT_BACKOFF
             if resync:
@@ -501,7 +447,7 @@ class ShardedListener:
                     self._wake.set()
                     continue
                 backoff = RECONNECT_BACKOFF
-                log.warning("realtime: %d channel(s) re-homed", len(homeless))
+                log.warning("realtime channels re-homed: %d", len(homeless))
                 self._on_lost()  # messages may have been missed meanwhile: re-read every count
         finally:
             for shard in list(self._shards.values()):
