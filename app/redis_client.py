@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException
 
@@ -60,25 +60,7 @@ class ClusterUnavailable(RedisConnectionError):
     """The cluster could not be reached or mapped: a RedisError, as a plain server's outage."""
 
 
-class SteadyCluster(RedisCluster):
-    """redis-py 5.3.1's cluster client with a default node even while its connections are
-    being closed. A command that loses its node (a master killed) closes the client's nodes,
-    which drops the default node; a pipeline running concurrently then reads
-    `get_default_node().name` and fails with an AttributeError (an INTERNAL error on a feed
-    page mid-failover, tests/cluster/test_failover.py) instead of the ConnectionError callers
-    degrade on (redis/redis-py#3835; the fix, PR #3458, is not released). Any known node
-    will do: the next command re-initializes the client."""
-
-    def get_default_node(self) -> ClusterNode:
-        node: ClusterNode | None = super().get_default_node()
-        if node is None:
-            known = self.get_primaries() or self.get_nodes()
-            if known:
-                return known[0]
-        return node  # type: ignore[return-value]
-
-
-class Cluster(SteadyCluster):
+class Cluster(RedisCluster):
     """redis-py's cluster client whose outages are RedisErrors.
 
     redis-py raises RedisClusterException, which is not a RedisError, when no node answers
