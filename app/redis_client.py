@@ -18,10 +18,10 @@ exception: a subscriber's read waits for the next message by design, so `pubsub(
 from a second pool without the read timeout (keep-alive and health checks still find a dead
 server).
 
-Commands are packed by hiredis (`PackedConnection`) where the `hiredis` wheel is installed, as
-redis-py's sync client already does: its asyncio client packs in Python, which cost ~2 ms of
-worker CPU per 1,000-key fan-out EVALSHA against ~0.3 ms with hiredis (docs/benchmarks/archive.md,
-"commands packed by hiredis": one post to 50,000 followers in 454-493 ms against 485-675).
+Commands are packed by hiredis where the `hiredis` wheel is installed: redis-py 8's asyncio
+connections do it themselves (5.3's packed in Python, ~2 ms of worker CPU per 1,000-key fan-out
+EVALSHA against ~0.3 ms with hiredis, docs/benchmarks/archive.md "commands packed by hiredis";
+this module had its own `PackedConnection` for it until redis-py 8, decision 0090).
 """
 
 from __future__ import annotations
@@ -32,13 +32,10 @@ from typing import Any, cast
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
-from redis.asyncio.connection import Connection
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
-from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
-from redis.utils import HIREDIS_AVAILABLE
 
 from app.config import (
     CLUSTER_SCHEMES,
@@ -53,15 +50,6 @@ from app.config import (
 from app.redis_scripts import AnyRedis
 
 log = logging.getLogger("app.redis_client")
-
-
-class PackedConnection(Connection):
-    """A TCP connection whose commands redis-py's own hiredis serializer packs."""
-
-    _packer = HiredisRespSerializer()
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        return cast(list[bytes], self._packer.pack(*args))
 
 
 class TimedRedis(Redis):
@@ -88,25 +76,7 @@ class ClusterUnavailable(RedisConnectionError):
     """The cluster could not be reached or mapped: a RedisError, as a plain server's outage."""
 
 
-class SteadyCluster(RedisCluster):
-    """redis-py 5.3.1's cluster client with a default node even while its connections are
-    being closed. A command that loses its node (a master killed) closes the client's nodes,
-    which drops the default node; a pipeline running concurrently then reads
-    `get_default_node().name` and fails with an AttributeError (an INTERNAL error on a feed
-    page mid-failover, tests/cluster/test_failover.py) instead of the ConnectionError callers
-    degrade on (redis/redis-py#3835; the fix, PR #3458, is not released). Any known node
-    will do: the next command re-initializes the client."""
-
-    def get_default_node(self) -> ClusterNode:
-        node: ClusterNode | None = super().get_default_node()
-        if node is None:
-            known = self.get_primaries() or self.get_nodes()
-            if known:
-                return known[0]
-        return node  # type: ignore[return-value]
-
-
-class Cluster(SteadyCluster):
+class Cluster(RedisCluster):
     """redis-py's cluster client whose outages are RedisErrors.
 
     redis-py raises RedisClusterException, which is not a RedisError, when no node answers
@@ -114,9 +84,9 @@ class Cluster(SteadyCluster):
     failover). Every caller here degrades on RedisError (the feed from PostgreSQL, limits
     counted in process, live updates later); this keeps it so on a cluster."""
 
-    async def initialize(self) -> RedisCluster:
+    async def initialize(self, *args: Any, **kwargs: Any) -> RedisCluster:
         try:
-            return await super().initialize()
+            return await super().initialize(*args, **kwargs)
         except RedisClusterException as exc:
             raise _unavailable(exc) from exc
 
@@ -164,6 +134,16 @@ def _in_redis_connection(exc: AttributeError) -> bool:
         tb = tb.tb_next
     module = last.tb_frame.f_globals.get("__name__", "") if last is not None else ""
     return "'NoneType' object" in str(exc) and module.startswith("redis.")
+
+
+# redis-py 5's pool size: a pool grows with the concurrency asking it. redis-py 8 defaults to
+# 100 connections per pool (per node on a cluster) and then raises MaxConnectionsError at once
+# (tests/fanout/test_worker_crash.py's 1,000-timeline gather did); decision 0090.
+POOL_MAX_CONNECTIONS = 2**31
+# RESP2, as redis-py 5 spoke: redis-py 8 defaults to RESP3 (a HELLO round trip more per new
+# connection, and other reply shapes: doubles, maps, pushes) which the callers were not written
+# for; tests/fanout/test_worker_crash.py's 1,000 connections at once timed out connecting.
+PROTOCOL = 2
 
 
 class RedisRoleError(ValueError):
@@ -249,7 +229,7 @@ def make_client(settings: Settings, url: str) -> AnyRedis:
 def sentinels(settings: Settings, target: SentinelTarget) -> Sentinel:
     """The Sentinels of `target`, asked with the same timeouts as any command (a dead
     Sentinel is skipped for the next one within REDIS_CONNECT_TIMEOUT_SECONDS)."""
-    return Sentinel(  # type: ignore[no-untyped-call]
+    return Sentinel(
         list(target.sentinels),
         sentinel_kwargs={
             "socket_timeout": settings.redis_socket_timeout_seconds,
@@ -266,6 +246,8 @@ def master_kwargs(settings: Settings, target: SentinelTarget) -> dict[str, Any]:
         "password": target.password,
         "ssl": target.ssl,
         "decode_responses": False,
+        "max_connections": POOL_MAX_CONNECTIONS,
+        "protocol": PROTOCOL,
         "health_check_interval": 30,
         "socket_connect_timeout": settings.redis_connect_timeout_seconds,
         "socket_keepalive": True,
@@ -308,31 +290,34 @@ def plain_cluster_url(url: str) -> str:
 
 
 def make_cluster(settings: Settings, url: str) -> RedisCluster:
-    """A cluster client with the same timeouts as a plain one (commands packed by hiredis
-    likewise); redis-py follows MOVED/ASK and rediscovers the slots after a failover."""
+    """A cluster client with the same timeouts as a plain one; redis-py follows MOVED/ASK and
+    rediscovers the slots after a failover."""
     plain = plain_cluster_url(url)
-    return Cluster.from_url(  # type: ignore[no-any-return]
+    return Cluster.from_url(
         plain,
         decode_responses=False,
         socket_timeout=settings.redis_socket_timeout_seconds,
         socket_connect_timeout=settings.redis_connect_timeout_seconds,
         socket_keepalive=True,
         health_check_interval=30,
-        **_packed_connections(plain),
+        max_connections=POOL_MAX_CONNECTIONS,
+        protocol=PROTOCOL,
     )
 
 
 def _make_plain(settings: Settings, url: str) -> Redis:
     common: dict[str, Any] = {
         "decode_responses": False,
-        **_packed_connections(url),
+        "max_connections": POOL_MAX_CONNECTIONS,
+        "protocol": PROTOCOL,
         "health_check_interval": 30,
         "socket_connect_timeout": settings.redis_connect_timeout_seconds,
         "socket_keepalive": True,
     }
     redis = TimedRedis.from_url(url, socket_timeout=settings.redis_socket_timeout_seconds, **common)
+    assert isinstance(redis, TimedRedis)
     redis.listen_pool = ConnectionPool.from_url(url, **common)
-    return cast(Redis, redis)
+    return redis
 
 
 def _redact(url: str) -> str:
@@ -341,14 +326,6 @@ def _redact(url: str) -> str:
     if "@" in rest:
         rest = "***@" + rest.split("@", 1)[1]
     return scheme + sep + rest
-
-
-def _packed_connections(url: str) -> dict[str, Any]:
-    """PackedConnection for plain TCP URLs when hiredis is there; TLS and unix sockets keep
-    redis-py's own connection classes."""
-    if HIREDIS_AVAILABLE and url.startswith("redis://"):
-        return {"connection_class": PackedConnection}
-    return {}
 
 
 # -- the queue's failover fence (decision 0091) ---------------------------------------------

@@ -4,7 +4,7 @@ with `cluster-require-full-coverage` yes (the default) and no, each variant on a
 + 3-replica cluster (tests/cluster_topology.py, `cluster-node-timeout` 1000 ms), rounds
 alternating so both variants see the same machine.
 
-A writer per key (the app's cluster client, app.redis_client.SteadyCluster; one client object
+A writer per key (the app's cluster client, app.redis_client.Cluster; one client object
 for both keys, as in an app process, or one each) SETs its key every 10 ms, from before the kill until 2 s after the promotion; a key's window is the
 longest time without a successful write after the kill (the client's own retries included),
 and its failed writes are counted. Promotion: the kill to the replica reporting role master
@@ -25,7 +25,7 @@ from redis.asyncio.cluster import ClusterNode
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException, RedisError
 
-from app.redis_client import SteadyCluster
+from app.redis_client import Cluster
 from tests.cluster_topology import ClusterTopology
 
 WRITE_EVERY = 0.01
@@ -53,8 +53,8 @@ def key_on(cluster: ClusterTopology, master_index: int) -> str:
     )
 
 
-def cluster_client(cluster: ClusterTopology) -> SteadyCluster:
-    return SteadyCluster(
+def cluster_client(cluster: ClusterTopology) -> Cluster:
+    return Cluster(
         startup_nodes=[ClusterNode("127.0.0.1", n.port) for n in cluster.nodes],
         socket_timeout=1.0,
         socket_connect_timeout=1.0,

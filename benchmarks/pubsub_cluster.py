@@ -1,38 +1,53 @@
-"""Pub/sub on a Redis Cluster: classic PUBLISH against sharded SPUBLISH (issue 23, decision
-0040), on clusters started on loopback from the embedded server (tests/timelines/
-local_cluster.py): one node, then three.
+"""Live updates' pub/sub: a plain server against a 3-master Redis Cluster, classic PUBLISH
+(decision 0040) and sharded SPUBLISH (decision 0090), and a 1-master cluster both ways (the
+"one node" of decision 0040's ratios), in interleaved rounds of one run.
 
-Each variant publishes `--messages` messages to `--channels` user channels
-(`fu:bench:u:{<id>}`, hash-tagged like the user's count keys), pipelined `--batch` at a
-time from one client, while one subscriber per node holding a channel receives them (classic:
-one subscriber on another node than the publisher's, as a hub on any node; sharded: one
-SSUBSCRIBE connection per node, to the channels that node owns). It prints messages/s
-(publish until the last message was received) and the servers' CPU per message summed over
-every node (INFO cpu before and after): classic PUBLISH is copied over the cluster bus to
-every node, SPUBLISH stays on the channel's shard.
+The servers are started on loopback from the embedded server (tests/cluster_topology.py's
+plain server, tests/timelines/local_cluster.py's cluster). Each variant publishes
+`--messages` messages to `--channels` user channels named as the app names them
+(app.realtime.keys.Channels: `fu:bench:u:<id>`, on a cluster `fu:bench:u:{<id>}`, the user's
+slot), pipelined `--batch` at a time from one client, to the app's own subscriber
+(app.realtime.pubsub: `Listener` on the plain server and for classic on the cluster, one
+connection on the seed node as the hub had; `ShardedListener`, a connection per shard, for
+sharded). Messages of both are sent to each channel's shard (per-node pipelines), where the count scripts run
+and publish.
 
-    python -m benchmarks.pubsub_cluster [--messages 100000] [--channels 1000] [--batch 500]
+It prints messages/s (publish until the last message was received) and the servers' CPU per
+message summed over every node (INFO cpu before and after), and the ratio of each variant's
+CPU per message to the plain server's and to the 1-node cluster's of the same round: the
+target of issue 38 is sharded on the 3-node cluster <= 1.3x one node's.
+
+    python -m benchmarks.pubsub_cluster [--messages 100000] [--channels 1000] [--batch 500] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
+from app.realtime.keys import Channels
+from app.realtime.pubsub import Listener, ShardedListener
+from tests.cluster_topology import plain_redis
 from tests.timelines.local_cluster import local_cluster
+
+MESSAGE = "3:1733000000000:1733000000000"
 
 
 @dataclass
 class Figure:
     variant: str
-    nodes: int
+    round: int
     messages: int
     seconds: float
     cpu_seconds: float
@@ -46,9 +61,12 @@ class Figure:
         return self.cpu_seconds / self.messages * 1e6
 
 
-def _cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+def _cpu(clients: Sequence[redis.Redis]) -> float:
+    total = 0.0
+    for client in clients:
+        info = client.info("cpu")
+        total += float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+    return total
 
 
 def _slot_owner(clients: Sequence[redis.Redis]) -> dict[int, int]:
@@ -61,99 +79,154 @@ def _slot_owner(clients: Sequence[redis.Redis]) -> dict[int, int]:
     return owner
 
 
-def _receive(sub: redis.client.PubSub, expected: int, done: threading.Event) -> None:
-    got = 0
-    while got < expected:
-        message = sub.get_message(timeout=5.0)
-        if message is None:
-            break
-        if message["type"] in ("message", "smessage"):
-            got += 1
-    done.set()
+class Subscriber:
+    """The app's listener, run on an event loop of its own thread; counts what it hears."""
 
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.heard = 0
+        self.expected = 0
+        self.done = threading.Event()
+        self.listener: Any = None
+        self.task: Any = None
 
-def run(
-    url_ports: Sequence[int], sharded: bool, messages: int, channels: int, batch: int
-) -> Figure:
-    clients = [redis.Redis(port=p) for p in url_ports]
-    names = [f"fu:bench:u:{{{i}}}" for i in range(channels)]
-    owner = _slot_owner(clients)
-    node_of = [owner[key_slot(n.encode())] for n in names]
-    per_node = [
-        [n for n, o in zip(names, node_of, strict=True) if o == i] for i in range(len(clients))
-    ]
-    plan = [(names[i % channels], node_of[i % channels]) for i in range(messages)]
-    subs, threads, done = [], [], []
-    if sharded:
-        groups = [(i, chans) for i, chans in enumerate(per_node) if chans]
-    else:  # one subscriber for all channels, on another node than the publisher's (node 0)
-        groups = [(len(clients) - 1, names)]
-    for index, chans in groups:
-        sub = clients[index].pubsub()
-        if sharded:  # one SSUBSCRIBE per channel: a command's channels must share a slot
-            for channel in chans:
-                sub.ssubscribe(channel)
+    def _on_message(self, message: dict[str, Any]) -> None:
+        self.heard += 1
+        if self.heard >= self.expected:
+            self.done.set()
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(120)
+
+    async def _open(self, client: Redis | RedisCluster, channels: list[str]) -> None:
+        if isinstance(client, RedisCluster):
+            self.listener = ShardedListener(client, lambda c: True, self._on_message, lambda: None)
         else:
-            sub.subscribe(*chans)
-        for _ in chans:  # the confirmations
-            sub.get_message(timeout=5.0)
-        expected = sum(1 for _, o in plan if o == index) if sharded else messages
-        event = threading.Event()
-        thread = threading.Thread(target=_receive, args=(sub, expected, event), daemon=True)
-        subs.append(sub)
-        threads.append(thread)
-        done.append(event)
-    before = sum(_cpu(c) for c in clients)
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
+            self.listener = Listener(
+                client, "fu:bench:hub", lambda c: True, self._on_message, lambda: None
+            )
+        self.listener.open()
+        self.task = asyncio.create_task(self.listener.read_loop())
+        for at in range(0, len(channels), 500):
+            await self.listener.join_many(channels[at : at + 500])
+
+    async def _close(self) -> None:
+        self.listener.running = False
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.listener.close()
+
+    def open(self, client: Redis | RedisCluster, channels: list[str]) -> None:
+        self.run(self._open(client, channels))
+
+    def expect(self, n: int) -> None:
+        self.heard, self.expected = 0, n
+        self.done.clear()
+
+    def close(self) -> None:
+        self.run(self._close())
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+def run_variant(
+    variant: str,
+    round_: int,
+    ports: Sequence[int],
+    sub: Subscriber,
+    channels: Channels,
+    args: argparse.Namespace,
+) -> Figure:
+    """Publish every message once (the subscriber already joined every channel)."""
+    clients = [redis.Redis(port=p, protocol=2) for p in ports]
+    names = [channels.user(i) for i in range(args.channels)]
+    cluster = variant != "plain"
+    owner = _slot_owner(clients) if cluster else {}
+    node_of = [owner[key_slot(n.encode())] if cluster else 0 for n in names]
+    plan = [(names[i % args.channels], node_of[i % args.channels]) for i in range(args.messages)]
+    sub.expect(args.messages)
     pipes = [c.pipeline(transaction=False) for c in clients]
-    for at in range(0, messages, batch):
+    before = _cpu(clients)
+    started = time.perf_counter()
+    for at in range(0, args.messages, args.batch):
         used = set()
-        for channel, node in plan[at : at + batch]:
-            if sharded:
-                pipes[node].execute_command("SPUBLISH", channel, "3:1733000000000:1733000000000")
-                used.add(node)
-            else:
-                pipes[0].execute_command("PUBLISH", channel, "3:1733000000000:1733000000000")
-                used.add(0)
+        for channel, node in plan[at : at + args.batch]:
+            pipes[node].execute_command(channels.publish_command, channel, MESSAGE)
+            used.add(node)
         for node in used:
             pipes[node].execute()
-    for event in done:
-        event.wait(60)
+    if not sub.done.wait(120):
+        raise RuntimeError(f"{variant}: heard {sub.heard} of {args.messages}")
     seconds = time.perf_counter() - started
-    cpu = sum(_cpu(c) for c in clients) - before
-    for sub in subs:
-        sub.close()
+    cpu = _cpu(clients) - before
     for client in clients:
         client.close()
-    name = "sharded SPUBLISH" if sharded else "classic PUBLISH"
-    return Figure(name, len(clients), messages, seconds, cpu)
+    return Figure(variant, round_, args.messages, seconds, cpu)
 
 
 async def main(args: argparse.Namespace) -> None:
-    figures: list[Figure] = []
-    for nodes in (1, 3):
-        async with local_cluster(nodes) as url:
-            seed = int(url.split(":")[2].split("/")[0])
-            probe = redis.Redis(port=seed)
-            slots = probe.execute_command("CLUSTER", "SLOTS")
-            probe.close()
-            others = sorted({int(s[2][1]) for s in slots} - {seed})
-            ports = [seed, *others]
-            for sharded in (False, True):
+    async with plain_redis() as plain, local_cluster(1) as one, local_cluster(3) as url:
+        plain_port = int(plain.connection_pool.connection_kwargs["port"])
+        one_port = int(one.split(":")[2].split("/")[0])
+        seed = int(url.split(":")[2].split("/")[0])
+        probe = redis.Redis(port=seed)
+        slots = probe.execute_command("CLUSTER", "SLOTS")
+        probe.close()
+        cluster_ports = [seed, *sorted({int(s[2][1]) for s in slots} - {seed})]
+        classic, sharded = Channels("bench", sharded=False), Channels("bench", sharded=True)
+        names = {c.sharded: [c.user(i) for i in range(args.channels)] for c in (classic, sharded)}
+        # One subscriber per variant, each on its own client, joined once for every round.
+        setups: list[tuple[str, list[int], Channels, Subscriber, Any]] = []
+        for variant, ports, chans in (
+            ("plain", [plain_port], classic),
+            ("1-node classic", [one_port], classic),
+            ("1-node sharded", [one_port], sharded),
+            ("3-node classic", cluster_ports, classic),
+            ("3-node sharded", cluster_ports, sharded),
+        ):
+            if chans.sharded:
+                client: Any = RedisCluster(host="127.0.0.1", port=ports[0], protocol=2)
+            else:  # the hub's classic path: one connection, on one (the seed) node
+                client = Redis(port=ports[0], protocol=2)
+            sub = Subscriber()
+            sub.open(client, names[chans.sharded])
+            setups.append((variant, ports, chans, sub, client))
+        figures: list[Figure] = []
+        for round_ in range(1, args.rounds + 1):
+            for variant, ports, chans, sub, _ in setups:
                 figures.append(
-                    await asyncio.to_thread(
-                        run, ports, sharded, args.messages, args.channels, args.batch
-                    )
+                    await asyncio.to_thread(run_variant, variant, round_, ports, sub, chans, args)
                 )
-    base = figures[0]
-    print(f"{'variant':<18} {'nodes':>5} {'msgs/s':>10} {'x 1-node':>9} {'CPU us/msg':>11}")
+        report(figures, args)
+        for _, _, _, sub, client in setups:
+            sub.close()
+            sub.run(client.aclose())  # on the loop its connections belong to
+            sub.stop()
+
+
+def report(figures: list[Figure], args: argparse.Namespace) -> None:
+    cpu = {(f.variant, f.round): f.cpu_us_per_message for f in figures}
+    print(
+        f"{'variant':<16} {'round':>5} {'msgs/s':>9} {'CPU us/msg':>11} {'x plain':>8} {'x 1-node classic':>17}"
+    )
     for f in figures:
+        x_plain = f.cpu_us_per_message / cpu["plain", f.round]
+        x_one = f.cpu_us_per_message / cpu["1-node classic", f.round]
         print(
-            f"{f.variant:<18} {f.nodes:>5} {f.per_second:>10,.0f} "
-            f"{f.per_second / base.per_second:>9.2f} {f.cpu_us_per_message:>11.2f}"
+            f"{f.variant:<16} {f.round:>5} {f.per_second:>9,.0f} {f.cpu_us_per_message:>11.2f} {x_plain:>8.2f} {x_one:>17.2f}"
         )
+    print()
+    for variant in ("3-node classic", "3-node sharded"):
+        for base in ("plain", "1-node classic", "1-node sharded"):
+            ratios = [cpu[variant, r] / cpu[base, r] for r in range(1, args.rounds + 1)]
+            print(
+                f"{variant}: CPU per message {min(ratios):.2f}-{max(ratios):.2f}x {base}'s "
+                f"(median {statistics.median(ratios):.2f}x)"
+            )
 
 
 if __name__ == "__main__":
@@ -161,4 +234,5 @@ if __name__ == "__main__":
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--channels", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3)
     asyncio.run(main(parser.parse_args()))

@@ -15,6 +15,8 @@ errors instead, with backoff, for longer than a failover takes, and so rides it 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -22,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.config import Settings, is_sentinel_url, parse_sentinel_url
-from app.redis_client import QueueFence, make_sentinel_master
+from app.redis_client import POOL_MAX_CONNECTIONS, QueueFence, make_sentinel_master
 
 # A worker starting while the Sentinels still name a dead master (its supervisor restarts
 # it at once) tries this many times, a second apart: longer than a failover takes
@@ -41,7 +43,8 @@ def redis_settings(settings: Settings) -> RedisSettings:
     the master of a `redis+sentinel://` URL."""
     url = settings.redis_role_url("queue")
     if not is_sentinel_url(url):
-        return RedisSettings.from_dsn(url)
+        # redis-py 8's pools stop at 100 connections by default (decision 0090).
+        return replace(RedisSettings.from_dsn(url), max_connections=POOL_MAX_CONNECTIONS)
     target = parse_sentinel_url(url)
     return RedisSettings(
         host=list(target.sentinels),
@@ -52,6 +55,7 @@ def redis_settings(settings: Settings) -> RedisSettings:
         password=target.password,
         ssl=target.ssl,
         conn_retries=SENTINEL_CONNECT_TRIES,
+        max_connections=POOL_MAX_CONNECTIONS,
     )
 
 

@@ -52,5 +52,5 @@ async def next_attempt(redis: Redis, key: str, *, ttl: int) -> int:
 
 async def attempts(redis: Redis, key: str) -> int:
     """The reconciler's re-runs so far."""
-    value = await redis.hget(key, ATTEMPTS)  # type: ignore[misc]
+    value = await redis.hget(key, ATTEMPTS)
     return int(value or 0)

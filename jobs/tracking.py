@@ -235,7 +235,7 @@ def _observe(post_id: int, now_ms: int, label: str, first: bool, p95_ms: int) ->
 async def alive(redis: Redis, post_id: int, also: Iterable[str] = ()) -> bool:
     """Is any job still owed by the post's fan-out (or in `also`) queued, waiting for a
     retry or running? ARQ keeps a job's key until it finishes, whatever its lane."""
-    members = await redis.smembers(pending_key(post_id))  # type: ignore[misc]
+    members = await redis.smembers(pending_key(post_id))
     ids = [*(m.decode() if isinstance(m, bytes) else m for m in members), *also]
     if not ids:
         return False
@@ -247,7 +247,7 @@ async def restart(redis: Redis, post_id: int, job_id: str, *, ttl: int) -> None:
     """The fan-out runs again as `job_id`: forget what the lost run owed and counted (not
     the visibility marks: those are observed once per post)."""
     key = pending_key(post_id)
-    fields = await redis.hkeys(state_key(post_id))  # type: ignore[misc]
+    fields = await redis.hkeys(state_key(post_id))
     names = [f.decode() if isinstance(f, bytes) else f for f in fields]
     counted = [f for f in names if f in _PROGRESS_FIELDS or f.startswith(_CHUNK_PREFIX)]
     async with redis.pipeline(transaction=True) as pipe:

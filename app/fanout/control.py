@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from redis.exceptions import RedisError
 from sqlalchemy import select, text
@@ -251,7 +251,7 @@ async def catchup_done(redis: AnyRedis, author_id: int) -> None:
 async def authors_to_review(redis: AnyRedis, limit: int) -> list[int]:
     """Authors who posted lately or are PULL for a burst, most recently changed first. Kept
     two windows (WINDOW_MAX_SECONDS) after the last change, so a burst's end is seen."""
-    members = await redis.zrevrange(REVIEW_KEY, 0, limit - 1)
+    members = cast(list[bytes], await redis.zrevrange(REVIEW_KEY, 0, limit - 1))
     return [int(m) for m in members]
 
 

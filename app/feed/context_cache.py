@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
+from typing import cast
 
 from redis.exceptions import RedisError
 
@@ -66,7 +67,7 @@ class ContextVersions:
 
     async def current(self, viewer_id: int) -> bytes:
         raw = await self.redis.get(version_key(viewer_id))
-        return b"" if raw is None else bytes(raw)
+        return b"" if raw is None else bytes(cast(bytes, raw))
 
     async def bump(self, viewer_id: int) -> None:
         """The viewer's context changed (called after the change is committed)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import Counter
 from redis.exceptions import RedisError
@@ -132,7 +132,7 @@ class ImpressionLog(BackgroundFlush):
         """Posts the viewer has had impressions of (written and buffered): one ZRANGE."""
         if not self.enabled:
             return set()
-        members = await self.redis.zrange(impressions_key(viewer_id), 0, -1)
+        members = cast(list[bytes], await self.redis.zrange(impressions_key(viewer_id), 0, -1))
         found = {int(m) for m in members}
         found.update(self._pending.get(viewer_id, ()))
         return found

@@ -34,7 +34,7 @@ import time
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from app.feed.constants import OPEN_SESSIONS_MAX
 from app.redis_scripts import AnyRedis, LuaScript, run_script
@@ -134,12 +134,14 @@ class FeedSessionStore:
         return FeedSession(session_id, list(ids), tail, ranking)
 
     async def load(self, viewer_id: int, session_id: str) -> FeedSession | None:
-        return _decode(session_id, await self.redis.get(_key(viewer_id, session_id)))
+        return _decode(
+            session_id, cast(bytes | None, await self.redis.get(_key(viewer_id, session_id)))
+        )
 
     async def renew(self, viewer_id: int, session_id: str) -> FeedSession | None:
         """`load`, and the session lives FEED_SESSION_TTL_SECONDS from now (one GETEX)."""
         raw = await self.redis.getex(_key(viewer_id, session_id), ex=self.ttl)
-        return _decode(session_id, raw)
+        return _decode(session_id, cast(bytes | None, raw))
 
     def renew_command(self, viewer_id: int, session_id: str) -> tuple[Any, ...]:
         """The command `renew` sends, for a caller that pipelines it with other reads of the

@@ -14,6 +14,7 @@ import asyncio
 import math
 import time
 from collections.abc import Sequence
+from typing import cast
 
 from app.config import Settings
 from app.realtime import constants, keys
@@ -44,7 +45,7 @@ class OnlineUsers:
             if time.monotonic() - self._fetched >= self.refresh_seconds:
                 key = keys.Channels.for_redis(redis, settings.realtime_namespace).online_key
                 cutoff = now_ms() - settings.realtime_online_grace_seconds * 1000
-                found = await redis.zrangebyscore(key, cutoff, "+inf")
+                found = cast(list[bytes], await redis.zrangebyscore(key, cutoff, "+inf"))
                 self._users = frozenset(int(u) for u in found)
                 self._fetched = time.monotonic()
         return self._users

@@ -14,6 +14,19 @@ from app.redis_scripts import LuaScript
 from app.timelines.store import TIMELINE_ID_SPAN
 from app.timelines.tails import TailProgram
 
+# Publish to a user's channel: a shard channel (a cluster's, `}`-ended, app.realtime.keys)
+# with SPUBLISH, on the shard the script runs on (the channel shares its user's slot), else
+# classic PUBLISH.
+_NOTIFY = """
+local function notify(channel, message)
+  if string.byte(channel, -1) == 125 then
+    redis.call('SPUBLISH', channel, message)
+  else
+    redis.call('PUBLISH', channel, message)
+  end
+end
+"""
+
 # The counting of ADD as a Lua fragment, shared with COUNT_TAIL (the fan-out's insert and
 # count in one call): `count_args(b)` reads the head from ARGV[b+1]: ttl, max, now_ms, mode,
 # channel prefix, n, na, then n triples score, member, author index (1..na; 0 = author
@@ -23,11 +36,14 @@ from app.timelines.tails import TailProgram
 # `p<post_id>` (a delete), is not counted for that user (one ZMSCORE per user over the authors
 # and posts). mode 'p': publishes "count:latest:now" to <prefix><uid> when the count grew.
 # Returns (added, card, latest).
-_COUNT_LIB = """
+_COUNT_LIB = (
+    _NOTIFY
+    + """
 local C = {}
 local function count_args(b)
   C.ttl, C.max, C.now, C.mode, C.prefix = ARGV[b + 1], tonumber(ARGV[b + 2]), ARGV[b + 3],
     ARGV[b + 4], ARGV[b + 5]
+  C.close = string.byte(C.prefix, -1) == 123 and '}' or ''
   C.n, C.na = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   C.zargs, C.scores, C.members, C.owner, C.names = {}, {}, {}, {}, {}
   for j = 1, C.n do
@@ -73,11 +89,12 @@ local function count_user(key, marks, uid)
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   local latest = top[2] or '0'
   if C.mode == 'p' and added > 0 then
-    redis.call('PUBLISH', C.prefix .. uid, card .. ':' .. latest .. ':' .. C.now)
+    notify(C.prefix .. uid .. C.close, card .. ':' .. latest .. ':' .. C.now)
   end
   return added, card, latest
 end
 """
+)
 
 # Add posts to many users' counts. KEYS: per user its count key, then its stop-marks key.
 # ARGV: the head `count_args` reads (from ARGV[1]), then one user id per key pair.
@@ -190,7 +207,7 @@ def _publish_count(channel: str, now: str, key: str = "KEYS[1]") -> str:
     return f"""
   local card = redis.call('ZCARD', {key})
   local top = redis.call('ZRANGE', {key}, -1, -1, 'WITHSCORES')
-  redis.call('PUBLISH', {channel}, card .. ':' .. (top[2] or '0') .. ':' .. {now})
+  notify({channel}, card .. ':' .. (top[2] or '0') .. ':' .. {now})
 """
 
 
@@ -198,7 +215,8 @@ def _publish_count(channel: str, now: str, key: str = "KEYS[1]") -> str:
 # Publishes the new count and the newest remaining post's ms when anything was removed.
 DROP = LuaScript(
     "drop",
-    f"""
+    _NOTIFY
+    + f"""
 local removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 3))
 if removed > 0 then{_publish_count("ARGV[2]", "ARGV[1]")}end
 return removed
@@ -212,8 +230,10 @@ return removed
 # ms. Returns how many users' counts shrank.
 FORGET = LuaScript(
     "forget",
-    f"""
+    _NOTIFY
+    + f"""
 local now, prefix, ttl, prune = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local close = string.byte(prefix, -1) == 123 and '}}' or ''
 local n = tonumber(ARGV[5])
 local posts, tombs = {{}}, {{}}
 for j = 1, n do
@@ -224,7 +244,7 @@ end
 local base = 5 + n
 local lowered = 0
 for i = 1, #KEYS / 2 do
-  local key, channel = KEYS[2 * i - 1], prefix .. ARGV[base + 2 * i - 1]
+  local key, channel = KEYS[2 * i - 1], prefix .. ARGV[base + 2 * i - 1] .. close
   if ARGV[base + 2 * i] == '1' then
     redis.call('ZADD', KEYS[2 * i], unpack(tombs))
     redis.call('ZREMRANGEBYSCORE', KEYS[2 * i], '-inf', '(' .. prune)
@@ -241,7 +261,8 @@ return lowered
 # ('' = everything), reset ms, ttl, now_ms, user channel. Publishes the count when it changed.
 RESET = LuaScript(
     "reset",
-    f"""
+    _NOTIFY
+    + f"""
 local removed
 if ARGV[1] == '' then
   removed = redis.call('ZCARD', KEYS[1])

@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -46,7 +45,7 @@ from app.realtime.follows import PullFollows
 from app.realtime.heap import CollectorPause, HeapFreezer
 from app.realtime.leases import Hold, Leases
 from app.realtime.metrics import DROPPED, RECEIVED, SUBSCRIBERS
-from app.realtime.pubsub import Listener
+from app.realtime.pubsub import make_listener
 from app.realtime.subscriber import FrameSink, OnDrop, Subscriber
 from app.redis_scripts import AnyRedis
 from app.timelines.store import TimelineStore
@@ -89,7 +88,7 @@ class Hub:
         # Set while no pull-mode post is being delivered: upkeep waits for it (_upkeep_pause).
         self._no_broadcast = asyncio.Event()
         self._no_broadcast.set()
-        self.listener = Listener(
+        self.listener = make_listener(
             redis,
             self.channels.hub,
             self._wanted,
@@ -137,11 +136,6 @@ class Hub:
     @property
     def subscriber_count(self) -> int:
         return self._count
-
-    @property
-    def _pubsub_redis(self) -> Redis | None:
-        """The pub/sub connection's client: on a cluster, the node listened on (tests)."""
-        return self.listener.client
 
     # -- subscribers ----------------------------------------------------------------------
 
@@ -254,9 +248,9 @@ class Hub:
     def _wanted(self, channel: str) -> bool:
         users, authors = self.channels.user_prefix, self.channels.author_prefix
         if channel.startswith(users):
-            return int(channel[len(users) :]) in self._subs
+            return self.channels.id_in(channel, len(users)) in self._subs
         if channel.startswith(authors):
-            return int(channel[len(authors) :]) in self._followers
+            return self.channels.id_in(channel, len(authors)) in self._followers
         return True
 
     def _handle(self, message: dict[str, Any]) -> None:
@@ -267,7 +261,7 @@ class Hub:
         channel = message["channel"]
         if channel.startswith(self._user_prefix):
             RECEIVED.labels("user").inc()
-            subs = self._subs.get(int(channel[len(self._user_prefix) :]))
+            subs = self._subs.get(self.channels.id_in(channel, len(self._user_prefix)))
             if subs:
                 state = counts.decode_count(message["data"])
                 for sub in subs:
@@ -277,7 +271,7 @@ class Hub:
             if self._author_backlog >= MAX_AUTHOR_BACKLOG:
                 log.warning("pull-mode notification backlog full; skipping one")
                 return
-            author_id = int(channel[len(self._author_prefix) :])
+            author_id = self.channels.id_in(channel, len(self._author_prefix))
             post = PullPost.parse(author_id, message["data"])
             self._author_backlog += 1
             self._no_broadcast.clear()

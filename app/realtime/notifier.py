@@ -109,8 +109,9 @@ class RedisNotifier:
             return  # never announced to anyone
         message = encode_author_post(post_id, created_ms, visibility, counts.now_ms())
         try:
-            # A raw command: redis-py's cluster client has no publish(); a cluster broadcasts.
-            await self.redis.execute_command("PUBLISH", self.channels.author(author_id), message)
+            # SPUBLISH on a cluster: routed to the channel's shard by its hash tag (0090).
+            channel = self.channels.author(author_id)
+            await self.redis.execute_command(self.channels.publish_command, channel, message)
         except SOFT_ERRORS:
             log.warning("live notification for author %d failed", author_id, exc_info=True)
             return

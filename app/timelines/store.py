@@ -34,7 +34,7 @@ import time
 from binascii import crc_hqx
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
@@ -549,11 +549,11 @@ class TimelineStore:
     async def inspect(self, key: str, max_entries: int) -> RawTimeline:
         """Everything one key holds (`python -m app.timelines show`); a key of another type
         (a zset not yet converted) is named by its type, without entries."""
-        kind = (await self.redis.type(key)).decode()
+        kind = cast(bytes, await self.redis.type(key)).decode()
         memory = await self.redis.memory_usage(key, samples=0) if kind != "none" else None
         if kind != "string":
             return RawTimeline(key, kind, [], 0, memory)
-        body = packed.entries_of(await self.redis.get(key) or b"")
+        body = packed.entries_of(cast(bytes, await self.redis.get(key) or b""))
         total = len(body) // packed.ENTRY_BYTES
         hidden = max(0, total - max_entries)
         return RawTimeline(key, "packed", packed.newest_first(body, hidden), hidden, memory)

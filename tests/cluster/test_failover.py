@@ -27,8 +27,10 @@ import asyncpg
 import httpx
 
 from app.posts.ids import created_ms
+from app.realtime.keys import Channels
 from app.timelines.store import timeline_key
 from tests.cluster.scaled import WAIT, Scaled, active_follower, replica_reads, scroll
+from tests.conftest import TEST_DB
 from tests.helpers import eventually, follow, gql, make_user, post
 from tests.realtime.live import LiveClient, shown
 
@@ -90,9 +92,9 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
     cluster = scaled.cluster
     async with api1.http() as h1, api2.http() as h2:
         author, _ = await make_user(h1, "author")
-        # The victim: the cluster URL's seed node, where every hub starts listening
-        # (app/realtime/hub.py), and the master of fan0's timeline, live count and sessions;
-        # three more fans wherever their slots fall.
+        # The victim: the cluster URL's seed node, and the master of fan0's timeline, live
+        # count, sessions and live channel (a shard channel in the user's slot, decision
+        # 0090); three more fans wherever their slots fall.
         victim = cluster.masters[0]
 
         def on_victim(fan: tuple[str, int]) -> bool:
@@ -116,6 +118,10 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
         live = await LiveClient.open(api1, fans[0][0])
         try:
             assert (await live.next_update(5))["newPostCount"] >= 0
+            # The socket's channel is SSUBSCRIBEd on the victim (its shard), not on any node.
+            channel = Channels(TEST_DB, sharded=True).user(fans[0][1])
+            reply = await victim.client.execute_command("PUBSUB", "SHARDNUMSUB", channel)
+            assert int(reply[1]) == 1, reply
 
             load = Load()
             tasks = [
@@ -177,7 +183,7 @@ async def test_a_master_killed_under_load_loses_nothing_acknowledged(scaled: Sca
                 except TimeoutError:
                     raise AssertionError(
                         f"no live update on the socket opened before the kill in {WAIT} s "
-                        "(the hubs' pub/sub node was the one killed)"
+                        "(its channel's shard master was the one killed)"
                     ) from None
                 return shown(frame)[1] == created_ms(fresh)
 
