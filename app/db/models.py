@@ -25,7 +25,7 @@ from sqlalchemy import (
     text,
     true,
 )
-from sqlalchemy.dialects.postgresql import JSONB, REAL
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -121,6 +121,9 @@ class Post(Base):
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     like_count: Mapped[int] = mapped_column(Integer, server_default="0")
     comment_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    # The regions the post is withheld in (NULL: none): the read rule's copy of its
+    # post_restrictions rows (app.posts.restrictions writes both; decision 0088).
+    restricted_regions: Mapped[list[str] | None] = mapped_column(ARRAY(String(32)))
 
 
 class Follow(Base):
@@ -460,3 +463,42 @@ class ClientDocument(Base):
     registered_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now()
     )
+
+
+class PostRestriction(Base):
+    """A post withheld in one region by an operator (`python -m app.moderation restrict`,
+    decision 0088); `posts.restricted_regions` is what the read rule reads."""
+
+    __tablename__ = "post_restrictions"
+
+    post_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("posts.id", ondelete="CASCADE"), primary_key=True
+    )
+    region: Mapped[str] = mapped_column(String(32), primary_key=True)
+    reason: Mapped[str] = mapped_column(Text)
+    restricted_by: Mapped[str] = mapped_column(String(64))
+    restricted_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+
+
+RESTRICTION_ACTIONS = ("restrict", "unrestrict")
+
+
+class PostRestrictionAudit(Base):
+    """One restrict or unrestrict: who, why, when, which regions. Outlives the restriction
+    and the post (no foreign key)."""
+
+    __tablename__ = "post_restriction_audit"
+    __table_args__ = (
+        CheckConstraint(f"action IN {RESTRICTION_ACTIONS}", name="post_restriction_audit_action"),
+        Index("post_restriction_audit_post_idx", "post_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    post_id: Mapped[int] = mapped_column(BigInteger)
+    action: Mapped[str] = mapped_column(String(16))
+    regions: Mapped[list[str]] = mapped_column(ARRAY(String(32)))
+    reason: Mapped[str] = mapped_column(Text)
+    operator: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

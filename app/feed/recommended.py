@@ -21,15 +21,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from app.config import Settings
 from app.feed.hot_cache import CoalescingCache
 from app.feed.rows import FeedAuthor, Reads
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
+from app.posts.regions import current_region
 from app.posts.visibility import blocked_sql, follows_sql, muted_sql, recommended_sql
 
 # $1 viewer, $2 the oldest post id liked that counts, $3 likes per followee, $4 limit,
-# $5 followees.
+# $5 followees; `{rule}`: `recommended_sql` judged in a region (`_recommended_sql`).
 _RECOMMENDED = f"""
     SELECT array_agg(r.post_id) FROM (
         SELECT c.post_id FROM (
@@ -44,10 +46,19 @@ _RECOMMENDED = f"""
             ) l
             GROUP BY l.post_id
         ) c JOIN posts p ON p.id = c.post_id
-        WHERE {recommended_sql("p", "$1")}
+        WHERE {{rule}}
         ORDER BY c.n DESC, c.post_id DESC LIMIT $4
     ) r
 """
+
+
+@lru_cache(maxsize=64)
+def _recommended_sql(region: str) -> str:
+    """The source's query for viewers judged in `region` (app.posts.regions): a post
+    restricted there is not proposed (the filter would drop it anyway: it is the authority,
+    and this process's cache of a viewer's ids may have been read in another region)."""
+    return _RECOMMENDED.format(rule=recommended_sql("p", "$1", region))
+
 
 # Why each of a page's recommended posts ($1 ids, $2 viewer): how many of the viewer's
 # followees liked it, and the newest three of them with their user columns; never a user
@@ -108,7 +119,7 @@ def since_id(window_seconds: float, now: float | None = None) -> int:
 async def recommended_ids(reads: Reads, viewer_id: int, settings: Settings) -> list[int]:
     """The recommendation source's ids for a viewer, most liked first (see module doc)."""
     rows = await reads.all(
-        _RECOMMENDED,
+        _recommended_sql(current_region()),
         viewer_id,
         since_id(settings.feed_recommended_window_seconds),
         settings.feed_recommended_likes_per_followee,
