@@ -14,6 +14,9 @@ every active viewer whether they read or not (docs/decisions/0079-candidate-sour
 
 The source only proposes: every recommended id is judged again by the filter under
 `recommended_sql` (app.feed.rows), on the first page and on every later page of the session.
+So the source reads the rule without its regional clause (decision 0088): a viewer's cached
+ids serve requests judged in any region, and the filter drops what the viewer's region
+restricts.
 """
 
 from __future__ import annotations
@@ -21,17 +24,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from app.config import Settings
 from app.feed.hot_cache import CoalescingCache
 from app.feed.rows import FeedAuthor, Reads
 from app.posts.ids import EPOCH_MS, SEQUENCE_BITS
-from app.posts.regions import current_region
 from app.posts.visibility import blocked_sql, follows_sql, muted_sql, recommended_sql
 
 # $1 viewer, $2 the oldest post id liked that counts, $3 likes per followee, $4 limit,
-# $5 followees; `{rule}`: `recommended_sql` judged in a region (`_recommended_sql`).
+# $5 followees.
 _RECOMMENDED = f"""
     SELECT array_agg(r.post_id) FROM (
         SELECT c.post_id FROM (
@@ -46,18 +47,10 @@ _RECOMMENDED = f"""
             ) l
             GROUP BY l.post_id
         ) c JOIN posts p ON p.id = c.post_id
-        WHERE {{rule}}
+        WHERE {recommended_sql("p", "$1", None)}
         ORDER BY c.n DESC, c.post_id DESC LIMIT $4
     ) r
 """
-
-
-@lru_cache(maxsize=64)
-def _recommended_sql(region: str) -> str:
-    """The source's query for viewers judged in `region` (app.posts.regions): a post
-    restricted there is not proposed (the filter would drop it anyway: it is the authority,
-    and this process's cache of a viewer's ids may have been read in another region)."""
-    return _RECOMMENDED.format(rule=recommended_sql("p", "$1", region))
 
 
 # Why each of a page's recommended posts ($1 ids, $2 viewer): how many of the viewer's
@@ -119,7 +112,7 @@ def since_id(window_seconds: float, now: float | None = None) -> int:
 async def recommended_ids(reads: Reads, viewer_id: int, settings: Settings) -> list[int]:
     """The recommendation source's ids for a viewer, most liked first (see module doc)."""
     rows = await reads.all(
-        _recommended_sql(current_region()),
+        _RECOMMENDED,
         viewer_id,
         since_id(settings.feed_recommended_window_seconds),
         settings.feed_recommended_likes_per_followee,

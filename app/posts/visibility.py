@@ -161,16 +161,19 @@ def public_sql(post: str) -> str:
     return f"{post}.visibility = {_PUBLIC}"
 
 
-def recommended_sql(post: str, viewer: str, region: str) -> str:
+def recommended_sql(post: str, viewer: str, region: str | None) -> str:
     """The post may be recommended to the viewer judged in `region` (the recommendation
     source's rule, decision 0079): alive, PUBLIC, not restricted in the region, by another
     user whom the viewer does not follow (a followed
     author's post is the home feed's, `home_feed_sql`), no block either way. Stricter than
     `visible_sql`, never wider: a recommendation is a post the viewer could open anyway.
-    The viewer's negative feedback applies as in the home feed (`feedback_allows_sql`)."""
+    The viewer's negative feedback applies as in the home feed (`feedback_allows_sql`).
+    `region` None: no regional clause, for the recommendation source only (its per-viewer
+    cache serves every region; the filter then judges each id in the viewer's region)."""
     author = f"{post}.author_id"
+    regional = "" if region is None else f" AND {allowed_in_region_sql(post, region)}"
     return (
-        f"{alive_sql(post)} AND {public_sql(post)} AND {allowed_in_region_sql(post, region)}"
+        f"{alive_sql(post)} AND {public_sql(post)}{regional}"
         f" AND {author} <> {viewer} AND NOT {follows_sql(viewer, author)}"
         f" AND NOT {blocked_sql(viewer, author)}"
         f" AND {feedback_allows_sql(post, viewer)}"
