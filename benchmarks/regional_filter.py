@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -86,11 +87,11 @@ async def run(url: str, posts: int, rounds: int) -> None:
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
         target = _db_url(url, name)
-        env = {"DATABASE_URL": target}
-        subprocess.run(
+        await asyncio.to_thread(
+            subprocess.run,
             [sys.executable, "-m", "alembic", "upgrade", "head"],
             cwd=PROJECT_ROOT,
-            env={**__import__("os").environ, **env},
+            env={**os.environ, "DATABASE_URL": target},
             check=True,
             capture_output=True,
         )

@@ -121,8 +121,7 @@ class Post(Base):
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     like_count: Mapped[int] = mapped_column(Integer, server_default="0")
     comment_count: Mapped[int] = mapped_column(Integer, server_default="0")
-    # The regions the post is withheld in (NULL: none): the read rule's copy of its
-    # post_restrictions rows (app.posts.restrictions writes both; decision 0088).
+    # Regions it is withheld in (NULL: none): the rule's copy of post_restrictions (0088).
     restricted_regions: Mapped[list[str] | None] = mapped_column(ARRAY(String(32)))
 
 
@@ -466,8 +465,7 @@ class ClientDocument(Base):
 
 
 class PostRestriction(Base):
-    """A post withheld in one region by an operator (`python -m app.moderation restrict`,
-    decision 0088); `posts.restricted_regions` is what the read rule reads."""
+    """A post withheld in one region (`python -m app.moderation`, decision 0088)."""
 
     __tablename__ = "post_restrictions"
 
@@ -482,16 +480,14 @@ class PostRestriction(Base):
     )
 
 
-RESTRICTION_ACTIONS = ("restrict", "unrestrict")
-
-
 class PostRestrictionAudit(Base):
-    """One restrict or unrestrict: who, why, when, which regions. Outlives the restriction
-    and the post (no foreign key)."""
+    """One restrict or unrestrict; outlives the post (no foreign key)."""
 
     __tablename__ = "post_restriction_audit"
     __table_args__ = (
-        CheckConstraint(f"action IN {RESTRICTION_ACTIONS}", name="post_restriction_audit_action"),
+        CheckConstraint(
+            "action IN ('restrict', 'unrestrict')", name="post_restriction_audit_action"
+        ),
         Index("post_restriction_audit_post_idx", "post_id", "id"),
     )
 

@@ -39,9 +39,8 @@ from app.posts.visibility import (
 
 @dataclass(frozen=True, slots=True)
 class FilterStatements:
-    """The filter's statements for viewers judged in one region (app.posts.regions): the
-    rule writes the region as a literal, so each region has its own statements (and its own
-    prepared statements per connection); `filter_statements` builds them once per region."""
+    """The filter's statements for one region (the rule writes it as a literal: decision
+    0088), built once per region by `filter_statements`."""
 
     rank_rows: str
     page_rows: str
@@ -55,13 +54,11 @@ class FilterStatements:
 @lru_cache(maxsize=64)
 def filter_statements(region: str) -> FilterStatements:
     """The filter queries judged in `region` (see FilterStatements)."""
-    # The filter ($1 = candidate ids, $2 = viewer), shared by every filter query.
+    # The filter ($1 = candidate ids, $2 = viewer), shared by every filter query; with
+    # recommendations among the candidates ($3: those of $1 from app.feed.recommended) each
+    # is judged by `recommended_sql`, the others by the home-feed rule (a followed source's
+    # id never passes as recommended, nor the reverse); only when $3 is not empty.
     visible = f" p.id = ANY($1::bigint[]) AND {home_feed_sql('p', '$2', region)}"
-    # The same with recommendations among the candidates ($3 = those of $1 that came from the
-    # recommendation source, app.feed.recommended): each judged by `recommended_sql`, the
-    # others by the home-feed rule, so a followed source's id never passes as a
-    # recommendation nor a recommended one as followed. Used only when $3 is not empty: the
-    # plain filter's plan stays.
     visible_rec = (
         f" p.id = ANY($1::bigint[]) AND CASE WHEN p.id = ANY($3::bigint[])"
         f" THEN ({recommended_sql('p', '$2', region)})"
@@ -79,24 +76,12 @@ def filter_statements(region: str) -> FilterStatements:
         page_rows_rec=_PAGE_ROWS.format(visible=visible_rec),
         authorized_rec=_AUTHORIZED.format(visible=visible_rec),
     )
-    # Test-only (FEED_FAULT_SKIP_FILTER, app.config; refused in production): the filter
-    # queries with the home-feed rule left out, so tests can show the synthetic probe
-    # (app.probe) catches what a broken filter lets through. $2 stays referenced: its type
-    # must still be inferable.
-    UNFILTERED.update(
-        {
-            q: q.replace(visible, _NO_RULE)
-            for q in (rank, page, statements.page_rows_newest, authorized)
-        }
-        | {
-            q: q.replace(visible_rec, _NO_RULE_REC)
-            for q in (
-                statements.rank_rows_rec,
-                statements.page_rows_rec,
-                statements.authorized_rec,
-            )
-        }
-    )
+    # Test-only (FEED_FAULT_SKIP_FILTER; refused in production): the queries without the
+    # rule, so tests show the probe catches a broken filter ($2 stays: its type inferred).
+    plain = (rank, page, statements.page_rows_newest, authorized)
+    recs = (statements.rank_rows_rec, statements.page_rows_rec, statements.authorized_rec)
+    UNFILTERED.update({q: q.replace(visible, _NO_RULE) for q in plain})
+    UNFILTERED.update({q: q.replace(visible_rec, _NO_RULE_REC) for q in recs})
     return statements
 
 
@@ -106,7 +91,7 @@ def filter_statements(region: str) -> FilterStatements:
 # Python row handling per read. Sorted once, in the subquery, whose order a plain aggregate
 # keeps (one ORDER BY per array_agg sorted the rows four times: 15% of the query's CPU for
 # a heavy viewer; tests/feed/test_first_page_costs.py checks the order). `{visible}`: the
-# filter (FilterStatements).
+# filter.
 _RANK_ROWS = """
     SELECT array_agg(s.id), array_agg(s.author_id), array_agg(s.like_count),
            array_agg(s.comment_count)
