@@ -15,12 +15,22 @@ fresh budget per request for anyone who cared to change addresses.
 
 It runs on every request and socket: answers are cached, in a bounded LRU (an attacker
 cycling addresses only evicts entries). A key passed in again comes back unchanged.
+
+Trust (`trusted_peer`): whether the connection's peer is one of the proxies whose headers
+are believed (REGION_HEADER_TRUSTED_PROXIES for the edge's region header, decision 0088).
+The peer is the connection's own address, which the guarded HTTP protocol
+(app.api.transports.connections) keeps in the request's state under PEER_STATE_KEY before
+uvicorn's proxy-header middleware replaces the client address with X-Forwarded-For's; served
+another way, the client address as the app sees it stands in (a rewritten one is a
+client's, not a proxy's: trusted only if listed).
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 from app.constants import CACHE_ENTRIES
 from app.constants import DEFAULT_IPV6_PREFIX as DEFAULT_IPV6_PREFIX
@@ -41,3 +51,36 @@ def budget_address(host: str, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
     drop = 128 - ipv6_prefix
     network = ipaddress.IPv6Address(int(parsed) >> drop << drop)  # no zone: it names a link
     return f"{network}/{ipv6_prefix}"
+
+
+# The connection's peer address in an ASGI scope's "state" (set by the guarded protocol).
+PEER_STATE_KEY = "app.client_address.peer"
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def connection_peer(scope: Mapping[str, Any]) -> str | None:
+    """The address of the connection's peer: the guarded protocol's record, else the scope's
+    client (see the module docstring)."""
+    state = scope.get("state")
+    if isinstance(state, Mapping):
+        peer = state.get(PEER_STATE_KEY)
+        if isinstance(peer, str):
+            return peer
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
+
+def trusted_peer(scope: Mapping[str, Any], networks: Sequence[Network]) -> bool:
+    """Is the connection's peer inside one of `networks` (an IPv4-mapped IPv6 peer as its
+    IPv4 address)?"""
+    peer = connection_peer(scope)
+    if peer is None or not networks:
+        return False
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address.version == n.version and address in n for n in networks)

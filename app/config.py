@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import os
+import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -333,6 +335,15 @@ class Settings(BaseSettings):
     # The region this process serves: its users' home writes are accepted here, and readers
     # served here are judged by this region's policy (regional restrictions).
     region: str = Field(default="local", pattern=r"^[a-z][a-z0-9-]{0,31}$")
+    # Regional policy (decision 0088; docs/API.md, "Regional restrictions"). An edge that
+    # knows the reader's region may name it in this request header (empty: off, every
+    # reader is judged by REGION); honoured only from a peer in REGION_HEADER_TRUSTED_PROXIES
+    # (addresses or CIDR networks, comma-separated), else ignored.
+    region_header: str = Field(default="", pattern=r"^([A-Za-z0-9-]{1,64})?$")
+    region_header_trusted_proxies: str = Field(default="127.0.0.1,::1", max_length=4096)
+    # The region names restrictions and the edge header may use (comma-separated; empty:
+    # any well-formed name): a typo in an operator's --regions is refused, not recorded.
+    policy_regions: str = Field(default="", max_length=4096)
 
     # ---- Profile, keys and tokens ------------------------------------------------------------
     secret_key: str = Field(default_factory=_dev_secret)
@@ -865,6 +876,12 @@ class Settings(BaseSettings):
                 "CANARY_POSTS_RETENTION_SECONDS must exceed RECONCILE_WINDOW_SECONDS (a pruned "
                 "post's events must be past the reconciler's window)"
             )
+        self.region_trusted_networks()  # each entry an address or network, else refused
+        for name in self.policy_region_names():
+            if not re.fullmatch(r"[a-z][a-z0-9-]{0,31}", name):
+                raise ValueError(f"POLICY_REGIONS: {name!r} is not a region name")
+        if self.policy_region_names() and self.region not in self.policy_region_names():
+            raise ValueError(f"REGION={self.region!r} is not among POLICY_REGIONS")
         if self.profile == "production":
             if "secret_key" not in self.model_fields_set:  # not the dev key of .run/
                 raise ValueError("PROFILE=production needs SECRET_KEY set")
@@ -872,6 +889,23 @@ class Settings(BaseSettings):
                 if on and fault not in PRODUCTION_IGNORES:
                     raise ValueError(f"{fault.upper()} is test-only: not with PROFILE=production")
         return self
+
+    def policy_region_names(self) -> tuple[str, ...]:
+        """POLICY_REGIONS as names (empty: any well-formed region name is accepted)."""
+        return tuple(n.strip() for n in self.policy_regions.split(",") if n.strip())
+
+    def region_trusted_networks(
+        self,
+    ) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """REGION_HEADER_TRUSTED_PROXIES as networks (an address is its own /32 or /128)."""
+        try:
+            return tuple(
+                ipaddress.ip_network(n.strip(), strict=False)
+                for n in self.region_header_trusted_proxies.split(",")
+                if n.strip()
+            )
+        except ValueError as exc:
+            raise ValueError(f"REGION_HEADER_TRUSTED_PROXIES: {exc}") from None
 
     def redis_role_url(self, role: RedisRole) -> str:
         """The URL a Redis role uses: its own setting, else REDIS_URL (read at use, so a

@@ -106,7 +106,12 @@ def jobs_for(event_id: int, event_type: str, payload: dict[str, Any]) -> list[Jo
             job_id = widening_job_id(payload["post_id"], version)
             return [Job(lanes.FANOUT_POST, (payload["post_id"], job_id, version), job_id)]
         return [Job(lanes.FANOUT_POST, (payload["post_id"],), key)]
-    if event_type in (events.POST_EDITED, events.POST_DELETED, events.POST_VISIBILITY_CHANGED):
+    if event_type in (
+        events.POST_EDITED,
+        events.POST_DELETED,
+        events.POST_VISIBILITY_CHANGED,
+        events.POST_RESTRICTED,
+    ):
         return [Job(lanes.POST_CHANGED, (payload["post_id"],), key)]
     if event_type == events.FOLLOWED:
         return [Job(lanes.BACKFILL_FOLLOW, (payload["follower_id"], payload["followee_id"]), key)]

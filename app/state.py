@@ -31,6 +31,7 @@ from app.media import hydrate
 from app.media.store import ObjectStore
 from app.media.stores import make_store
 from app.passwords import CHEAP_HASHER, PasswordGate
+from app.posts.regions import set_serving_region
 from app.realtime.counts import reset_new_post_count
 from app.realtime.notifier import RedisNotifier
 from app.redis_client import RedisRoles, make_roles
@@ -117,6 +118,7 @@ def create_state(
     """`roles`: Redis clients to use instead of building them from the settings (a root
     that already holds them); closed with the state either way."""
     settings = settings or get_settings()
+    set_serving_region(settings.region)  # who no request's region judges (decision 0088)
     faults = get_faults()  # test-only; Settings refuses them with PROFILE=production
     engine = make_engine(settings, pool_size=pool_size)
     sessions = make_sessionmaker(engine)

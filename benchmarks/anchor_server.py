@@ -12,8 +12,8 @@ query text and documentId are ignored) and the `Authorization` bearer token. A n
    in the product, is left out);
 2. the cursor checked and decoded with the product's codec (app.feed.cursor);
 3. the feed session read: one GET through the product's FeedSessionStore (redis-py);
-4. the authoritative filter: the product's own page query (app.feed.rows' `_PAGE_ROWS`,
-   the home-feed rule with the authors' columns and the viewer's likes; `_PAGE_ROWS_REC`
+4. the authoritative filter: the product's own page query (app.feed.rows' `page_rows`,
+   the home-feed rule with the authors' columns and the viewer's likes; `page_rows_rec`
    where the window holds ids the session froze as recommendations) over the same
    window of ids (the page plus its read-ahead), on a plain asyncpg pool of the product's
    size (10), no SQLAlchemy;
@@ -47,10 +47,11 @@ from app.errors import AppError, Unauthenticated
 from app.feed.cursor import CursorCodec, SessionPosition, fingerprint
 from app.feed.modes import FeedMode
 from app.feed.page import FeedPage
-from app.feed.rows import _PAGE_ROWS, _PAGE_ROWS_REC, FeedRow
+from app.feed.rows import FeedRow, filter_statements
 from app.feed.sessions import FeedSessionStore
 from app.media.hydrate import MediaView, page_media
 from app.media.urls import MediaUrls, UrlPolicy
+from app.posts.regions import serving_region
 from app.state import AppState, create_state
 
 POOL_SIZE = 10  # the product's engine pool (app.state.create_state)
@@ -192,9 +193,13 @@ class Anchor:
             rec = [i for i in chunk if i in recommended]  # judged by their rule, as the product
             async with self.pool.acquire() as conn:
                 if rec:
-                    rows = await conn.fetch(_PAGE_ROWS_REC, chunk, viewer, rec)
+                    rows = await conn.fetch(
+                        filter_statements(serving_region()).page_rows_rec, chunk, viewer, rec
+                    )
                 else:
-                    rows = await conn.fetch(_PAGE_ROWS, chunk, viewer)
+                    rows = await conn.fetch(
+                        filter_statements(serving_region()).page_rows, chunk, viewer
+                    )
             found = {r[0]: r for r in rows}
             for offset, post_id in enumerate(chunk, position):
                 row = found.get(post_id)

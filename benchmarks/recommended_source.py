@@ -7,8 +7,8 @@ On the database NAME of DATABASE_URL's server (seeded by benchmarks/feed_wrk.py'
 `--reuse-db NAME`: 100k users, 2M posts, 1M likes), for the heaviest viewer (most
 followees) and a light one (~50): the recommendation source's query (app.feed.recommended) as
 the read path sends it, bounded, and without the followee bound; then the ranking filter
-(app.feed.rows `_RANK_ROWS`) over a first page's ~625 followed candidates, alone and with the
-recommended ids as its second array (`_RANK_ROWS_REC`). Each statement prepared once, then
+(app.feed.rows `rank_rows`) over a first page's ~625 followed candidates, alone and with the
+recommended ids as its second array (`rank_rows_rec`). Each statement prepared once, then
 `--runs` executions; prints the median and p90 wall time per execution (client to server and
 back: PostgreSQL's CPU plus one loopback round trip) and PostgreSQL's own execution time of
 one EXPLAIN ANALYZE. Reads only."""
@@ -99,18 +99,22 @@ async def main(db: str, runs: int) -> None:
                 viewer,
             )
         ]
-        plain = await _timed(conn, rows._RANK_ROWS, [followed, viewer], runs)
+        plain = await _timed(
+            conn, rows.filter_statements("local").rank_rows, [followed, viewer], runs
+        )
         print(_row(f"filter (rank rows), {len(followed)} followed, {name}", plain))
         both = [*followed, *rec_ids]
-        two = await _timed(conn, rows._RANK_ROWS_REC, [both, viewer, list(rec_ids)], runs)
+        two = await _timed(
+            conn, rows.filter_statements("local").rank_rows_rec, [both, viewer, list(rec_ids)], runs
+        )
         print(_row(f"filter with the second rule, + {len(rec_ids)} recommended, {name}", two))
         why_ids = list(rec_ids[:4])
         why = await _timed(conn, recommended._WHY_SQL, [why_ids, viewer], runs)
         print(_row(f"why of {len(why_ids)} shown recommendations, {name}", why))
         print(
             f"|   EXPLAIN ANALYZE: source {await _explained(conn, recommended._RECOMMENDED, args)}; "
-            f"filter {await _explained(conn, rows._RANK_ROWS, [followed, viewer])}; "
-            f"two rules {await _explained(conn, rows._RANK_ROWS_REC, [both, viewer, list(rec_ids)])} | | |"
+            f"filter {await _explained(conn, rows.filter_statements('local').rank_rows, [followed, viewer])}; "
+            f"two rules {await _explained(conn, rows.filter_statements('local').rank_rows_rec, [both, viewer, list(rec_ids)])} | | |"
         )
     await conn.close()
 

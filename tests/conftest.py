@@ -144,8 +144,9 @@ TEMPLATE_PREFIX = "feedtest_template_"
 TEMPLATE_LOCK = 740_074  # pg_advisory_lock key: one session makes the template
 
 TABLES = (
-    "client_documents, engagement_events, author_quality, uploads, post_media, media_objects, "
-    "revoked_tokens, outbox, idempotency_keys, comments, likes, blocks, follows, posts, users"
+    "post_restriction_audit, post_restrictions, client_documents, engagement_events, "
+    "author_quality, uploads, post_media, media_objects, revoked_tokens, outbox, "
+    "idempotency_keys, comments, likes, blocks, follows, posts, users"
 )
 
 

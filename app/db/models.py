@@ -25,7 +25,7 @@ from sqlalchemy import (
     text,
     true,
 )
-from sqlalchemy.dialects.postgresql import JSONB, REAL
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, REAL
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -121,6 +121,8 @@ class Post(Base):
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     like_count: Mapped[int] = mapped_column(Integer, server_default="0")
     comment_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    # Regions it is withheld in (NULL: none): the rule's copy of post_restrictions (0088).
+    restricted_regions: Mapped[list[str] | None] = mapped_column(ARRAY(String(32)))
 
 
 class Follow(Base):
@@ -460,3 +462,39 @@ class ClientDocument(Base):
     registered_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now()
     )
+
+
+class PostRestriction(Base):
+    """A post withheld in one region (`python -m app.moderation`, decision 0088)."""
+
+    __tablename__ = "post_restrictions"
+
+    post_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("posts.id", ondelete="CASCADE"), primary_key=True
+    )
+    region: Mapped[str] = mapped_column(String(32), primary_key=True)
+    reason: Mapped[str] = mapped_column(Text)
+    restricted_by: Mapped[str] = mapped_column(String(64))
+    restricted_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+
+
+class PostRestrictionAudit(Base):
+    """One restrict or unrestrict; outlives the post (no foreign key)."""
+
+    __tablename__ = "post_restriction_audit"
+    __table_args__ = (
+        CheckConstraint(
+            "action IN ('restrict', 'unrestrict')", name="post_restriction_audit_action"
+        ),
+        Index("post_restriction_audit_post_idx", "post_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    post_id: Mapped[int] = mapped_column(BigInteger)
+    action: Mapped[str] = mapped_column(String(16))
+    regions: Mapped[list[str]] = mapped_column(ARRAY(String(32)))
+    reason: Mapped[str] = mapped_column(Text)
+    operator: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

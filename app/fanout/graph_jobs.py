@@ -81,15 +81,16 @@ class GraphJobs:
         """Timelines hold ids and readers read bodies with the rows, so an edit changes
         nothing here; a delete leaves the author index (readers re-check every id anyway:
         this only saves them work). A post that no longer reaches followers (deleted, or
-        PRIVATE now) leaves their live counts. The row is read now, not from the event, so
+        PRIVATE now, or restricted in a region: decision 0088) leaves their live counts. The
+        row is read now, not from the event, so
         a narrowing undone before this ran (PRIVATE, then FOLLOWERS again) lowers nothing;
         every step is idempotent, so a retried or replayed job changes nothing more."""
         async with self.sessions() as session:
             row = (
                 await session.execute(
-                    select(Post.author_id, Post.deleted_at, Post.visibility).where(
-                        Post.id == post_id
-                    )
+                    select(
+                        Post.author_id, Post.deleted_at, Post.visibility, Post.restricted_regions
+                    ).where(Post.id == post_id)
                 )
             ).one_or_none()
         if row is None:
@@ -97,7 +98,7 @@ class GraphJobs:
         deleted = row.deleted_at is not None
         if deleted:
             await self.store.remove_author_post(row.author_id, post_id)
-        if deleted or row.visibility == Visibility.PRIVATE:
+        if deleted or row.visibility == Visibility.PRIVATE or row.restricted_regions:
             await self.withdraw_from_counts(row.author_id, post_id, final=deleted)
 
     async def withdraw_from_counts(self, author_id: int, post_id: int, *, final: bool) -> int:

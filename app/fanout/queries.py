@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import BigInteger
 
-from app.posts.visibility import reaches_followers_sql
+from app.posts.visibility import reaches_followers_sql, unrestricted_sql
 
 # One row holding an array: asyncpg decodes bigint[] in C, where 50,000 rows through the ORM's
 # result machinery cost 2-3x the query itself (profiled in the splitter).
@@ -39,8 +39,12 @@ _FOLLOWERS = text(
     """
 )
 
+# What a fan-out may announce in live counts: reaching followers, and restricted in no region
+# (a count does not know its user's region: decision 0088; the timeline entry is written
+# anyway, and each reader's filter judges it in the reader's region).
 _REACHING = text(
     f"SELECT id FROM posts p WHERE id = ANY(:ids) AND {reaches_followers_sql('p')}"
+    f" AND {unrestricted_sql('p')}"
 ).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
 
 
@@ -65,8 +69,8 @@ async def followers(session: AsyncSession, author_id: int, after: int, limit: in
 
 
 async def reaching_posts(session: AsyncSession, post_ids: Sequence[int]) -> set[int]:
-    """Those of `post_ids` that may still reach followers (alive, not PRIVATE): one PK
-    lookup."""
+    """Those of `post_ids` that may still be announced to followers (alive, not PRIVATE,
+    restricted nowhere): one PK lookup."""
     if not post_ids:
         return set()
     rows = await session.execute(_REACHING, {"ids": [int(p) for p in post_ids]})

@@ -14,6 +14,9 @@ every active viewer whether they read or not (docs/decisions/0079-candidate-sour
 
 The source only proposes: every recommended id is judged again by the filter under
 `recommended_sql` (app.feed.rows), on the first page and on every later page of the session.
+So the source reads the rule without its regional clause (decision 0088): a viewer's cached
+ids serve requests judged in any region, and the filter drops what the viewer's region
+restricts.
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ _RECOMMENDED = f"""
             ) l
             GROUP BY l.post_id
         ) c JOIN posts p ON p.id = c.post_id
-        WHERE {recommended_sql("p", "$1")}
+        WHERE {recommended_sql("p", "$1", None)}
         ORDER BY c.n DESC, c.post_id DESC LIMIT $4
     ) r
 """
+
 
 # Why each of a page's recommended posts ($1 ids, $2 viewer): how many of the viewer's
 # followees liked it, and the newest three of them with their user columns; never a user

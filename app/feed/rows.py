@@ -2,10 +2,11 @@
 
 Every id that leaves the read path passed the home-feed rule (app.posts.visibility,
 `home_feed_sql`) in the same request: alive, not private (unless the viewer's own), author
-followed now (or the viewer), no block either way; or, for an id the recommendation source
-proposed (RANKED sessions only), the recommendation rule (`recommended_sql`: alive, PUBLIC,
-author neither the viewer nor followed, no block). Timelines, caches and sources only ever
-propose ids; these queries decide.
+followed now (or the viewer), no block either way, not restricted in the viewer's region
+(app.posts.regions: each region has its statements, `filter_statements`); or, for an id
+the recommendation source proposed (RANKED sessions only), the recommendation rule
+(`recommended_sql`: alive, PUBLIC, author neither the viewer nor followed, no block).
+Timelines, caches and sources only ever propose ids; these queries decide.
 
 How the queries run: `Reads` (app.feed.reads), the driver's own SQL on the app engine's
 pooled connections, no ORM session, no transaction.
@@ -27,6 +28,7 @@ from app.feed.reads import UNFILTERED
 from app.feed.reads import Reads as Reads  # re-exported: the stages import it from here
 from app.media.hydrate import MediaView
 from app.posts.ids import created_ms
+from app.posts.regions import current_region
 from app.posts.visibility import (
     alive_sql,
     home_feed_sql,
@@ -34,65 +36,83 @@ from app.posts.visibility import (
     recommended_sql,
 )
 
-# The filter ($1 = candidate ids, $2 = viewer), shared by every filter query.
-_VISIBLE = f" p.id = ANY($1::bigint[]) AND {home_feed_sql('p', '$2')}"
-# The same with recommendations among the candidates ($3 = those of $1 that came from the
-# recommendation source, app.feed.recommended): each judged by `recommended_sql`, the others
-# by the home-feed rule, so a followed source's id never passes as a recommendation nor a
-# recommended one as followed. Used only when $3 is not empty: the plain filter's plan stays.
-_VISIBLE_REC = (
-    f" p.id = ANY($1::bigint[]) AND CASE WHEN p.id = ANY($3::bigint[])"
-    f" THEN ({recommended_sql('p', '$2')}) ELSE ({home_feed_sql('p', '$2')}) END"
-)
+
+@dataclass(frozen=True, slots=True)
+class FilterStatements:
+    """The filter's statements for one region (the rule writes it as a literal: decision
+    0088), built once per region by `filter_statements`."""
+
+    rank_rows: str
+    page_rows: str
+    page_rows_newest: str
+    rank_rows_rec: str
+    page_rows_rec: str
+
+
+@lru_cache(maxsize=64)
+def filter_statements(region: str) -> FilterStatements:
+    """The filter queries judged in `region` (see FilterStatements)."""
+    # The filter ($1 = candidate ids, $2 = viewer), shared by every filter query; with
+    # recommendations among the candidates ($3: those of $1 from app.feed.recommended) each
+    # is judged by `recommended_sql`, the others by the home-feed rule (a followed source's
+    # id never passes as recommended, nor the reverse); only when $3 is not empty.
+    visible = f" p.id = ANY($1::bigint[]) AND {home_feed_sql('p', '$2', region)}"
+    visible_rec = (
+        f" p.id = ANY($1::bigint[]) AND CASE WHEN p.id = ANY($3::bigint[])"
+        f" THEN ({recommended_sql('p', '$2', region)})"
+        f" ELSE ({home_feed_sql('p', '$2', region)}) END"
+    )
+    rank = _RANK_ROWS.format(visible=visible)
+    page = _PAGE_ROWS.format(visible=visible)
+    statements = FilterStatements(
+        rank_rows=rank,
+        page_rows=page,
+        page_rows_newest=page + " ORDER BY p.id DESC LIMIT $3",
+        rank_rows_rec=_RANK_ROWS_REC.format(visible=visible_rec),
+        page_rows_rec=_PAGE_ROWS.format(visible=visible_rec),
+    )
+    # Test-only (FEED_FAULT_SKIP_FILTER; refused in production): the queries without the
+    # rule, so tests show the probe catches a broken filter ($2 stays: its type inferred).
+    plain = (rank, page, statements.page_rows_newest)
+    recs = (statements.rank_rows_rec, statements.page_rows_rec)
+    UNFILTERED.update({q: q.replace(visible, _NO_RULE) for q in plain})
+    UNFILTERED.update({q: q.replace(visible_rec, _NO_RULE_REC) for q in recs})
+    return statements
+
 
 # Ranking's view of the candidates: a RANKED first page filters ~600 of them, and only the
 # 20 shown need the rest of the row (read afterwards with _PAGE_ROWS). As four arrays in one
 # row, newest first: the driver decodes arrays in C, while 600 result rows cost ~1 ms of
 # Python row handling per read. Sorted once, in the subquery, whose order a plain aggregate
 # keeps (one ORDER BY per array_agg sorted the rows four times: 15% of the query's CPU for
-# a heavy viewer; tests/feed/test_first_page_costs.py checks the order).
-_RANK_ROWS = (
-    """
+# a heavy viewer; tests/feed/test_first_page_costs.py checks the order). `{visible}`: the
+# filter.
+_RANK_ROWS = """
     SELECT array_agg(s.id), array_agg(s.author_id), array_agg(s.like_count),
            array_agg(s.comment_count)
-    FROM (SELECT p.id, p.author_id, p.like_count, p.comment_count FROM posts p WHERE"""
-    + _VISIBLE
-    + " ORDER BY p.id DESC) s"
+    FROM (SELECT p.id, p.author_id, p.like_count, p.comment_count FROM posts p WHERE{visible}
+    ORDER BY p.id DESC) s"""
+
+# With recommendations, those come first, then the followed ones newest first: the session's
+# window (app.feed.first_page) is then two slices, not a pass over ~600 ids in Python.
+_RANK_ROWS_REC = _RANK_ROWS.replace(
+    "ORDER BY p.id DESC) s", "ORDER BY p.id = ANY($3::bigint[]) DESC, p.id DESC) s"
 )
 
 # A page's rows with everything its Post and User fields show: the author's columns and
 # whether the viewer liked the post. Used where the candidates are few (a page plus slack),
-# so authors and likes cost no round trips of their own.
-_PAGE_ROWS = (
-    """
+# so authors and likes cost no round trips of their own. Keyset pages want the newest
+# visible candidates only (`page_rows_newest`: the rest are not read at all).
+_PAGE_ROWS = """
     SELECT p.id, p.author_id, p.like_count, p.comment_count, p.version, p.visibility,
            p.created_at, p.edited_at, p.body,
            u.handle, u.display_name, u.follower_count, u.following_count, u.fanout_mode,
            EXISTS (SELECT 1 FROM likes l WHERE l.user_id = $2 AND l.post_id = p.id)
     FROM posts p JOIN users u ON u.id = p.author_id
-    WHERE"""
-    + _VISIBLE
-)
+    WHERE{visible}"""
 
-# Keyset pages want the newest visible candidates only: the rest are not read at all.
-_PAGE_ROWS_NEWEST = _PAGE_ROWS + " ORDER BY p.id DESC LIMIT $3"
-
-# With recommendations, those come first, then the followed ones newest first: the session's
-# window (app.feed.first_page) is then two slices, not a pass over ~600 ids in Python.
-_RANK_ROWS_REC = _RANK_ROWS.replace(_VISIBLE, _VISIBLE_REC).replace(
-    " ORDER BY p.id DESC) s", " ORDER BY p.id = ANY($3::bigint[]) DESC, p.id DESC) s"
-)
-_PAGE_ROWS_REC = _PAGE_ROWS.replace(_VISIBLE, _VISIBLE_REC)
-
-# Test-only (FEED_FAULT_SKIP_FILTER, app.config; refused in production): the filter queries
-# with the home-feed rule left out, so tests can show the synthetic probe (app.probe) catches
-# what a broken filter lets through. $2 stays referenced: its type must still be inferable.
 _NO_RULE = " p.id = ANY($1::bigint[]) AND $2::bigint IS NOT NULL"
 _NO_RULE_REC = _NO_RULE + " AND $3::bigint[] IS NOT NULL"
-UNFILTERED.update(
-    {q: q.replace(_VISIBLE, _NO_RULE) for q in (_RANK_ROWS, _PAGE_ROWS, _PAGE_ROWS_NEWEST)}
-    | {q: q.replace(_VISIBLE_REC, _NO_RULE_REC) for q in (_RANK_ROWS_REC, _PAGE_ROWS_REC)}
-)
 
 
 def _own_posts_sql(limit: str, before: str, before_at: str) -> str:
@@ -295,10 +315,11 @@ async def rank_rows(
     if not ids:
         return RankColumns([], [], [], [])
     rec = _among(ids, recommended)
+    statements = filter_statements(current_region())
     if rec:
-        (found,) = await reads.all(_RANK_ROWS_REC, list(ids), viewer_id, rec)
+        (found,) = await reads.all(statements.rank_rows_rec, list(ids), viewer_id, rec)
     else:
-        (found,) = await reads.all(_RANK_ROWS, list(ids), viewer_id)
+        (found,) = await reads.all(statements.rank_rows, list(ids), viewer_id)
     if found[0] is None:  # no visible rows: array_agg of nothing is NULL
         return RankColumns([], [], [], [])
     return RankColumns(found[0], found[1], found[2], found[3])
@@ -320,12 +341,13 @@ async def page_rows(
     found: dict[int, FeedRow] = {}
     authors, liked = extras.authors, extras.liked
     rec = _among(ids, recommended)
+    statements = filter_statements(current_region())
     if rec:
-        rows = await reads.all(_PAGE_ROWS_REC, list(ids), viewer_id, rec)
+        rows = await reads.all(statements.page_rows_rec, list(ids), viewer_id, rec)
     elif newest is None:
-        rows = await reads.all(_PAGE_ROWS, list(ids), viewer_id)
+        rows = await reads.all(statements.page_rows, list(ids), viewer_id)
     else:
-        rows = await reads.all(_PAGE_ROWS_NEWEST, list(ids), viewer_id, newest)
+        rows = await reads.all(statements.page_rows_newest, list(ids), viewer_id, newest)
     for r in rows:
         post_id, author_id = r[0], r[1]
         found[post_id] = _new_row(FeedRow, r[:9])  # FeedRow._make without its Python frame

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from app.feed.constants import OPEN_SESSIONS_MAX
+from app.posts.regions import current_region
 from app.redis_scripts import AnyRedis, LuaScript, run_script
 
 _ID = struct.Struct(">Q")
@@ -197,9 +198,12 @@ def _decode(session_id: str, raw: bytes | None) -> FeedSession | None:
 
 
 def candidates_signature(ids: Sequence[int], maybe_more: bool) -> bytes:
-    """16 bytes that change when the candidate ids (or whether older ones exist) do."""
+    """16 bytes that change when the candidate ids (or whether older ones exist) do, or the
+    region judging the request (app.posts.regions): a session ranked under one region's
+    policy is never reused for a request judged in another (decision 0088)."""
     digest = hashlib.blake2b(array("q", ids).tobytes(), digest_size=16)
     digest.update(b"+" if maybe_more else b".")
+    digest.update(current_region().encode())
     return digest.digest()
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from app.feed.constants import VERIFIED_ROWS_MAX
 from app.feed.rows import FeedAuthor, FeedRow
+from app.posts.regions import current_region
 
 
 @dataclass(slots=True)
@@ -33,6 +34,9 @@ class VerifiedWindow:
     authors: dict[int, FeedAuthor] = field(default_factory=dict)
     liked: set[int] = field(default_factory=set)
     at: float = 0.0  # time.monotonic() when its first filter query was sent
+    # The region it was judged in (app.posts.regions): never served to a request judged in
+    # another (a reader whose edge names another region now: decision 0088).
+    region: str = field(default_factory=current_region)
 
     def rows_from(self, position: int) -> list[tuple[int, FeedRow]]:
         return [(p, row) for p, row in self.rows if p >= position]
@@ -69,6 +73,8 @@ class VerifiedPages:
         """The viewer's window of `session_id` if it holds `position` and is within the TTL."""
         window = self._windows.get(viewer_id)
         if window is None or window.session_id != session_id:
+            return None
+        if window.region != current_region():
             return None
         if time.monotonic() - window.at > self.ttl:
             self._drop(viewer_id)

@@ -13,6 +13,8 @@ POST_CREATED = "PostCreated"
 POST_EDITED = "PostEdited"
 POST_DELETED = "PostDeleted"
 POST_VISIBILITY_CHANGED = "PostVisibilityChanged"
+# An operator restricted or unrestricted a post in regions (app.posts.restrictions).
+POST_RESTRICTED = "PostRestricted"
 FOLLOWED = "Followed"
 UNFOLLOWED = "Unfollowed"
 BLOCKED = "Blocked"

@@ -15,7 +15,13 @@ The rule, read against the current rows (never a cache):
   what they may see: a post the viewer hid and every post of an author the viewer muted are
   left out of the home feed (`home_feed_sql`), recommendations (`recommended_sql`) and live
   counts, while the author's profile and the post by id still show them (`visible_sql` does
-  not apply it).
+  not apply it);
+- regional policy (decision 0088): a post an operator restricted in a region is seen by
+  nobody judged in that region (app.posts.regions: the serving region or a trusted edge's),
+  followers included, except its author, who still sees it everywhere; in other regions
+  nothing changes. Live counts, which workers raise without knowing a viewer's region,
+  leave out a post restricted anywhere (`unrestricted_sql`): a count may miss a post, never
+  announce one the viewer may not open.
 
 Every query that returns posts or routes them to users builds its condition from here. The
 rule is written once, as SQL fragments: queries kept as SQL text for speed (the read path's
@@ -31,6 +37,7 @@ from collections.abc import Sequence
 from sqlalchemy import ARRAY, BigInteger, BindParameter, TextClause, bindparam, text
 
 from app.db.models import Visibility
+from app.posts.regions import current_region, region_literal
 
 _PUBLIC = f"'{Visibility.PUBLIC.value}'"
 _FOLLOWERS = f"'{Visibility.FOLLOWERS.value}'"
@@ -45,6 +52,23 @@ def alive_sql(post: str) -> str:
 def reaches_followers_sql(post: str) -> str:
     """The post may reach its author's followers: alive and not PRIVATE."""
     return f"{alive_sql(post)} AND {post}.visibility <> {_PRIVATE}"
+
+
+def allowed_in_region_sql(post: str, region: str) -> str:
+    """The post (alias `post`) is not restricted in `region` (a region name, checked and
+    written as a literal). Reads the post's own `restricted_regions` (NULL for all but the
+    few restricted posts), so it adds no table to the query and costs a feed page nothing
+    measurable (decision 0088)."""
+    return (
+        f"({post}.restricted_regions IS NULL"
+        f" OR {region_literal(region)} <> ALL({post}.restricted_regions))"
+    )
+
+
+def unrestricted_sql(post: str) -> str:
+    """The post is restricted in no region: what live counts announce (they are raised by
+    workers that do not know the viewer's region)."""
+    return f"{post}.restricted_regions IS NULL"
 
 
 def follows_sql(follower: str, followee: str) -> str:
@@ -95,26 +119,28 @@ def feedback_allows_sql(post: str, viewer: str) -> str:
     return f"NOT {hidden_sql(viewer, post)} AND NOT {muted_sql(viewer, f'{post}.author_id')}"
 
 
-def visible_sql(post: str, viewer: str | None) -> str:
-    """The viewer (None: anonymous) may see the post when they ask for it by id or author."""
+def visible_sql(post: str, viewer: str | None, region: str) -> str:
+    """The viewer (None: anonymous) judged in `region` may see the post when they ask for it
+    by id or author."""
+    regional = allowed_in_region_sql(post, region)
     if viewer is None:
-        return f"{alive_sql(post)} AND {post}.visibility = {_PUBLIC}"
+        return f"{alive_sql(post)} AND {post}.visibility = {_PUBLIC} AND {regional}"
     author = f"{post}.author_id"
     allowed = (
         f"({post}.visibility = {_PUBLIC}"
         f" OR ({post}.visibility = {_FOLLOWERS} AND {follows_sql(viewer, author)}))"
     )
-    others = f"{allowed} AND NOT {blocked_sql(viewer, author)}"
+    others = f"{allowed} AND {regional} AND NOT {blocked_sql(viewer, author)}"
     return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
 
 
-def home_feed_sql(post: str, viewer: str) -> str:
-    """The post may be in the viewer's home feed: `visible_sql` narrowed to the viewer's own
-    posts and the posts of authors they follow (so PUBLIC and FOLLOWERS alike), less the
-    viewer's negative feedback on others' posts (`feedback_allows_sql`: no hidden post, no
-    muted author's post; one's own posts cannot be hidden). Home feeds, their sessions'
-    pages and keyset pages all filter through this, so a hide or a mute applies to an open
-    session's next page.
+def home_feed_sql(post: str, viewer: str, region: str) -> str:
+    """The post may be in the home feed of the viewer judged in `region`: `visible_sql`
+    narrowed to the viewer's own posts and the posts of authors they follow (so PUBLIC and
+    FOLLOWERS alike), less the viewer's negative feedback on others' posts
+    (`feedback_allows_sql`: no hidden post, no muted author's post; one's own posts cannot
+    be hidden). Home feeds, their sessions' pages and keyset pages all filter through this,
+    so a hide, a mute or a regional restriction applies to an open session's next page.
 
     Inside the OR's second branch, each EXISTS is a hashed subplan (the viewer's hides and
     mutes read once per query): at the caps (2,000 hides, 1,000 mutes) a heavy viewer's
@@ -123,7 +149,8 @@ def home_feed_sql(post: str, viewer: str) -> str:
     docs/decisions/0076-negative-feedback.md)."""
     author = f"{post}.author_id"
     others = (
-        f"{post}.visibility <> {_PRIVATE} AND {follows_sql(viewer, author)}"
+        f"{post}.visibility <> {_PRIVATE} AND {allowed_in_region_sql(post, region)}"
+        f" AND {follows_sql(viewer, author)}"
         f" AND NOT {blocked_sql(viewer, author)} AND {feedback_allows_sql(post, viewer)}"
     )
     return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
@@ -134,25 +161,32 @@ def public_sql(post: str) -> str:
     return f"{post}.visibility = {_PUBLIC}"
 
 
-def recommended_sql(post: str, viewer: str) -> str:
-    """The post may be recommended to the viewer (the recommendation source's rule, decision
-    0079): alive, PUBLIC, by another user whom the viewer does not follow (a followed
+def recommended_sql(post: str, viewer: str, region: str | None) -> str:
+    """The post may be recommended to the viewer judged in `region` (the recommendation
+    source's rule, decision 0079): alive, PUBLIC, not restricted in the region, by another
+    user whom the viewer does not follow (a followed
     author's post is the home feed's, `home_feed_sql`), no block either way. Stricter than
     `visible_sql`, never wider: a recommendation is a post the viewer could open anyway.
-    The viewer's negative feedback applies as in the home feed (`feedback_allows_sql`)."""
+    The viewer's negative feedback applies as in the home feed (`feedback_allows_sql`).
+    `region` None: no regional clause, for the recommendation source only (its per-viewer
+    cache serves every region; the filter then judges each id in the viewer's region)."""
     author = f"{post}.author_id"
+    regional = "" if region is None else f" AND {allowed_in_region_sql(post, region)}"
     return (
-        f"{alive_sql(post)} AND {public_sql(post)} AND {author} <> {viewer}"
-        f" AND NOT {follows_sql(viewer, author)} AND NOT {blocked_sql(viewer, author)}"
+        f"{alive_sql(post)} AND {public_sql(post)}{regional}"
+        f" AND {author} <> {viewer} AND NOT {follows_sql(viewer, author)}"
+        f" AND NOT {blocked_sql(viewer, author)}"
         f" AND {feedback_allows_sql(post, viewer)}"
     )
 
 
-def visible_to(viewer_id: int | None) -> TextClause:
-    """`visible_sql` as a clause for ORM queries over the `posts` table (`select(Post)`)."""
+def visible_to(viewer_id: int | None, region: str | None = None) -> TextClause:
+    """`visible_sql` as a clause for ORM queries over the `posts` table (`select(Post)`),
+    judged in `region` (default: the current request's, app.posts.regions)."""
+    judged = current_region() if region is None else region
     if viewer_id is None:
-        return text(visible_sql("posts", None))
-    return text(visible_sql("posts", ":visible_to_viewer")).bindparams(
+        return text(visible_sql("posts", None, judged))
+    return text(visible_sql("posts", ":visible_to_viewer", judged)).bindparams(
         _user_id("visible_to_viewer", viewer_id)
     )
 

@@ -15,7 +15,13 @@ from sqlalchemy.types import BigInteger
 
 from app.db.models import FANOUT_PULL
 from app.posts.ids import created_ms
-from app.posts.visibility import blocked_sql, hidden_sql, muted_sql, reaches_followers_sql
+from app.posts.visibility import (
+    blocked_sql,
+    hidden_sql,
+    muted_sql,
+    reaches_followers_sql,
+    unrestricted_sql,
+)
 
 # The follow edge `f` carries posts: no block either way between its two users.
 _NOT_BLOCKED = f"NOT {blocked_sql('f.follower_id', 'f.followee_id')}"
@@ -78,14 +84,15 @@ async def post_authors(session: AsyncSession, post_ids: Sequence[int]) -> dict[i
 
 # Posts a user may be told about now, for many (user, post) pairs at once: the author is
 # followed, since before the post (a refollow does not bring old posts back as "new"), no
-# block either way, not muted, the post not hidden by the user, still visible.
+# block either way, not muted, the post not hidden by the user, still visible, restricted in
+# no region (a count does not know the user's region: decision 0088).
 _COUNTABLE_PAIRS = text(
     f"""
     SELECT pair.user_id, p.id, p.author_id
     FROM unnest(:users, :ids) AS pair(user_id, post_id)
     JOIN posts p ON p.id = pair.post_id
     JOIN follows f ON f.follower_id = pair.user_id AND f.followee_id = p.author_id
-    WHERE f.created_at < p.created_at AND {reaches_followers_sql("p")}
+    WHERE f.created_at < p.created_at AND {reaches_followers_sql("p")} AND {unrestricted_sql("p")}
       AND {_NOT_BLOCKED} AND {_NOT_MUTED} AND NOT {hidden_sql("pair.user_id", "p")}
     """
 ).bindparams(bindparam("users", type_=ARRAY(BigInteger)), bindparam("ids", type_=ARRAY(BigInteger)))
@@ -137,7 +144,7 @@ _POSTS_SINCE_EACH = text(
     CROSS JOIN LATERAL (
       SELECT id FROM posts
       WHERE author_id = a.author_id AND created_at > :since
-        AND {reaches_followers_sql("posts")}
+        AND {reaches_followers_sql("posts")} AND {unrestricted_sql("posts")}
       ORDER BY created_at DESC, id DESC LIMIT :n
     ) p
     """

@@ -48,6 +48,14 @@ access ends within the URL lifetime (`media_urls_expire`; `revoke_media` takes a
 images another user holds away from them, by a delete, PRIVATE or a block, and waits for
 their URLs to expire in a few examples per run).
 
+Regional policy (issue 37 part 3, decision 0088): each user is served in a region ("local"
+or "eu", an app of its own over the same state, as two API processes of two regions would
+be), and may move to the other between steps; an operator restricts posts in a region and
+lifts restrictions at random points (app.posts.restrictions, what `python -m app.moderation`
+runs). The model's rule: a post restricted in the viewer's region is shown to nobody there
+but its author (feeds, recommendations, the by-id rule that likes and hides go through);
+readers mid-scroll read on at once after a restriction, as after a narrowing.
+
 The fan-out control plane (issue 21) switches modes under all this: a rule posts a burst from
 one author (the cost model takes it PULL within a WINDOW_SECONDS posting window), a rule pins
 or unpins an author (`python -m app.fanout pin`), a rule runs the periodic pass (which brings a
@@ -85,9 +93,11 @@ from app.fanout import lanes
 from app.fanout.__main__ import pin as pin_author
 from app.feed.constants import PULL_PER_AUTHOR
 from app.operation_documents import operations
+from app.posts.restrictions import change_restriction
 from benchmarks.media_pages import with_media
 from jobs.worker import REVIEW
 from tests.helpers import (
+    app_client,
     fanout_mode,
     follow,
     full_scroll,
@@ -120,6 +130,9 @@ MEDIA_WAITS = 4  # examples per run that wait for a revoked media URL to expire
 # Every page: FeedWithReasons with Post.media (a text until the demo's PostFields selects it).
 FEED_READ = with_media(operations()["FeedWithReasons"])
 
+REGIONS = ("local", "eu")  # the serving regions of the model's two apps
+START_REGIONS = ("local", "eu", "local", "eu", "local")
+
 users = st.integers(0, len(HANDLES) - 1)
 modes = st.sampled_from(("RANKED", "CHRONOLOGICAL"))
 
@@ -132,6 +145,7 @@ class Post:
     step: int  # when it was made
     deleted: bool = False
     images: int = 0
+    restricted: set[str] = field(default_factory=set)  # regions (decision 0088)
 
 
 @dataclass
@@ -178,6 +192,8 @@ class Figures:
     expired_refused: int = 0  # expired URLs fetched again (refused)
     revoked_refused: int = 0  # of those, URLs of posts their viewer may no longer see
     media_waits: int = 0  # examples that waited for such a URL to expire
+    restrictions: int = 0  # restricts and unrestricts (decision 0088)
+    moves: int = 0  # users moved to the other region
 
 
 FIGURES = Figures()
@@ -188,6 +204,7 @@ class FeedModel(RuleBasedStateMachine):
 
     loop: ClassVar[asyncio.AbstractEventLoop]
     client: ClassVar[httpx.AsyncClient]
+    clients: ClassVar[dict[str, httpx.AsyncClient]]  # region -> an app serving it
     state: ClassVar[Any]
     pipeline: ClassVar[Any]
 
@@ -195,6 +212,7 @@ class FeedModel(RuleBasedStateMachine):
         super().__init__()
         self.step = 0
         self.tokens: list[str] = []
+        self.region: list[str] = list(START_REGIONS)  # where each user is served
         self.ids: list[int] = []
         self.follows: dict[tuple[int, int], int] = {}  # (follower, followee) -> since step
         self.aged: set[tuple[int, int]] = set()  # follows made to look an hour old
@@ -220,7 +238,8 @@ class FeedModel(RuleBasedStateMachine):
     def call(self, user: int, operation: str, variables: dict[str, Any]) -> Any:
         self.step += 1
         FIGURES.steps += 1
-        return self.run(gql(self.client, operation, variables, token=self.tokens[user]))
+        client = self.clients[self.region[user]]
+        return self.run(gql(client, operation, variables, token=self.tokens[user]))
 
     def blocked(self, a: int, b: int) -> bool:
         return (a, b) in self.blocks or (b, a) in self.blocks
@@ -233,6 +252,7 @@ class FeedModel(RuleBasedStateMachine):
             return True
         return (
             post.visibility != "PRIVATE"
+            and self.region[viewer] not in post.restricted
             and (viewer, post.author) in self.follows
             and not self.blocked(viewer, post.author)
             and (viewer, post.id) not in self.hidden
@@ -247,6 +267,8 @@ class FeedModel(RuleBasedStateMachine):
             return True
         if self.blocked(viewer, post.author) or post.visibility == "PRIVATE":
             return False
+        if self.region[viewer] in post.restricted:
+            return False
         return post.visibility == "PUBLIC" or (viewer, post.author) in self.follows
 
     def may_recommend(self, viewer: int, post: Post) -> bool:
@@ -257,6 +279,7 @@ class FeedModel(RuleBasedStateMachine):
         return (
             not post.deleted
             and post.visibility == "PUBLIC"
+            and self.region[viewer] not in post.restricted
             and post.author != viewer
             and (viewer, post.author) not in self.follows
             and not self.blocked(viewer, post.author)
@@ -522,6 +545,48 @@ class FeedModel(RuleBasedStateMachine):
                     self.rejudge(viewer)
                     break
 
+    # -- regional policy (decision 0088) ---------------------------------------------------
+
+    @rule(
+        b=users,
+        index=st.integers(0, 1000),
+        region=st.sampled_from(REGIONS),
+        lift=st.sampled_from((False, False, True)),
+    )
+    def restrict(self, b: int, index: int, region: str, lift: bool) -> None:
+        """An operator restricts a post of `b`'s in `region` (or lifts a restriction there);
+        someone served there mid-scroll reads on at once, as after a narrowing."""
+        target = self.pick(b, index)
+        if lift:
+            pool = sorted(p.id for p in self.posts.values() if region in p.restricted)
+            target = self.posts[pool[index % len(pool)]] if pool else None
+        if target is None:
+            return
+        FIGURES.restrictions += 1
+        self.step += 1
+        change = change_restriction(
+            self.state.sessions, target.id, [region], "model", "model", lift=lift
+        )
+        self.run(change)
+        if lift:
+            target.restricted.discard(region)
+            return
+        target.restricted.add(region)
+        for viewer in range(len(HANDLES)):
+            session = self.sessions.get(viewer)
+            if self.region[viewer] == region and session and session.has_next:
+                self.rejudge(viewer)
+                break
+
+    @rule(a=users)
+    def move(self, a: int) -> None:
+        """`a` is served in the other region from now on (an open session goes on there)."""
+        FIGURES.moves += 1
+        self.region[a] = REGIONS[1 - REGIONS.index(self.region[a])]
+        session = self.sessions.get(a)
+        if session is not None and session.has_next:
+            self.page(a, session, 10)
+
     # -- the control plane (issue 21) -----------------------------------------------------
 
     @rule(a=users, n=st.sampled_from((8, 15)), split=st.booleans(), review=st.booleans())
@@ -566,7 +631,8 @@ class FeedModel(RuleBasedStateMachine):
             variables["after"] = session.cursor
         self.step += 1
         FIGURES.steps += 1
-        found = self.run(gql(self.client, "", variables, self.tokens[viewer], FEED_READ))
+        client = self.clients[self.region[viewer]]
+        found = self.run(gql(client, "", variables, self.tokens[viewer], FEED_READ))
         feed = found.ok()["feed"]
         FIGURES.pages += 1
         for edge in feed["edges"]:
@@ -779,6 +845,12 @@ async def test_feed_matches_the_model(client, state, pipeline, monkeypatch) -> N
     monkeypatch.setattr(get_settings(), "media_public_url_seconds", IMAGE_URL_SECONDS)
     FeedModel.loop = asyncio.get_running_loop()
     FeedModel.client, FeedModel.state, FeedModel.pipeline = client, state, pipeline
+    async with app_client(state, region="eu") as eu:  # the second region's app (decision 0088)
+        FeedModel.clients = {"local": client, "eu": eu}
+        await _run_model()
+
+
+async def _run_model() -> None:
     run_settings = settings(
         max_examples=EXAMPLES,
         stateful_step_count=STEPS,

@@ -59,6 +59,9 @@ class SocketContext(Context):
 
     def authenticate(self) -> None:
         """Accept the socket for one user, or raise ConnectionRejectionError (close 4403)."""
+        if isinstance(self.auth_error, BadInput):  # the edge's region header (request_region)
+            error = self.auth_error
+            raise ConnectionRejectionError({"code": error.code, "message": error.message})
         header = _authorization(self.connection_params or {})
         if header is None:
             # A non-browser client may authenticate the upgrade request instead.
@@ -95,6 +98,7 @@ class SocketContext(Context):
             viewer_id=self.viewer_id,
             auth_error=self.auth_error,
             hub=self.hub,
+            region=self.region,
             operation_id=operation_id,
             send_text=send_text,
         )

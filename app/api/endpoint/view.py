@@ -28,7 +28,7 @@ from strawberry.types import ExecutionResult
 from app.api.endpoint.schema import build_schema
 from app.api.endpoint.subscriptions import SocketContext
 from app.api.endpoint.websocket import FeedTransportWSHandler, TextFrameAdapter, refuse_subprotocol
-from app.api.schema.context import Context, http_context
+from app.api.schema.context import Context, http_context, request_region
 from app.api.schema.cost import SURROGATE_MESSAGE, lone_surrogate_in
 from app.api.transports import http_media
 from app.api.transports.document_http import names_a_document, with_document_id
@@ -84,11 +84,15 @@ class FeedGraphQL(GraphQL):
         state: AppState = self._state()
         if isinstance(request, Request):
             return await http_context(state, request)
-        # Sockets authenticate at connection_init (SocketContext.authenticate).
+        # Sockets authenticate at connection_init (SocketContext.authenticate); a trusted
+        # edge's region header is read at the upgrade (a bad one: the serving region's
+        # policy would be a guess, so the socket's operations fail as with a bad token).
         viewer_id: int | None = None
         auth_error: AppError | None = None
+        region = state.settings.region
         header = request.headers.get("authorization")
         try:
+            region = request_region(state.settings, request)
             viewer_id = user_id_from_header(state.settings, header) if header else None
         except AppError as exc:
             auth_error = exc
@@ -98,6 +102,7 @@ class FeedGraphQL(GraphQL):
             viewer_id=viewer_id,
             auth_error=auth_error,
             hub=self._hub(),
+            region=region,
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:  # type: ignore[override]

@@ -13,9 +13,11 @@ from starlette.websockets import WebSocket
 from app.api.schema.loaders import Loaders
 from app.auth import revocation
 from app.auth.tokens import TokenClaims, header_claims
-from app.client_address import budget_address
+from app.client_address import budget_address, trusted_peer
+from app.config import Settings
 from app.db.watermarks import record_narrowing
 from app.errors import AppError, Unauthenticated
+from app.posts.regions import check_region, judge_in
 from app.ratelimit import check_rate
 from app.state import AppState
 
@@ -29,10 +31,14 @@ class Context:
     auth_error: AppError | None = None
     # The accepted token's claims (logOut revokes this one token).
     token: TokenClaims | None = None
+    # The region whose policy judges this request's reads (`request_region`; empty: the
+    # process's REGION). Set for the request's task and the tasks it starts.
+    region: str = ""
     loaders: Loaders = field(init=False)
 
     def __post_init__(self) -> None:
         self.loaders = Loaders(self.state, self.viewer_id)
+        judge_in(self.region or self.state.settings.region)
 
     def viewer(self) -> int | None:
         if self.auth_error is not None:
@@ -73,16 +79,36 @@ class Context:
         return budget_address(host, self.state.settings.client_ipv6_prefix)
 
 
+def request_region(settings: Settings, request: Request | WebSocket) -> str:
+    """The viewer's region (decision 0088): the one a trusted edge names in REGION_HEADER
+    (its peer in REGION_HEADER_TRUSTED_PROXIES, app.client_address), else the serving
+    REGION. The header from any other peer is ignored; a trusted edge's malformed or unknown
+    name is BadInput (every field of the request then fails, as with a bad token): a reader
+    is never judged by a region nobody named."""
+    name = settings.region_header
+    value = request.headers.get(name) if name else None
+    if value is None or not trusted_peer(request.scope, settings.region_trusted_networks()):
+        return settings.region
+    return check_region(value.strip(), settings.policy_region_names())
+
+
 async def http_context(state: AppState, request: Request) -> Context:
-    """An HTTP request's context: its bearer token checked (signature, expiry, revocation).
-    A bad token is kept as `auth_error`, which every field then raises."""
+    """An HTTP request's context: its bearer token checked (signature, expiry, revocation)
+    and its region (`request_region`). A bad token or region header is kept as
+    `auth_error`, which every field then raises."""
+    try:
+        region = request_region(state.settings, request)
+    except AppError as exc:
+        return Context(state=state, request=request, auth_error=exc)
     header = request.headers.get("authorization")
     if not header:
-        return Context(state=state, request=request)
+        return Context(state=state, request=request, region=region)
     try:
         token = header_claims(state.settings, header)
         cache = state.settings.token_check_cache_seconds
         await revocation.check(state.roles.limits, state.sessions, token, cache)
     except AppError as exc:
-        return Context(state=state, request=request, auth_error=exc)
-    return Context(state=state, request=request, viewer_id=token.user_id, token=token)
+        return Context(state=state, request=request, auth_error=exc, region=region)
+    return Context(
+        state=state, request=request, viewer_id=token.user_id, token=token, region=region
+    )

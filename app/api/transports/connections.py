@@ -47,7 +47,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.transports.constants import CONNECTIONS_RETRY_AFTER_SECONDS as RETRY_AFTER_SECONDS
 from app.api.transports.constants import HEAD_SLACK_BYTES
 from app.api.upstream.uvicorn import HttpToolsProtocol, TrustedHosts
-from app.client_address import budget_address
+from app.client_address import PEER_STATE_KEY, budget_address
 from app.config import Settings
 from app.errors import RateLimited
 
@@ -165,6 +165,8 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        if self.client:  # the peer, before any X-Forwarded-For rewrite (app.client_address)
+            self.scope["state"][PEER_STATE_KEY] = self.client[0]
         self._head_bytes = 0
         self._head_started = True
         if self._deadline is None:  # a kept-alive connection's next request
