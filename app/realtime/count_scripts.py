@@ -169,8 +169,8 @@ local published = 0
 for j = 1, nexp do
   local i = tonumber(ARGV[base + j])
   if counting and not push.away[i] then
-    local uid = string.sub(KEYS[i], ID_FROM, ID_TO)
-    if count_user(KEYS[k + 2 * j - 1], KEYS[k + 2 * j], uid) > 0 then
+    local key, marks = KEYS[k + 2 * j - 1], KEYS[k + 2 * j]
+    if count_user(key, marks, string.sub(KEYS[i], ID_FROM, ID_TO)) > 0 then
       published = published + 1
     end
   end
