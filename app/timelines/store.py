@@ -339,7 +339,13 @@ class TimelineStore:
         timelines gained it."""
         push = self._push_args(post_id, score_ms, self.timeline_max, self.timeline_slack, True)
         if self._cluster:
-            return await self._push_with_tails_on_nodes(user_ids, push, tails)
+            try:
+                return await self._push_with_tails_on_nodes(user_ids, push, tails)
+            except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError):
+                # A master gone or demoted mid-page: the page again, once, on a fresh map
+                # (idempotent: a timeline or count already written changes nothing).
+                await asyncio.sleep(constants.REMAP_PAUSE_SECONDS)
+                return await self._push_with_tails_on_nodes(user_ids, push, tails)
         script, keys, args = fused_call(timeline_keys(user_ids), push, tails)
         reply = await run_script(self.redis, script, keys, args)
         for tail, answer in zip(tails, reply[1:], strict=True):
@@ -420,6 +426,8 @@ class TimelineStore:
             if not again:
                 return gained
             pending = sorted(again)
+            if any(isinstance(r, BaseException) for r in replies):
+                await asyncio.sleep(constants.REMAP_PAUSE_SECONDS)
             await self._remap()
         moving = [keys[i] for i in pending]
         results = await self._eval_batches(PUSH_MANY, self._batches(moving), args)
