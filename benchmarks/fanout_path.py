@@ -206,10 +206,11 @@ async def wait_batches(redis: Redis, post_ids: list[int], every: float) -> None:
 
 
 def start_workers(env: dict[str, str], n: int) -> list[subprocess.Popen[bytes]]:
-    arq = str(Path(sys.executable).parent / "arq")
+    """`python -m arq` in the checkout: its own code first on sys.path (the `arq` script
+    would import an installed checkout's before a worktree's)."""
     return [
         subprocess.Popen(
-            [arq, "jobs.worker.WorkerSettings"],
+            [sys.executable, "-m", "arq", "jobs.worker.WorkerSettings"],
             cwd=PROJECT_ROOT,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -43,6 +43,7 @@ from redis.exceptions import (
     ClusterDownError,
     NoScriptError,
     ReadOnlyError,
+    RedisClusterException,
     RedisError,
     ResponseError,
     TryAgainError,
@@ -345,6 +346,7 @@ class TimelineStore:
                 # A master gone or demoted mid-page: the page again, once, on a fresh map
                 # (idempotent: a timeline or count already written changes nothing).
                 await asyncio.sleep(constants.REMAP_PAUSE_SECONDS)
+                await self._remap()
                 return await self._push_with_tails_on_nodes(user_ids, push, tails)
         script, keys, args = fused_call(timeline_keys(user_ids), push, tails)
         reply = await run_script(self.redis, script, keys, args)
@@ -370,15 +372,18 @@ class TimelineStore:
 
     async def _mapped(self) -> None:
         """The client knows the cluster's slots (it maps them at first use, and again after
-        it lost a node)."""
+        it lost a node; otherwise this returns at once)."""
         assert isinstance(self.redis, RedisCluster)
-        if self.redis._initialize:  # noqa: SLF001 - redis-py's own "map me first" flag
-            await self.redis.initialize()
+        await self.redis.initialize()
 
     async def _remap(self) -> None:
-        """Map the cluster's slots again (a slot moved, a master failed over)."""
+        """Map the cluster's slots again (a slot moved, a master failed over); a cluster that
+        cannot be mapped is a RedisError, as its other outages."""
         assert isinstance(self.redis, RedisCluster)
-        await self.redis.nodes_manager.initialize()
+        try:
+            await self.redis.nodes_manager.initialize()
+        except RedisClusterException as exc:
+            raise RedisConnectionError(f"cluster not mapped: {exc}") from exc
 
     async def _node_eval(
         self, node: ClusterNode, script: LuaScript, keys: Sequence[Any], args: Sequence[Any]
@@ -441,7 +446,8 @@ class TimelineStore:
         `last_key` after all the others (the counts' online check must follow every insert
         of the page). Timelines a node no longer serves come back unwritten: written
         afterwards by `_push_on_nodes` (without the tails) and handed to the tails' `merge`.
-        Any other failure fails the page (the job's retry repeats it, idempotently)."""
+        Any other failure fails the call (`push_with_tails` sends a page that lost its
+        master once more; then the job's retry repeats it, idempotently)."""
         splits = [t.split for t in tails]
         if any(split is None for split in splits):
             raise ValueError("a tail without a split cannot ride on a cluster")
@@ -470,18 +476,14 @@ class TimelineStore:
             redo.extend(at[int(j) - 1] for j in reply[-1])
             return int(reply[0])
 
-        try:
-            first = [
-                call(node, at, False) for name, (node, at) in groups.items()
-                if last is None or name != last.name
-            ]  # fmt: skip
-            for written in await asyncio.gather(*first):
-                gained += written
-            if last is not None:
-                gained += await call(last, groups[last.name][1], True)
-        except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError):
-            self.redis._initialize = True  # noqa: SLF001 - map the cluster anew next time
-            raise
+        first = [
+            call(node, at, False) for name, (node, at) in groups.items()
+            if last is None or name != last.name
+        ]  # fmt: skip
+        for written in await asyncio.gather(*first):
+            gained += written
+        if last is not None:
+            gained += await call(last, groups[last.name][1], True)
         if redo:
             redo.sort()
             await self._remap()
