@@ -10,13 +10,6 @@ PROBE_ENTRIES = 8
 # Keys per script call on a standalone server (keys): a fan-out page of ~1,000 timelines is
 # one round trip, while one call blocks Redis ~1.3-2.8 ms (decision 0054).
 SCRIPT_BATCH = 1000
-# Rounds of per-node calls a cluster fan-out page makes (decision 0089): keys a node no longer
-# serves (a slot moved, a master failed over) are sent again after the slots are mapped
-# anew; past this, keys still moving go one slot per call with redis-py's redirections.
-NODE_ATTEMPTS = 3
-# The pause before a cluster page is sent again after a master was lost or demoted under it
-# (seconds): the cluster's own failover takes ~1-2 s, a remap right away finds it mid-way.
-REMAP_PAUSE_SECONDS = 0.25
 # Post ids per REMOVE call (ids, 8 bytes each): a cleanup of a prolific author's posts stays
 # a few bounded calls.
 REMOVE_IDS_PER_CALL = 1000

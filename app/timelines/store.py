@@ -43,7 +43,6 @@ from redis.exceptions import (
     ClusterDownError,
     NoScriptError,
     ReadOnlyError,
-    RedisClusterException,
     RedisError,
     ResponseError,
     TryAgainError,
@@ -340,14 +339,7 @@ class TimelineStore:
         timelines gained it."""
         push = self._push_args(post_id, score_ms, self.timeline_max, self.timeline_slack, True)
         if self._cluster:
-            try:
-                return await self._push_with_tails_on_nodes(user_ids, push, tails)
-            except (RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError):
-                # A master gone or demoted mid-page: the page again, once, on a fresh map
-                # (idempotent: a timeline or count already written changes nothing).
-                await asyncio.sleep(constants.REMAP_PAUSE_SECONDS)
-                await self._remap()
-                return await self._push_with_tails_on_nodes(user_ids, push, tails)
+            return await self._push_with_tails_on_nodes(user_ids, push, tails)
         script, keys, args = fused_call(timeline_keys(user_ids), push, tails)
         reply = await run_script(self.redis, script, keys, args)
         for tail, answer in zip(tails, reply[1:], strict=True):
@@ -376,15 +368,6 @@ class TimelineStore:
         assert isinstance(self.redis, RedisCluster)
         await self.redis.initialize()
 
-    async def _remap(self) -> None:
-        """Map the cluster's slots again (a slot moved, a master failed over); a cluster that
-        cannot be mapped is a RedisError, as its other outages."""
-        assert isinstance(self.redis, RedisCluster)
-        try:
-            await self.redis.nodes_manager.initialize()
-        except RedisClusterException as exc:
-            raise RedisConnectionError(f"cluster not mapped: {exc}") from exc
-
     async def _node_eval(
         self, node: ClusterNode, script: LuaScript, keys: Sequence[Any], args: Sequence[Any]
     ) -> Any:
@@ -400,41 +383,36 @@ class TimelineStore:
     async def _push_on_nodes(self, keys: Sequence[bytes], args: Sequence[Any]) -> int:
         """`push_to_timelines` on a cluster: one PUSH_MANY_NODE call per master (at most
         `script_batch` keys each), all at once. Keys a node no longer serves come back
-        unwritten and are sent again after the slots are mapped anew (`NODE_ATTEMPTS`
-        rounds); those still moving then (a slot mid-migration) go one slot per call, with
-        the redirections redis-py follows (ASK). A call that failed over (its node gone, or
-        now a replica) is sent again once mapped; a second failure raises."""
+        unwritten (a slot moved or mid-migration), and a call that failed because the
+        cluster changed under it (its master gone or demoted) wrote nothing certain: those
+        keys go again one slot per call through redis-py's pipeline, which follows MOVED and
+        ASK and maps the cluster anew as it does for every command (remapping here, under
+        other pages' calls in flight, would close their connections)."""
         await self._mapped()
-        pending = list(range(len(keys)))
+        groups = self._node_groups(keys)
+        calls = [
+            (node, part)
+            for node, positions in groups.values()
+            for part in _chunks(positions, self.script_batch)
+        ]
+        replies = await asyncio.gather(
+            *(self._node_eval(node, PUSH_MANY_NODE, [keys[i] for i in at], args)
+              for node, at in calls),
+            return_exceptions=True,
+        )  # fmt: skip
         gained = 0
-        for attempt in range(constants.NODE_ATTEMPTS):
-            groups = self._node_groups([keys[i] for i in pending])
-            calls = [
-                (node, [pending[j] for j in part])
-                for node, positions in groups.values()
-                for part in _chunks(positions, self.script_batch)
-            ]
-            replies = await asyncio.gather(
-                *(self._node_eval(node, PUSH_MANY_NODE, [keys[i] for i in at], args)
-                  for node, at in calls),
-                return_exceptions=True,
-            )  # fmt: skip
-            again: list[int] = []
-            for (_, at), reply in zip(calls, replies, strict=True):
-                if isinstance(reply, BaseException):
-                    if not _rerouted(reply) or attempt + 1 == constants.NODE_ATTEMPTS:
-                        raise reply
-                    again += at
-                    continue
-                gained += int(reply[0])
-                again += [at[int(j) - 1] for j in reply[1]]
-            if not again:
-                return gained
-            pending = sorted(again)
-            if any(isinstance(r, BaseException) for r in replies):
-                await asyncio.sleep(constants.REMAP_PAUSE_SECONDS)
-            await self._remap()
-        moving = [keys[i] for i in pending]
+        again: list[int] = []
+        for (_, at), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, BaseException):
+                if not _rerouted(reply):
+                    raise reply
+                again += at
+                continue
+            gained += int(reply[0])
+            again += [at[int(j) - 1] for j in reply[1]]
+        if not again:
+            return gained
+        moving = [keys[i] for i in sorted(again)]
         results = await self._eval_batches(PUSH_MANY, self._batches(moving), args)
         return gained + sum(int(r) for r in results)
 
@@ -444,10 +422,11 @@ class TimelineStore:
         """`push_with_tails` on a cluster: one fused call per master over the timelines it
         serves, each with its part of every tail (`Tail.split`); the node of a tail's
         `last_key` after all the others (the counts' online check must follow every insert
-        of the page). Timelines a node no longer serves come back unwritten: written
-        afterwards by `_push_on_nodes` (without the tails) and handed to the tails' `merge`.
-        Any other failure fails the call (`push_with_tails` sends a page that lost its
-        master once more; then the job's retry repeats it, idempotently)."""
+        of the page). Timelines a node no longer serves come back unwritten, and a call
+        whose master was lost or demoted wrote nothing certain (the last one: nor checked
+        anyone): written afterwards by `_push_on_nodes` (without the tails, idempotently)
+        and handed to the tails' `merge`, whose caller counts them the old way. Any other
+        failure fails the call (the job's retry repeats it, idempotently)."""
         splits = [t.split for t in tails]
         if any(split is None for split in splits):
             raise ValueError("a tail without a split cannot ride on a cluster")
@@ -467,9 +446,17 @@ class TimelineStore:
         async def call(node: ClusterNode, at: list[int], is_last: bool) -> int:
             mine = [s.part(at, is_last) for s in splits if s is not None]
             _, call_keys, args = fused_call([keys[i] for i in at], push, mine)
-            reply = await self._node_eval(
-                node, fused_node_script(tuple(t.program for t in mine)), call_keys, args
-            )
+            try:
+                reply = await self._node_eval(
+                    node, fused_node_script(tuple(t.program for t in mine)), call_keys, args
+                )
+            except Exception as exc:
+                if not _rerouted(exc):
+                    raise
+                # Its master gone or demoted: its timelines again without the tails, and,
+                # for the last node, every user of the page, whose check did not run.
+                redo.extend(range(len(keys)) if is_last else at)
+                return 0
             for i, (tail, answer) in enumerate(zip(mine, reply[1:-1], strict=True)):
                 tail.reply = answer
                 parts[i].append((at, tail))
@@ -485,8 +472,7 @@ class TimelineStore:
         if last is not None:
             gained += await call(last, groups[last.name][1], True)
         if redo:
-            redo.sort()
-            await self._remap()
+            redo[:] = sorted(set(redo))
             gained += await self._push_on_nodes([keys[i] for i in redo], push)
         for tail, split, answered in zip(tails, splits, parts, strict=True):
             assert split is not None
