@@ -13,6 +13,11 @@ and Redis time per command (INFO commandstats).
 
 Uses DATABASE_URL's server (a scratch database it creates and drops) and REDIS_URL's server
 (a scratch db it FLUSHES; never db 0). Prints tables; figures go to docs/benchmarks/archive.md.
+
+`--cluster`: the timelines and the live counts (REDIS_TIMELINES_URL, REDIS_PUBSUB_URL) on a
+3-master cluster started here from the same server binary (tests/timelines/local_cluster.py),
+ARQ's queues still on REDIS_URL's server (decision 0041): the fan-out's per-node calls
+(decision 0089). The Redis CPU and time-per-command tables then cover the queue's server only.
 """
 
 from __future__ import annotations
@@ -172,7 +177,7 @@ async def materialize(redis: Redis, encoding: str, first_id: int, count: int, fi
     await redis.delete(timeline_key(-1))
 
 
-async def mark_online(redis: Redis, settings: Any, first: int, followers: int, count: int) -> None:
+async def mark_online(redis: Any, settings: Any, first: int, followers: int, count: int) -> None:
     """`--online N`: N of the followers, spread evenly (every batch has some), are marked
     online as a hub marks its sockets' users, so their batches keep live counts."""
     from app.realtime.counts import mark_online as mark
@@ -201,10 +206,11 @@ async def wait_batches(redis: Redis, post_ids: list[int], every: float) -> None:
 
 
 def start_workers(env: dict[str, str], n: int) -> list[subprocess.Popen[bytes]]:
-    arq = str(Path(sys.executable).parent / "arq")
+    """`python -m arq` in the checkout: its own code first on sys.path (the `arq` script
+    would import an installed checkout's before a worktree's)."""
     return [
         subprocess.Popen(
-            [arq, "jobs.worker.WorkerSettings"],
+            [sys.executable, "-m", "arq", "jobs.worker.WorkerSettings"],
             cwd=PROJECT_ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -286,7 +292,7 @@ def batches_of(results: dict[str, Any], post_id: int) -> list[Any]:
     ]
 
 
-async def holding(redis: Redis, encoding: str, first: int, count: int, post_id: int) -> int:
+async def holding(redis: Any, encoding: str, first: int, count: int, post_id: int) -> int:
     """How many of the timelines hold the post (through the store: either layout)."""
     from app.timelines.store import TimelineStore
 
@@ -297,12 +303,48 @@ async def holding(redis: Redis, encoding: str, first: int, count: int, post_id: 
 
 async def run(args: argparse.Namespace) -> None:
     async with scratch(args.db_prefix, args.redis_db) as servers:
-        await measure(args, servers.dsn, servers.redis_url, servers.redis, servers.env())
+        if not args.cluster:
+            await measure(args, servers.dsn, servers.redis_url, servers.redis, servers.env())
+            return
+        from app.redis_client import Cluster
+        from tests.cluster_topology import cluster_url
+        from tests.timelines.local_cluster import local_cluster
+
+        async with local_cluster(3) as seed:
+            url = cluster_url(seed)
+            timelines = Cluster.from_url(seed)
+            try:
+                env = servers.env(REDIS_TIMELINES_URL=url, REDIS_PUBSUB_URL=url)
+                await measure(args, servers.dsn, servers.redis_url, servers.redis, env, timelines)
+            finally:
+                await timelines.aclose()
+
+
+async def materialize_cluster(cluster: Any, first_id: int, count: int, fill: int) -> None:
+    """`materialize` on a cluster: the same packed body SET into every timeline."""
+    from app.timelines import packed
+    from app.timelines.scripts import FORMAT_BYTE
+    from app.timelines.store import timeline_keys
+
+    old_ms = 1_750_000_000_000
+    body = FORMAT_BYTE + packed.pack_ids(((old_ms + i - EPOCH_MS) << 22) for i in range(fill))
+    keys = timeline_keys(range(first_id, first_id + count))
+    for i in range(0, count, 2000):
+        pipe = cluster.pipeline(transaction=False)
+        for key in keys[i : i + 2000]:
+            pipe.set(key, body)
+        await pipe.execute()
 
 
 async def measure(
-    args: argparse.Namespace, dsn: str, redis_url: str, redis: Redis, env: dict[str, str]
+    args: argparse.Namespace,
+    dsn: str,
+    redis_url: str,
+    redis: Redis,
+    env: dict[str, str],
+    timelines: Any = None,
 ) -> None:
+    """`timelines`: the cluster client when the timelines live there (`--cluster`)."""
     workers: list[subprocess.Popen[bytes]] = []
     load = [os.getloadavg()[0]]
     try:
@@ -345,10 +387,14 @@ async def measure(
             await asyncio.sleep(2.0)  # workers connect and register
             for fill, label in PHASES[args.timelines]:
                 await redis.flushdb()
-                await materialize(redis, encoding, author + 1, args.followers, fill)
+                if timelines is not None:
+                    await timelines.flushdb(target_nodes=timelines.PRIMARIES)
+                    await materialize_cluster(timelines, author + 1, args.followers, fill)
+                else:
+                    await materialize(redis, encoding, author + 1, args.followers, fill)
                 if args.online:
                     await mark_online(
-                        redis, state.settings, author + 1, args.followers, args.online
+                        timelines or redis, state.settings, author + 1, args.followers, args.online
                     )
                 await arq.aclose()
                 arq = await create_pool(redis_settings(state.settings))
@@ -404,7 +450,9 @@ async def measure(
                 results.append(
                     Row(encoding, label, args.posts, elapsed, inserts / elapsed, usec / inserts)
                 )
-                held = await holding(redis, encoding, author + 1, args.followers, post_id)
+                held = await holding(
+                    timelines or redis, encoding, author + 1, args.followers, post_id
+                )
                 assert held == args.followers, f"only {held} timelines hold the post"
                 load.append(os.getloadavg()[0])
             stop_processes(workers)
@@ -431,7 +479,9 @@ async def measure(
         load.append(os.getloadavg()[0])
 
         print(
-            f"\nFan-out through the real worker path ({args.workers} ARQ worker processes, "
+            f"\nFan-out through the real worker path"
+            f"{' (timelines on a 3-master cluster)' if timelines is not None else ''} "
+            f"({args.workers} ARQ worker processes, "
             f"{args.followers:,} active followers, batches of 1,000); load average during the "
             f"run {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} cores\n"
         )
@@ -481,6 +531,9 @@ def main() -> None:
     parser.add_argument("--no-store", action="store_true", help="skip the store-level table")
     parser.add_argument("--py-spy", metavar="DIR", help="profile the workers into DIR")
     parser.add_argument("--trace", action="store_true", help="print a post's job timeline")
+    parser.add_argument(
+        "--cluster", action="store_true", help="timelines and counts on a 3-master cluster"
+    )
     asyncio.run(run(parser.parse_args()))
 
 

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -112,8 +113,8 @@ class SentinelTopology:
                 return False
             for sentinel in self.sentinels:
                 state = await sentinel.client.execute_command("SENTINEL", "MASTER", MASTER_NAME)
-                fields = dict(zip(state[::2], state[1::2], strict=True))
-                if int(fields[b"num-other-sentinels"]) < 2 or int(fields[b"num-slaves"]) < 1:
+                fields = sentinel_fields(state)
+                if int(fields["num-other-sentinels"]) < 2 or int(fields["num-slaves"]) < 1:
                     return False
         except (OSError, RedisError):
             return False
@@ -177,3 +178,10 @@ class SentinelTopology:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+def sentinel_fields(state: Any) -> dict[str, Any]:
+    """SENTINEL MASTER's answer by field name: redis-py 8 parses it into a dict, earlier
+    releases left the flat list of names and values."""
+    pairs = state.items() if isinstance(state, dict) else zip(state[::2], state[1::2], strict=True)
+    return {k.decode() if isinstance(k, bytes) else str(k): v for k, v in pairs}

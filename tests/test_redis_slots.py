@@ -203,9 +203,10 @@ async def test_every_multi_key_call_stays_in_one_slot(
     pipeline = await Pipeline.open(st)
     try:
         await drive(st, pipeline)
-        # NOT_DRIVEN's claim: the fused batch never runs on a cluster.
+        # The fused batch runs on the cluster too, one call per node declaring no key
+        # (decision 0089): nothing there for the slot check to see (NOT_DRIVEN).
         assert st.fanout.notifier is not None
-        assert not st.fanout.notifier.fuses_with(st.timelines)  # type: ignore[attr-defined]
+        assert st.fanout.notifier.fuses_with(st.timelines)  # type: ignore[attr-defined]
     finally:
         await pipeline.close()
         await st.close()
@@ -216,10 +217,20 @@ async def test_every_multi_key_call_stays_in_one_slot(
 
 # Sites this test does not drive, and where they are checked instead.
 NOT_DRIVEN: set[str] = {
-    # The fused batch (decision 0049) runs only where timelines and counts share one
-    # standalone server (`TimelineStore.runs_tails_with`: never on a cluster, so no slot to
-    # mix); tests/fanout/test_lean_batch.py and tests/jobs/test_write_tails.py drive it.
+    # The fused batch's standalone call (decision 0049); on a cluster it is one call per node
+    # declaring no key (decision 0089: its keys in ARGV, `allow-cross-slot-keys`), driven
+    # by tests/timelines/test_cluster_nodes.py; tests/fanout/test_lean_batch.py and
+    # tests/jobs/test_write_tails.py drive the standalone one.
     "app/timelines/store.py:push_with_tails",
+    # The counts of online users a fused page did not count (not guessed online, or their
+    # timeline's slot moved mid-page): on a cluster one user per call (`counts._chunks`);
+    # the drive's followers are all guessed, so the fused calls count them all.
+    "app/realtime/counts.py:add_and_publish",
+    # The insert's standalone batches; on a cluster one call per node declaring no key
+    # (decision 0089), and per slot (`_batches`) only for keys of a slot mid-migration:
+    # tests/timelines/test_cluster_nodes.py drives both.
+    "app/timelines/store.py:push_to_timelines",
+    "app/timelines/store.py:_push_on_nodes",
 }
 
 

@@ -14,11 +14,14 @@ import asyncio
 import math
 import time
 from collections.abc import Sequence
-from typing import cast
+from dataclasses import dataclass
+from typing import Any, cast
+
+from redis.asyncio.cluster import RedisCluster
 
 from app.config import Settings
 from app.realtime import constants, keys
-from app.realtime.count_scripts import COUNT_TAIL
+from app.realtime.count_scripts import COUNT_NODE_TAIL, COUNT_TAIL
 from app.realtime.counts import count_head, now_ms, user_keys
 from app.realtime.metrics import PUBLISHED
 from app.redis_scripts import AnyRedis
@@ -73,7 +76,60 @@ def count_tail(
     cutoff = now_ms() - int(settings.realtime_online_grace_seconds * 1000)
     head = count_head(redis, [(post_id, score_ms)], "p", settings, author_id)
     args = [cutoff, 1 if counting else 0, *head, len(mine), *(position[u] for u in mine)]
-    return Tail(COUNT_TAIL, [online_key, *user_keys(mine)], args)
+    split = None
+    if isinstance(redis, RedisCluster):
+        ids = [int(u) for u in user_ids]
+        split = CountSplit(ids, set(mine), counting, online_key, cutoff, head)
+    return Tail(COUNT_TAIL, [online_key, *user_keys(mine)], args, split=split)
+
+
+@dataclass
+class CountSplit:
+    """A page's count tail cut by cluster node (`COUNT_NODE_TAIL`, decision 0089): each
+    node's call counts the guessed users it serves; the online key's node, called after
+    every other, checks the others against the online set. `merge` answers as COUNT_TAIL
+    would: (publishes, 1-based positions of the online users not counted), the users whose
+    timelines a moved slot sent elsewhere included (not counted in any call; the caller
+    checks them and counts the online ones after the same write)."""
+
+    user_ids: list[int]
+    guessed: set[int]
+    counting: bool
+    online_key: str
+    cutoff: int
+    head: list[Any]
+
+    @property
+    def last_key(self) -> Any:
+        return self.online_key
+
+    def _checked(self) -> list[int]:
+        """Positions (0-based) the online key's node checks: those not counted by guess."""
+        if not self.counting:
+            return list(range(len(self.user_ids)))
+        return [i for i, u in enumerate(self.user_ids) if u not in self.guessed]
+
+    def part(self, positions: Sequence[int], last: bool) -> Tail:
+        ids = self.user_ids
+        mine = [(j, ids[i]) for j, i in enumerate(positions, 1) if ids[i] in self.guessed]
+        mine = mine if self.counting else []
+        keys_ = user_keys([u for _, u in mine])
+        args: list[Any] = [1 if self.counting else 0, *self.head, len(mine), *(j for j, _ in mine)]
+        if last:
+            checked = [ids[i] for i in self._checked()]
+            keys_.append(self.online_key)
+            args += [1, self.cutoff, len(checked), *checked]
+        else:
+            args.append(0)
+        return Tail(COUNT_NODE_TAIL, keys_, args)
+
+    def merge(self, parts: Sequence[tuple[Sequence[int], Tail]], redo: Sequence[int]) -> Any:
+        published = sum(int(tail.reply[0]) for _, tail in parts)
+        checked = self._checked()
+        missed: set[int] = set(redo)
+        for _, tail in parts:
+            missed.update(checked[int(j) - 1] for j in tail.reply[1])
+        return [published, [i + 1 for i in sorted(missed)]]
 
 
 def counted(tail: Tail, user_ids: Sequence[int]) -> tuple[int, list[int]]:

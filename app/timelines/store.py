@@ -28,6 +28,7 @@ Invariants kept by every method here:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import struct
 import time
@@ -38,7 +39,16 @@ from typing import Any, TypeVar, cast
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import (
+    ClusterDownError,
+    NoScriptError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.posts.ids import EPOCH_MS
 from app.posts.ids import created_ms as created_at_ms
@@ -47,11 +57,12 @@ from app.timelines import constants, packed
 from app.timelines.scripts import (
     PUSH_ENTRIES,
     PUSH_MANY,
+    PUSH_MANY_NODE,
     PUSH_POSTS,
     REBUILD,
     REMOVE,
 )
-from app.timelines.tails import Tail, fused_call
+from app.timelines.tails import Tail, fused_call, fused_node_script
 
 T = TypeVar("T")
 
@@ -153,6 +164,15 @@ def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+def _rerouted(exc: BaseException) -> bool:
+    """A node's call that failed because the cluster changed under it (a master gone or
+    demoted, slots moving): worth sending again once the slots are mapped anew."""
+    return isinstance(
+        exc,
+        RedisConnectionError | RedisTimeoutError | ReadOnlyError | ClusterDownError | TryAgainError,
+    )
+
+
 def _wrong_type(reply: Any) -> bool:
     """A key that is not a string (redis-py prefixes pipeline errors with the command)."""
     return isinstance(reply, ResponseError) and "WRONGTYPE" in str(reply)
@@ -195,10 +215,12 @@ class RawTimeline:
 class TimelineStore:
     """Bounded home timelines and author indexes in Redis (standalone or cluster).
 
-    Batches of keys go to Redis as one EVALSHA per `script_batch` keys on a standalone server;
-    on a cluster a multi-key script must stay in one slot, so keys are grouped by slot and the
-    per-slot calls are pipelined (one round trip per node). The client must return bytes
-    (`decode_responses=False`, as `app.redis_client` builds it).
+    Batches of keys go to Redis as one EVALSHA per `script_batch` keys on a standalone server.
+    On a cluster the fan-out's insert (`push_to_timelines`, `push_with_tails`) is one call per
+    node, the nodes in parallel (decision 0089: keys in ARGV, `allow-cross-slot-keys`); the
+    other multi-key scripts group keys by slot, the per-slot calls pipelined (one round trip
+    per node). The client must return bytes (`decode_responses=False`, as `app.redis_client`
+    builds it).
     """
 
     def __init__(
@@ -271,6 +293,8 @@ class TimelineStore:
         args = self._push_args(
             post_id, score_ms, self.timeline_max, self.timeline_slack, only_existing
         )
+        if self._cluster:
+            return await self._push_on_nodes(keys, args)
         results = await self._eval_batches(PUSH_MANY, self._batches(keys), args)
         return sum(int(r) for r in results)
 
@@ -301,23 +325,159 @@ class TimelineStore:
         return sum(int(r) for r in results)
 
     def runs_tails_with(self, redis: AnyRedis) -> bool:
-        """Can a tail reading keys of `redis` ride in `push_with_tails`? Only on the store's
-        own standalone server: a cluster spreads a batch's keys over slots."""
-        return self.redis is redis and not self._cluster
+        """Can a tail reading keys of `redis` ride in `push_with_tails`? On the store's own
+        server or cluster (on a cluster, only tails that can be cut by node: `Tail.split`)."""
+        return self.redis is redis
 
     async def push_with_tails(
         self, post_id: int, score_ms: int, user_ids: Sequence[int], tails: Sequence[Tail]
     ) -> int:
         """`push_to_timelines` of one post into existing timelines, then each tail
         (`app.timelines.tails`), in one script call (decision 0070); each tail's answer is
-        left in its `reply`. One call whatever the number of users (the caller pages them):
-        a standalone server only (`runs_tails_with`). Returns how many timelines gained it."""
+        left in its `reply`. One call whatever the number of users (the caller pages them);
+        on a cluster one call per node (`_push_with_tails_on_nodes`). Returns how many
+        timelines gained it."""
         push = self._push_args(post_id, score_ms, self.timeline_max, self.timeline_slack, True)
+        if self._cluster:
+            return await self._push_with_tails_on_nodes(user_ids, push, tails)
         script, keys, args = fused_call(timeline_keys(user_ids), push, tails)
         reply = await run_script(self.redis, script, keys, args)
         for tail, answer in zip(tails, reply[1:], strict=True):
             tail.reply = answer
         return int(reply[0])
+
+    # -- the fan-out's insert on a cluster: one call per node (decision 0089) ------------
+
+    def _node_groups(self, keys: Sequence[bytes]) -> dict[str, tuple[ClusterNode, list[int]]]:
+        """The positions of `keys`, grouped by the master serving each key's slot as the
+        client last mapped the cluster (in order within a group)."""
+        assert isinstance(self.redis, RedisCluster)
+        manager = self.redis.nodes_manager
+        groups: dict[str, tuple[ClusterNode, list[int]]] = {}
+        for i, key in enumerate(keys):
+            node = manager.get_node_from_slot(key_slot(key))
+            group = groups.get(node.name)
+            if group is None:
+                groups[node.name] = group = (node, [])
+            group[1].append(i)
+        return groups
+
+    async def _mapped(self) -> None:
+        """The client knows the cluster's slots (it maps them at first use, and again after
+        it lost a node; otherwise this returns at once)."""
+        assert isinstance(self.redis, RedisCluster)
+        await self.redis.initialize()
+
+    async def _node_eval(
+        self, node: ClusterNode, script: LuaScript, keys: Sequence[Any], args: Sequence[Any]
+    ) -> Any:
+        """One EVALSHA of a per-node script on `node`: no declared key, `keys` first in ARGV
+        (`app.timelines.scripts.NODE_PRELUDE`). On NOSCRIPT the node loads it, once."""
+        command = ("EVALSHA", script.sha, 0, len(keys), *keys, *args)
+        try:
+            return await self.redis.execute_command(*command, target_nodes=node)
+        except NoScriptError:
+            await self.redis.execute_command("SCRIPT", "LOAD", script.source, target_nodes=node)
+            return await self.redis.execute_command(*command, target_nodes=node)
+
+    async def _push_on_nodes(self, keys: Sequence[bytes], args: Sequence[Any]) -> int:
+        """`push_to_timelines` on a cluster: one PUSH_MANY_NODE call per master (at most
+        `script_batch` keys each), all at once. Keys a node no longer serves come back
+        unwritten (a slot moved or mid-migration), and a call that failed because the
+        cluster changed under it (its master gone or demoted) wrote nothing certain: those
+        keys go again one slot per call through redis-py's pipeline, which follows MOVED and
+        ASK and maps the cluster anew as it does for every command (remapping here, under
+        other pages' calls in flight, would close their connections)."""
+        await self._mapped()
+        groups = self._node_groups(keys)
+        calls = [
+            (node, part)
+            for node, positions in groups.values()
+            for part in _chunks(positions, self.script_batch)
+        ]
+        replies = await asyncio.gather(
+            *(self._node_eval(node, PUSH_MANY_NODE, [keys[i] for i in at], args)
+              for node, at in calls),
+            return_exceptions=True,
+        )  # fmt: skip
+        gained = 0
+        again: list[int] = []
+        for (_, at), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, BaseException):
+                if not _rerouted(reply):
+                    raise reply
+                again += at
+                continue
+            gained += int(reply[0])
+            again += [at[int(j) - 1] for j in reply[1]]
+        if not again:
+            return gained
+        moving = [keys[i] for i in sorted(again)]
+        results = await self._eval_batches(PUSH_MANY, self._batches(moving), args)
+        return gained + sum(int(r) for r in results)
+
+    async def _push_with_tails_on_nodes(
+        self, user_ids: Sequence[int], push: Sequence[Any], tails: Sequence[Tail]
+    ) -> int:
+        """`push_with_tails` on a cluster: one fused call per master over the timelines it
+        serves, each with its part of every tail (`Tail.split`); the node of a tail's
+        `last_key` after all the others (the counts' online check must follow every insert
+        of the page). Timelines a node no longer serves come back unwritten, and a call
+        whose master was lost or demoted wrote nothing certain (the last one: nor checked
+        anyone): written afterwards by `_push_on_nodes` (without the tails, idempotently)
+        and handed to the tails' `merge`, whose caller counts them the old way. Any other
+        failure fails the call (the job's retry repeats it, idempotently)."""
+        splits = [t.split for t in tails]
+        if any(split is None for split in splits):
+            raise ValueError("a tail without a split cannot ride on a cluster")
+        await self._mapped()
+        keys = timeline_keys(user_ids)
+        groups = self._node_groups(keys)
+        assert isinstance(self.redis, RedisCluster)
+        last_keys = [s.last_key for s in splits if s is not None and s.last_key is not None]
+        last: ClusterNode | None = None
+        if last_keys:
+            last = self.redis.nodes_manager.get_node_from_slot(self.redis.keyslot(last_keys[0]))
+            groups.setdefault(last.name, (last, []))
+        parts: list[list[tuple[Sequence[int], Tail]]] = [[] for _ in tails]
+        redo: list[int] = []
+        gained = 0
+
+        async def call(node: ClusterNode, at: list[int], is_last: bool) -> int:
+            mine = [s.part(at, is_last) for s in splits if s is not None]
+            _, call_keys, args = fused_call([keys[i] for i in at], push, mine)
+            try:
+                reply = await self._node_eval(
+                    node, fused_node_script(tuple(t.program for t in mine)), call_keys, args
+                )
+            except Exception as exc:
+                if not _rerouted(exc):
+                    raise
+                # Its master gone or demoted: its timelines again without the tails, and,
+                # for the last node, every user of the page, whose check did not run.
+                redo.extend(range(len(keys)) if is_last else at)
+                return 0
+            for i, (tail, answer) in enumerate(zip(mine, reply[1:-1], strict=True)):
+                tail.reply = answer
+                parts[i].append((at, tail))
+            redo.extend(at[int(j) - 1] for j in reply[-1])
+            return int(reply[0])
+
+        first = [
+            call(node, at, False) for name, (node, at) in groups.items()
+            if last is None or name != last.name
+        ]  # fmt: skip
+        for written in await asyncio.gather(*first):
+            gained += written
+        if last is not None:
+            gained += await call(last, groups[last.name][1], True)
+        if redo:
+            redo[:] = sorted(set(redo))
+            gained += await self._push_on_nodes([keys[i] for i in redo], push)
+        for tail, split, answered in zip(tails, splits, parts, strict=True):
+            assert split is not None
+            tail.reply = split.merge(answered, redo)
+        return gained
 
     @staticmethod
     def _push_args(

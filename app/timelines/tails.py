@@ -17,6 +17,15 @@ A tail's Lua (`TailProgram.lua`) is the body of a function `(push, k, a)`:
 script); preludes of one call must not define the same local names.
 Tails run in the order given, after the insert; an error anywhere fails the whole call
 (nothing after it runs, and the caller's retry repeats it, idempotently).
+
+On a cluster (decision 0089) the store sends one call per node, each over the page's
+timelines that node serves, so a tail rides there only if it can be cut by node: its
+`split` (`NodeSplit`) gives the tail of each node's call (`part`), names a key whose node
+must run after every other (`last_key`, e.g. the one online set the counts check), and
+merges the parts' answers into the `reply` the whole tail would have given (`merge`). In a
+node's call `push.away[i]` marks the timelines the node no longer serves (a slot moved): not
+written there, so a tail must leave their keys alone; the store writes them elsewhere and
+hands their positions to `merge`.
 """
 
 from __future__ import annotations
@@ -24,10 +33,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from app.redis_scripts import LuaScript
-from app.timelines.scripts import PUSH_ARGS, PUSH_FRAGMENT
+from app.timelines.scripts import NODE_PRELUDE, PUSH_ARGS, PUSH_FRAGMENT
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,25 @@ class Tail:
     keys: Sequence[Any]
     args: Sequence[Any]
     reply: Any = None
+    split: NodeSplit | None = None  # how to cut it by cluster node (None: standalone only)
+
+
+class NodeSplit(Protocol):
+    """A tail cut into one part per cluster node's call (decision 0089)."""
+
+    @property
+    def last_key(self) -> Any:
+        """A key whose node's call must run after every other node's (None: any order); that
+        node gets a call even when it serves none of the page's timelines."""
+
+    def part(self, positions: Sequence[int], last: bool) -> Tail:
+        """The tail of one node's call: `positions` are the page's users (0-based) whose
+        timelines the call writes, in its order; `last`: the call of `last_key`'s node."""
+
+    def merge(self, parts: Sequence[tuple[Sequence[int], Tail]], redo: Sequence[int]) -> Any:
+        """The whole tail's answer from each call's (positions, answered part); `redo`: the
+        page's users (0-based) whose timelines no call wrote (moved slots: the store wrote
+        them afterwards, without the tail)."""
 
 
 # ARGV after the push's own PUSH_ARGS: the number of timelines, then per tail its key and
@@ -92,3 +120,32 @@ def fused_call(
         k, a = k + len(tail.keys), a + len(tail.args)
     args = [*push_args, len(timeline_keys), *offsets, *tail_args]
     return fused_script(tuple(t.program for t in tails)), keys, args
+
+
+# One cluster node's call (decision 0089): as `_MAIN`, and the positions of the timelines the
+# node no longer serves (`MOVED_AWAY`, app.timelines.scripts) both as `push.away` for the
+# tails and last in the answer.
+_NODE_MAIN = f"""
+local TAILS = {{%s}}
+local n = tonumber(ARGV[{PUSH_ARGS + 1}])
+local gained = push_keys(n)
+local away = {{}}
+for _, i in ipairs(MOVED_AWAY) do away[i] = true end
+local push = {{n = n, gained = gained, away = away}}
+local out = {{gained}}
+for i = 1, #TAILS do
+  local at = {PUSH_ARGS + 1} + 2 * i
+  out[i + 1] = TAILS[i](push, tonumber(ARGV[at - 1]), tonumber(ARGV[at]))
+end
+out[#TAILS + 2] = MOVED_AWAY
+return out
+"""
+
+
+@functools.cache
+def fused_node_script(programs: tuple[TailProgram, ...]) -> LuaScript:
+    """`fused_script` for one cluster node's call (keys in ARGV, `NODE_PRELUDE`)."""
+    preludes = "".join(p.prelude for p in programs)
+    bodies = ", ".join(f"function(push, k, a)\n{p.lua}\nend" for p in programs)
+    name = "+".join(("push", *(p.name for p in programs))) + "@node"
+    return LuaScript(name, NODE_PRELUDE + PUSH_FRAGMENT + preludes + _NODE_MAIN % bodies)
