@@ -203,6 +203,9 @@ def refuse_lookalikes(environ: Mapping[str, str], known: Iterable[str]) -> None:
         )
 
 
+_PEER = r"[a-z][a-z0-9-]{0,31}:([1-9]|1[0-5]):https?://[^,\s]+"
+REGION_PEERS_PATTERN = rf"^({_PEER}(,{_PEER})*)?$"
+
 # Names the bounds below use. Ceilings are generous: they only refuse a typo (an extra digit
 # or three), never a value an operator would mean.
 DAY = 86_400  # seconds
@@ -251,6 +254,13 @@ class Settings(BaseSettings):
     # The region this process serves: its users' home writes are accepted here, and readers
     # served here are judged by this region's policy (regional restrictions).
     region: str = Field(default="local", pattern=r"^[a-z][a-z0-9-]{0,31}$")
+    # This region's number in every region-coded id (the low 4 bits of post, user, comment
+    # and outbox ids; decision 0087): 0 = one region, nothing routed; 1-15 = one of several,
+    # the same number `python -m app.db.regions setup` gave its database.
+    region_number: int = Field(default=0, ge=0, le=15)
+    # The other regions: `name:number:url` by commas (url: its public GraphQL endpoint). A
+    # write of a user homed in one of them is answered WRONG_REGION naming it and its url.
+    region_peers: str = Field(default="", pattern=REGION_PEERS_PATTERN)
 
     # ---- Profile, keys and tokens ------------------------------------------------------------
     secret_key: str = Field(default_factory=_dev_secret)
