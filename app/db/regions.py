@@ -60,7 +60,7 @@ ROW_TABLES = (
     ("comments", "", "id"),
     ("post_widenings", "", "post_id"),
     ("hidden_posts", "", "user_id"),
-    ("mutes", "", "user_id"),
+    ("mutes", "", "muter_id"),
     ("feed_feedback", "", "user_id"),
 )
 PRIORITY_TABLES = (("post_tombstones", "post_id"), ("blocks", "blocker_id"))

@@ -231,6 +231,9 @@ def upgrade() -> None:
     )
     for statement in FUNCTIONS:
         op.execute(statement)
+    for signature in FUNCTION_NAMES:
+        # The apply worker runs with an empty search_path: the triggers name their tables.
+        op.execute(f"ALTER FUNCTION {signature} SET search_path = public")
     op.execute(POST_ID_FUNCTION)
     op.add_column(
         "users",
