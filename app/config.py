@@ -261,6 +261,10 @@ class Settings(BaseSettings):
     # The other regions: `name:number:url` by commas (url: its public GraphQL endpoint). A
     # write of a user homed in one of them is answered WRONG_REGION naming it and its url.
     region_peers: str = Field(default="", pattern=REGION_PEERS_PATTERN)
+    # How often the relay writes this region's heartbeat (numbered regions only): a peer
+    # serves this region's posts while the heartbeat it applied is younger than the bound
+    # `python -m app.db.regions setup` gave it (confirm_ms, 3 s by default).
+    region_heartbeat_ms: int = Field(default=500, ge=10, le=MS_CEILING)
 
     # ---- Profile, keys and tokens ------------------------------------------------------------
     secret_key: str = Field(default_factory=_dev_secret)

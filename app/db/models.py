@@ -474,6 +474,7 @@ REGION_IDENTITY = Table(
     Column("one", Boolean, primary_key=True, server_default=true()),
     Column("name", String(32), nullable=False),
     Column("number", SmallInteger, nullable=False),
+    Column("confirm_ms", Integer, nullable=False, server_default="3000"),
     CheckConstraint("one", name="region_identity_one"),
     CheckConstraint("number BETWEEN 0 AND 15", name="region_identity_number"),
 )
@@ -487,5 +488,13 @@ POST_TOMBSTONES = Table(
     Column("version", Integer, primary_key=True, autoincrement=False),
     Column("deleted", Boolean, primary_key=True),
     Column("visibility", String(10), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+)
+
+# Each region's heartbeat as applied here (the priority path): up to when its tombstones are.
+REGION_HEARTBEATS = Table(
+    "region_heartbeats",
+    Base.metadata,
+    Column("number", SmallInteger, primary_key=True, autoincrement=False),
     Column("at", DateTime(timezone=True), nullable=False),
 )

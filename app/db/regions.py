@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
 import re
 import sys
 from dataclasses import dataclass
@@ -36,6 +38,8 @@ import asyncpg
 
 from app.config import Settings, asyncpg_url, get_settings
 from app.errors import WrongRegion
+
+log = logging.getLogger("app.db.regions")
 
 REGION_BITS = 4
 REGION_MASK = (1 << REGION_BITS) - 1
@@ -63,7 +67,11 @@ ROW_TABLES = (
     ("mutes", "", "muter_id"),
     ("feed_feedback", "", "user_id"),
 )
-PRIORITY_TABLES = (("post_tombstones", "post_id"), ("blocks", "blocker_id"))
+PRIORITY_TABLES = (
+    ("post_tombstones", "post_id"),
+    ("blocks", "blocker_id"),
+    ("region_heartbeats", "number"),
+)
 EVENT_TABLES = ("outbox", "revoked_tokens")
 KINDS = ("bulk", "priority")
 
@@ -122,16 +130,26 @@ def _ident(name: str) -> str:
     return name
 
 
-async def setup(conn: asyncpg.Connection, name: str, number: int) -> None:
+async def setup(
+    conn: asyncpg.Connection, name: str, number: int, confirm_ms: int = 3000
+) -> None:
     """Name and number this region's database; region-code its sequences (each restarts at
-    the first value above its table's ids that carries `number`); make its publications."""
+    the first value above its table's ids that carries `number`); make its publications.
+    `confirm_ms`: how late a peer's heartbeat may be before its posts are not served here."""
     if not 1 <= number <= REGION_MASK:
         raise ValueError("a region number is 1-15")
     async with conn.transaction():
         await conn.execute(
-            "INSERT INTO region_identity (one, name, number) VALUES (true, $1, $2) "
-            "ON CONFLICT (one) DO UPDATE SET name = EXCLUDED.name, number = EXCLUDED.number",
+            "INSERT INTO region_identity (one, name, number, confirm_ms) VALUES (true, $1, $2, $3)"
+            " ON CONFLICT (one) DO UPDATE SET name = EXCLUDED.name, number = EXCLUDED.number,"
+            " confirm_ms = EXCLUDED.confirm_ms",
             name,
+            number,
+            confirm_ms,
+        )
+        await conn.execute(
+            "INSERT INTO region_heartbeats (number, at) VALUES ($1, now()) "
+            "ON CONFLICT (number) DO NOTHING",
             number,
         )
         for table in CODED_SEQUENCES:
@@ -167,9 +185,24 @@ def subscription(peer: str, kind: str) -> str:
     return _ident(f"from_{peer.replace('-', '_')}_{kind}")
 
 
-async def link(conn: asyncpg.Connection, me: str, peer: str, dsn: str) -> None:
+async def link(
+    conn: asyncpg.Connection, me: str, peer: str, dsn: str, peer_number: int | None = None
+) -> None:
     """Subscribe this region to `peer`'s rows (two subscriptions: bulk and priority). Both
-    start at the peer's current position (copy_data = false): link before users sign up."""
+    start at the peer's current position (copy_data = false): link before users sign up.
+    The peer's heartbeat row starts here at -infinity: its posts are served once its first
+    heartbeat arrives."""
+    if peer_number is None:
+        remote = await asyncpg.connect(dsn)
+        try:
+            peer_number = int(await remote.fetchval("SELECT region_number()"))
+        finally:
+            await remote.close()
+    await conn.execute(
+        "INSERT INTO region_heartbeats (number, at) VALUES ($1, '-infinity') "
+        "ON CONFLICT (number) DO NOTHING",
+        peer_number,
+    )
     publications = {"bulk": "region_rows, region_events", "priority": "region_priority"}
     for kind in KINDS:
         name = subscription(peer, kind)
@@ -186,6 +219,33 @@ async def set_enabled(conn: asyncpg.Connection, peer: str, enabled: bool, kinds:
     for kind in kinds:
         verb = "ENABLE" if enabled else "DISABLE"
         await conn.execute(f"ALTER SUBSCRIPTION {subscription(peer, kind)} {verb}")
+
+
+HEARTBEAT = "UPDATE region_heartbeats SET at = now() WHERE number = region_number()"
+
+
+async def heartbeat(conn: asyncpg.Connection) -> None:
+    """This region's heartbeat (the relay's, every REGION_HEARTBEAT_MS): a peer applying it
+    knows every tombstone committed here before it has been applied there too."""
+    await conn.execute(HEARTBEAT)
+
+
+async def heartbeats(dsn: str, interval: float, stop: asyncio.Event) -> None:
+    """`heartbeat` every `interval` seconds until `stop`; a failed one (PostgreSQL away) is
+    retried at the next beat: peers stop serving this region's posts meanwhile."""
+    conn: asyncpg.Connection | None = None
+    while not stop.is_set():
+        try:
+            if conn is None or conn.is_closed():
+                conn = await asyncpg.connect(dsn)
+            await heartbeat(conn)
+        except (OSError, asyncpg.PostgresError):
+            log.warning("region heartbeat failed; retrying", exc_info=True)
+            conn = None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+    if conn is not None:
+        await conn.close()
 
 
 STATUS = """

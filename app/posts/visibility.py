@@ -42,6 +42,18 @@ def alive_sql(post: str) -> str:
     return f"{post}.deleted_at IS NULL"
 
 
+def proven_sql(post: str) -> str:
+    """The post is alive as far as this region can prove (decision 0087): one homed in a
+    region whose tombstones this database cannot confirm now (that region's heartbeat on the
+    priority path late) is not served to readers until it can. The read rules only: the
+    write path (fan-out, live counts) keeps routing it, so timelines converge. One InitPlan
+    a query; with one region it reads an empty table."""
+    return (
+        f"{alive_sql(post)}"
+        f" AND ({post}.id & 15)::smallint <> ALL ((SELECT region_unconfirmed()))"
+    )
+
+
 def reaches_followers_sql(post: str) -> str:
     """The post may reach its author's followers: alive and not PRIVATE."""
     return f"{alive_sql(post)} AND {post}.visibility <> {_PRIVATE}"
@@ -98,14 +110,14 @@ def feedback_allows_sql(post: str, viewer: str) -> str:
 def visible_sql(post: str, viewer: str | None) -> str:
     """The viewer (None: anonymous) may see the post when they ask for it by id or author."""
     if viewer is None:
-        return f"{alive_sql(post)} AND {post}.visibility = {_PUBLIC}"
+        return f"{proven_sql(post)} AND {post}.visibility = {_PUBLIC}"
     author = f"{post}.author_id"
     allowed = (
         f"({post}.visibility = {_PUBLIC}"
         f" OR ({post}.visibility = {_FOLLOWERS} AND {follows_sql(viewer, author)}))"
     )
     others = f"{allowed} AND NOT {blocked_sql(viewer, author)}"
-    return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
+    return f"{proven_sql(post)} AND ({author} = {viewer} OR ({others}))"
 
 
 def home_feed_sql(post: str, viewer: str) -> str:
@@ -126,7 +138,7 @@ def home_feed_sql(post: str, viewer: str) -> str:
         f"{post}.visibility <> {_PRIVATE} AND {follows_sql(viewer, author)}"
         f" AND NOT {blocked_sql(viewer, author)} AND {feedback_allows_sql(post, viewer)}"
     )
-    return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
+    return f"{proven_sql(post)} AND ({author} = {viewer} OR ({others}))"
 
 
 def public_sql(post: str) -> str:
@@ -142,7 +154,7 @@ def recommended_sql(post: str, viewer: str) -> str:
     The viewer's negative feedback applies as in the home feed (`feedback_allows_sql`)."""
     author = f"{post}.author_id"
     return (
-        f"{alive_sql(post)} AND {public_sql(post)} AND {author} <> {viewer}"
+        f"{proven_sql(post)} AND {public_sql(post)} AND {author} <> {viewer}"
         f" AND NOT {follows_sql(viewer, author)} AND NOT {blocked_sql(viewer, author)}"
         f" AND {feedback_allows_sql(post, viewer)}"
     )

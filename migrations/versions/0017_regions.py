@@ -46,6 +46,16 @@ $$
 """
 
 FUNCTIONS = [
+    # The regions whose tombstone state this database cannot confirm now: their heartbeat,
+    # applied on the priority path, is older than confirm_ms (or never came). Their posts
+    # are not served here (app.posts.visibility.alive_sql) until it is current again.
+    """
+    CREATE FUNCTION region_unconfirmed() RETURNS smallint[] LANGUAGE sql STABLE AS $$
+      SELECT coalesce(array_agg(h.number), '{}'::smallint[])
+      FROM region_heartbeats h, region_identity i
+      WHERE h.number <> i.number AND h.at < now() - make_interval(secs => i.confirm_ms / 1000.0)
+    $$
+    """,
     """
     CREATE FUNCTION region_number() RETURNS smallint LANGUAGE sql STABLE AS $$
       SELECT coalesce((SELECT number FROM region_identity), 0::smallint)
@@ -205,6 +215,7 @@ FUNCTION_NAMES = [
     "outbox_notify_row()",
     "visibility_rank(text)",
     "region_name()",
+    "region_unconfirmed()",
     "region_number()",
 ]
 
@@ -217,6 +228,8 @@ def upgrade() -> None:
         sa.Column("one", sa.Boolean(), primary_key=True, server_default=sa.true()),
         sa.Column("name", sa.String(32), nullable=False),
         sa.Column("number", sa.SmallInteger(), nullable=False),
+        # How far behind a peer's heartbeat may be before its posts are not served here.
+        sa.Column("confirm_ms", sa.Integer(), nullable=False, server_default="3000"),
         sa.CheckConstraint("one", name="region_identity_one"),
         sa.CheckConstraint("number BETWEEN 0 AND 15", name="region_identity_number"),
     )
@@ -228,6 +241,14 @@ def upgrade() -> None:
         sa.Column("visibility", sa.String(10), nullable=False),
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("post_id", "version", "deleted"),
+    )
+    # Each region's heartbeat, written by its relay every REGION_HEARTBEAT_MS and carried on
+    # the priority path: a region's row here says up to when every tombstone of that region
+    # has been applied in this database. Rows of peers are made by `link`.
+    op.create_table(
+        "region_heartbeats",
+        sa.Column("number", sa.SmallInteger(), primary_key=True, autoincrement=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
     )
     for statement in FUNCTIONS:
         op.execute(statement)
@@ -261,5 +282,6 @@ def downgrade() -> None:
     op.execute(OLD_POST_ID_FUNCTION)
     for signature in FUNCTION_NAMES:
         op.execute(f"DROP FUNCTION {signature}")
+    op.drop_table("region_heartbeats")
     op.drop_table("post_tombstones")
     op.drop_table("region_identity")
