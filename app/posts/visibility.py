@@ -50,7 +50,7 @@ def proven_sql(post: str) -> str:
     a query; with one region it reads an empty table."""
     return (
         f"{alive_sql(post)}"
-        f" AND ({post}.id & 15)::smallint <> ALL ((SELECT region_unconfirmed()))"
+        f" AND ({post}.id & 15)::smallint <> ALL ((SELECT region_unconfirmed())::smallint[])"
     )
 
 
