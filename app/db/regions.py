@@ -130,9 +130,7 @@ def _ident(name: str) -> str:
     return name
 
 
-async def setup(
-    conn: asyncpg.Connection, name: str, number: int, confirm_ms: int = 3000
-) -> None:
+async def setup(conn: asyncpg.Connection, name: str, number: int, confirm_ms: int = 3000) -> None:
     """Name and number this region's database; region-code its sequences (each restarts at
     the first value above its table's ids that carries `number`); make its publications.
     `confirm_ms`: how late a peer's heartbeat may be before its posts are not served here."""
@@ -165,8 +163,7 @@ async def setup(
             for table, columns, key in ROW_TABLES
         )
         await conn.execute(
-            f"CREATE PUBLICATION region_rows FOR {rows} "
-            "WITH (publish = 'insert, update, delete')"
+            f"CREATE PUBLICATION region_rows FOR {rows} WITH (publish = 'insert, update, delete')"
         )
         await conn.execute(
             f"CREATE PUBLICATION region_events FOR TABLE {', '.join(EVENT_TABLES)} "
@@ -214,7 +211,9 @@ async def link(
         )
 
 
-async def set_enabled(conn: asyncpg.Connection, peer: str, enabled: bool, kinds: tuple[str, ...] = KINDS) -> None:
+async def set_enabled(
+    conn: asyncpg.Connection, peer: str, enabled: bool, kinds: tuple[str, ...] = KINDS
+) -> None:
     """Pause or resume replication from `peer` (the peer keeps its WAL in the slot meanwhile)."""
     for kind in kinds:
         verb = "ENABLE" if enabled else "DISABLE"

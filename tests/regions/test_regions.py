@@ -6,7 +6,6 @@ and the faults: replication paused, a region's Redis lost, the link down and bac
 from __future__ import annotations
 
 import asyncio
-import statistics
 import time
 import uuid
 from typing import Any
@@ -148,7 +147,7 @@ async def test_delete_in_a_effective_in_b(regions: tuple[Region, Region]) -> Non
         for round_ in range(6):
             post_id = await post(ha, author_token, f"to delete {round_}")
             await eventually(
-                lambda: visible_by_id(hb, reader_token, post_id), WAIT, 0.02, "post in b"
+                lambda p=post_id: visible_by_id(hb, reader_token, p), WAIT, 0.02, "post in b"
             )
             paused = round_ % 2 == 0
             if paused:
@@ -158,7 +157,7 @@ async def test_delete_in_a_effective_in_b(regions: tuple[Region, Region]) -> Non
                 assert deleted.ok()["deletePost"] is True
                 started = time.monotonic()
 
-                async def gone() -> bool:
+                async def gone(post_id: int = post_id) -> bool:
                     return not await visible_by_id(hb, reader_token, post_id)
 
                 await eventually(gone, WAIT, 0.005, "deleted in b")
@@ -300,7 +299,9 @@ async def test_redis_lost_in_b(regions: tuple[Region, Region]) -> None:
         await b.redis.flushall()  # timelines, sessions, queue and limits: all gone
 
         async def rebuilt() -> list[int] | None:
-            result = await gql(hb, "Feed", {"first": 100, "mode": "CHRONOLOGICAL"}, token=reader_token)
+            result = await gql(
+                hb, "Feed", {"first": 100, "mode": "CHRONOLOGICAL"}, token=reader_token
+            )
             if result.errors:
                 return None
             shown = [int(e["node"]["id"]) for e in result.data["feed"]["edges"]]  # type: ignore[index]
@@ -313,5 +314,7 @@ async def test_redis_lost_in_b(regions: tuple[Region, Region]) -> None:
 
 
 async def _deleted_in(region: Region, post_id: int) -> bool:
-    rows = await region.sql("SELECT deleted_at IS NOT NULL AS gone FROM posts WHERE id = $1", post_id)
+    rows = await region.sql(
+        "SELECT deleted_at IS NOT NULL AS gone FROM posts WHERE id = $1", post_id
+    )
     return bool(rows and rows[0]["gone"])

@@ -30,10 +30,10 @@ from redis.asyncio import Redis
 from app.db import regions
 from devtools import provision
 from devtools.replica import SETTINGS, ReplicaPair, _free_port
+from tests import servers
 from tests.cluster.scaled import Process
 from tests.cluster_topology import plain_redis
 from tests.helpers import eventually, run_module
-from tests import servers
 from tests.servers import ApiServer
 
 DATABASE = "regional"
@@ -127,9 +127,7 @@ async def two_databases() -> AsyncIterator[tuple[ReplicaPair, ReplicaPair]]:
         assert code == 0, err
         a.stop("primary")
         started.remove(a)
-        await asyncio.to_thread(
-            shutil.copytree, a.primary_data, b.primary_data, symlinks=True
-        )
+        await asyncio.to_thread(shutil.copytree, a.primary_data, b.primary_data, symlinks=True)
         if user is not None:
             for path in [b.primary_data, *b.primary_data.rglob("*")]:
                 os.chown(path, uid, gid, follow_symlinks=False)
