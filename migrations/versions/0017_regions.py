@@ -91,7 +91,7 @@ FUNCTIONS = [
     """,
     """
     CREATE FUNCTION visibility_rank(v text) RETURNS int LANGUAGE sql IMMUTABLE AS $$
-      SELECT CASE v WHEN 'PUBLIC' THEN 3 WHEN 'FOLLOWERS' THEN 2 ELSE 1 END
+      SELECT CASE v WHEN 'public' THEN 3 WHEN 'followers' THEN 2 ELSE 1 END
     $$
     """,
     # The read region's side: a tombstone applied (priority subscription) narrows or deletes

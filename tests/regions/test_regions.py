@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.helpers import eventually, feed_ids, follow, gql, make_user, post
+from tests.helpers import add_comment, eventually, feed_ids, follow, gql, make_user, post
 from tests.regions.topology import Region
 
 WAIT = 30.0
@@ -66,7 +66,8 @@ def percentile(values: list[float], q: float) -> float:
 async def test_ids_and_home_regions(regions: tuple[Region, Region]) -> None:
     a, b = regions
     async with a.http() as ha, b.http() as hb:
-        token_a, id_a = await make_user(ha, handle("ia"))
+        handle_a = handle("ia")
+        token_a, id_a = await make_user(ha, handle_a)
         token_b, id_b = await make_user(hb, handle("ib"))
         assert (id_a & 15, id_b & 15) == (1, 2)
         post_a = await post(ha, token_a, "from a")
@@ -80,6 +81,29 @@ async def test_ids_and_home_regions(regions: tuple[Region, Region]) -> None:
             [id_a, id_b],
         )
         assert {r["id"]: r["home_region"] for r in rows} == {id_a: "a", id_b: "b"}
+    # Cross-region graph and engagement: each written in the actor's home region; the
+    # counters (region-local columns) agree in both regions once replicated.
+    async with a.http() as ha, b.http() as hb:
+        await eventually(lambda: visible_by_id(hb, token_b, post_a), WAIT, 0.02, "a's post in b")
+        (await gql(hb, "Follow", {"handle": handle_a}, token=token_b)).ok()
+        (await gql(hb, "LikePost", {"id": str(post_a)}, token=token_b)).ok()
+        comment_b = int(await add_comment(hb, token_b, post_a, "from b"))
+        comment_a = int(await add_comment(ha, token_a, post_a, "from a"))
+    assert (comment_a & 15, comment_b & 15) == (1, 2)
+
+    async def counted(region: Region) -> bool:
+        users = await region.sql("SELECT follower_count FROM users WHERE id = $1", id_a)
+        posts = await region.sql(
+            "SELECT like_count, comment_count FROM posts WHERE id = $1", post_a
+        )
+        return bool(users and posts) and (
+            users[0]["follower_count"],
+            posts[0]["like_count"],
+            posts[0]["comment_count"],
+        ) == (1, 1, 2)
+
+    for region in (a, b):
+        await eventually(lambda r=region: counted(r), WAIT, 0.02, f"counts in {region.name}")
 
 
 async def test_writes_from_the_other_region_are_routed_home(
@@ -168,6 +192,50 @@ async def test_delete_in_a_effective_in_b(regions: tuple[Region, Region]) -> Non
                     await resume(b, a, "bulk")
     print(f"\ndelete a->b: {[round(t * 1000) for t in took]} ms, max {max(took) * 1000:.0f} ms")
     assert max(took) < 5.0, took
+
+
+async def test_narrowing_and_block_on_the_priority_path(regions: tuple[Region, Region]) -> None:
+    """With b's bulk stream from a paused, a narrowing (PUBLIC -> PRIVATE) and a block made
+    in a still reach b: the post and then the blocker's posts leave the reader's pages in b,
+    and the reader's follow of the blocker is cut there; after, rows and counts converge."""
+    a, b = regions
+    author, author_token, reader_token, reader_id = await author_and_reader(a, b)
+    async with a.http() as ha, b.http() as hb:
+        narrowed = await post(ha, author_token, "to narrow")
+        other = await post(ha, author_token, "blocked later")
+        for post_id in (narrowed, other):
+            await eventually(lambda p=post_id: visible_by_id(hb, reader_token, p), WAIT, 0.02)
+        reader = (await b.sql("SELECT handle FROM users WHERE id = $1", reader_id))[0]["handle"]
+        await pause(b, a, "bulk")
+        try:
+            variables = {"id": str(narrowed), "visibility": "PRIVATE"}
+            (await gql(ha, "SetPostVisibility", variables, token=author_token)).ok()
+            await eventually(
+                lambda: _not(visible_by_id(hb, reader_token, narrowed)), WAIT, 0.01, "narrowed"
+            )
+            assert narrowed not in await chronological(hb, reader_token)
+            (await gql(ha, "Block", {"handle": reader}, token=author_token)).ok()
+            await eventually(
+                lambda: _not(visible_by_id(hb, reader_token, other)), WAIT, 0.01, "blocked"
+            )
+            assert other not in await chronological(hb, reader_token)
+            follows = "SELECT 1 FROM follows WHERE follower_id = $1"
+            assert not await b.sql(follows, reader_id)  # cut in b by the replicated block
+        finally:
+            await resume(b, a, "bulk")
+        author_id = int((await a.sql("SELECT id FROM users WHERE handle = $1", author))[0]["id"])
+        await eventually(lambda: same_rows(a, b, author_id), WAIT, 0.05, "rows converge")
+        count = "SELECT follower_count FROM users WHERE id = $1"
+        for region in (a, b):
+            await eventually(
+                lambda r=region: _is_zero(r, count, author_id), WAIT, 0.05, "counts converge"
+            )
+        assert not await visible_by_id(hb, reader_token, narrowed)
+
+
+async def _is_zero(region: Region, query: str, *args: object) -> bool:
+    rows = await region.sql(query, *args)
+    return bool(rows) and rows[0][0] == 0
 
 
 async def pause(region: Region, peer: Region, kind: str | None = None) -> None:
