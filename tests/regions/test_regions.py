@@ -10,9 +10,21 @@ import time
 import uuid
 from typing import Any
 
+import asyncpg
 import httpx
 
-from tests.helpers import add_comment, eventually, feed_ids, follow, gql, make_user, post
+from app.db import regions as regions_cli
+from app.db.regions import KINDS
+from tests.helpers import (
+    add_comment,
+    eventually,
+    feed_ids,
+    follow,
+    gql,
+    make_user,
+    post,
+    run_module,
+)
 from tests.regions.topology import Region
 
 WAIT = 30.0
@@ -239,15 +251,20 @@ async def _is_zero(region: Region, query: str, *args: object) -> bool:
 
 
 async def pause(region: Region, peer: Region, kind: str | None = None) -> None:
-    kinds = (kind,) if kind else ("bulk", "priority")
-    for k in kinds:
-        await region.sql(f"ALTER SUBSCRIPTION from_{peer.name}_{k} DISABLE")
+    """`python -m app.db.regions pause`'s step: region stops applying peer's rows."""
+    await _set_enabled(region, peer, False, kind)
 
 
 async def resume(region: Region, peer: Region, kind: str | None = None) -> None:
-    kinds = (kind,) if kind else ("bulk", "priority")
-    for k in kinds:
-        await region.sql(f"ALTER SUBSCRIPTION from_{peer.name}_{k} ENABLE")
+    await _set_enabled(region, peer, True, kind)
+
+
+async def _set_enabled(region: Region, peer: Region, enabled: bool, kind: str | None) -> None:
+    conn = await asyncpg.connect(region.dsn)
+    try:
+        await regions_cli.set_enabled(conn, peer.name, enabled, (kind,) if kind else KINDS)
+    finally:
+        await conn.close()
 
 
 async def same_rows(a: Region, b: Region, author_id: int) -> bool:
@@ -386,3 +403,13 @@ async def _deleted_in(region: Region, post_id: int) -> bool:
         "SELECT deleted_at IS NOT NULL AS gone FROM posts WHERE id = $1", post_id
     )
     return bool(rows and rows[0]["gone"])
+
+
+async def test_status_command(regions: tuple[Region, Region]) -> None:
+    """`python -m app.db.regions status` lists a region's two subscriptions, running."""
+    a, b = regions
+    code, out, err = await run_module("app.db.regions", "status", env={"DATABASE_URL": a.dsn})
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 and all("'running': True" in line for line in lines), out
+    assert f"from_{b.name}_bulk" in out and f"from_{b.name}_priority" in out, out
