@@ -21,6 +21,7 @@ CLI (DATABASE_URL names this region's database):
     python -m app.db.regions link PEER DSN            # after both regions ran setup
     python -m app.db.regions pause|resume PEER [bulk|priority]
     python -m app.db.regions status
+    python -m app.db.regions prune DAYS                # tombstones older than DAYS days
 """
 
 from __future__ import annotations
@@ -247,6 +248,19 @@ async def heartbeats(dsn: str, interval: float, stop: asyncio.Event) -> None:
         await conn.close()
 
 
+PRUNE = "DELETE FROM post_tombstones WHERE at < now() - make_interval(days => $1)"
+
+
+async def prune(conn: asyncpg.Connection, days: int) -> int:
+    """Forget tombstones older than `days` (the home region's delete replicates; a region
+    whose bulk stream is further behind than that could show a deleted post again, so keep
+    `days` well past the longest cut a slot's WAL can ride out). The number removed."""
+    if days < 1:
+        raise ValueError("keep tombstones for a day at least")
+    status = await conn.execute(PRUNE, days)
+    return int(status.split()[-1])
+
+
 STATUS = """
 SELECT s.subname, s.subenabled, st.pid IS NOT NULL AS running,
        st.latest_end_lsn::text AS lsn, st.last_msg_receipt_time AS last_message
@@ -274,6 +288,8 @@ async def _main(argv: list[str]) -> int:
         cmd.add_argument("peer")
         cmd.add_argument("kind", nargs="?", choices=KINDS)
     commands.add_parser("status", help="this region's subscriptions")
+    pruning = commands.add_parser("prune", help="forget tombstones older than DAYS days")
+    pruning.add_argument("days", type=int)
     args = parser.parse_args(argv)
     settings = get_settings()
     conn = await asyncpg.connect(asyncpg_url(settings.database_url))
@@ -286,6 +302,8 @@ async def _main(argv: list[str]) -> int:
         elif args.command in ("pause", "resume"):
             kinds = (args.kind,) if args.kind else KINDS
             await set_enabled(conn, args.peer, args.command == "resume", kinds)
+        elif args.command == "prune":
+            print(f"{await prune(conn, args.days)} tombstones removed")
         else:
             for row in await status(conn):
                 print(row)

@@ -413,3 +413,5 @@ async def test_status_command(regions: tuple[Region, Region]) -> None:
     lines = out.strip().splitlines()
     assert len(lines) == 2 and all("'running': True" in line for line in lines), out
     assert f"from_{b.name}_bulk" in out and f"from_{b.name}_priority" in out, out
+    code, out, err = await run_module("app.db.regions", "prune", "7", env={"DATABASE_URL": a.dsn})
+    assert code == 0 and out.strip() == "0 tombstones removed", (out, err)
