@@ -272,6 +272,9 @@ def refuse_lookalikes(environ: Mapping[str, str], known: Iterable[str]) -> None:
         )
 
 
+_PEER = r"[a-z][a-z0-9-]{0,31}:([1-9]|1[0-5]):https?://[^,\s]+"
+REGION_PEERS_PATTERN = rf"^({_PEER}(,{_PEER})*)?$"
+
 # Names the bounds below use. Ceilings are generous: they only refuse a typo (an extra digit
 # or three), never a value an operator would mean.
 DAY = 86_400  # seconds
@@ -344,6 +347,17 @@ class Settings(BaseSettings):
     # The region names restrictions and the edge header may use (comma-separated; empty:
     # any well-formed name): a typo in an operator's --regions is refused, not recorded.
     policy_regions: str = Field(default="", max_length=4096)
+    # This region's number in every region-coded id (the low 4 bits of post, user, comment
+    # and outbox ids; decision 0087): 0 = one region, nothing routed; 1-15 = one of several,
+    # the same number `python -m app.db.regions setup` gave its database.
+    region_number: int = Field(default=0, ge=0, le=15)
+    # The other regions: `name:number:url` by commas (url: its public GraphQL endpoint). A
+    # write of a user homed in one of them is answered WRONG_REGION naming it and its url.
+    region_peers: str = Field(default="", pattern=REGION_PEERS_PATTERN)
+    # How often the relay writes this region's heartbeat (numbered regions only): a peer
+    # serves this region's posts while the heartbeat it applied is younger than the bound
+    # `python -m app.db.regions setup` gave it (confirm_ms, 3 s by default).
+    region_heartbeat_ms: int = Field(default=500, ge=10, le=MS_CEILING)
 
     # ---- Profile, keys and tokens ------------------------------------------------------------
     secret_key: str = Field(default_factory=_dev_secret)

@@ -77,3 +77,15 @@ class Unavailable(AppError):
     def __init__(self, message: str, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class WrongRegion(AppError):
+    """A write of a user homed in another region (app.db.regions, decision 0087): nothing was
+    done; the client sends it to `home_url` (extensions.homeRegion, extensions.homeUrl)."""
+
+    code = "WRONG_REGION"
+
+    def __init__(self, message: str, home_region: str, home_url: str) -> None:
+        super().__init__(message)
+        self.home_region = home_region
+        self.home_url = home_url

@@ -8,6 +8,7 @@ import signal
 from typing import Any
 
 from app.config import get_settings
+from app.db import regions
 from app.db.engine import make_engine
 from app.relay import OutboxRelay
 from jobs.connections import arq_pool, queue_fence
@@ -28,9 +29,15 @@ async def main() -> None:
     # Events are marked relayed once a replica of the queue holds their jobs (decision 0091).
     relay = OutboxRelay(engine, enqueue, fence=queue_fence(settings, arq))
     logging.getLogger("app.relay").info("outbox relay running")
+    beats = None
+    if settings.region_number:  # several regions: this one's heartbeat (decision 0087)
+        interval = settings.region_heartbeat_ms / 1000
+        beats = asyncio.create_task(regions.heartbeats(settings.plain_database_url, interval, stop))
     try:
         await relay.run(settings.plain_database_url, stop)
     finally:
+        if beats is not None:
+            beats.cancel()
         await arq.aclose()
         await engine.dispose()
 

@@ -153,8 +153,9 @@ TABLES = (
 # Under pytest-xdist (`make test`, --dist loadgroup) a test file's tests run on one worker, in
 # file order (module-scoped servers start once; some files' tests follow on from each other);
 # these folders go whole to one worker: one browser and one live server for e2e/, one
-# scale-out topology for cluster/ (whose failover tests run after its end-to-end ones).
-WHOLE_FOLDERS = ("e2e", "cluster")
+# scale-out topology for cluster/ (whose failover tests run after its end-to-end ones), one
+# two-region topology for regions/.
+WHOLE_FOLDERS = ("e2e", "cluster", "regions")
 # Folders whose every test is marked `alone` (pyproject.toml): `make test` runs them after the
 # parallel phase, with nothing else on the machine. A single test that reads server-wide
 # figures or flushes server-wide state carries the mark itself.
@@ -165,6 +166,7 @@ ALONE_FOLDERS = ("reliability",)
 LONG_FIRST = (
     "e2e",
     "cluster",
+    "regions",
     "probe/test_canaries.py",
     "probe/test_probe.py",
     "fanout/test_grouped_jobs.py",

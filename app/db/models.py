@@ -92,6 +92,9 @@ class User(Base):
     # app.config.canary_handle_prefix; decision 0065): left out of search, followed by
     # canaries only, its posts pruned after CANARY_POSTS_RETENTION_SECONDS.
     canary: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    # The region whose database made the row (region_identity's name; "local" with one
+    # region): the user's writes are accepted there only (app.db.regions, decision 0087).
+    home_region: Mapped[str] = mapped_column(String(32), server_default=text("region_name()"))
 
 
 Index(
@@ -498,3 +501,38 @@ class PostRestrictionAudit(Base):
     reason: Mapped[str] = mapped_column(Text)
     operator: Mapped[str] = mapped_column(String(64))
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+# ---- Regions (app.db.regions, docs/decisions/0087) ------------------------------------------
+
+# Which region this database is (one row at most; none: region 0, "local").
+REGION_IDENTITY = Table(
+    "region_identity",
+    Base.metadata,
+    Column("one", Boolean, primary_key=True, server_default=true()),
+    Column("name", String(32), nullable=False),
+    Column("number", SmallInteger, nullable=False),
+    Column("confirm_ms", Integer, nullable=False, server_default="3000"),
+    CheckConstraint("one", name="region_identity_one"),
+    CheckConstraint("number BETWEEN 0 AND 15", name="region_identity_number"),
+)
+
+# The priority path: deletes and narrowings of posts, recorded by a trigger in the post's
+# home region and carried by a subscription of their own ahead of the bulk stream.
+POST_TOMBSTONES = Table(
+    "post_tombstones",
+    Base.metadata,
+    Column("post_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("deleted", Boolean, primary_key=True),
+    Column("visibility", String(10), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+)
+
+# Each region's heartbeat as applied here (the priority path): up to when its tombstones are.
+REGION_HEARTBEATS = Table(
+    "region_heartbeats",
+    Base.metadata,
+    Column("number", SmallInteger, primary_key=True, autoincrement=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+)

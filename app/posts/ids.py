@@ -1,6 +1,8 @@
 """Post id layout: (ms since 2015-01-01) << 22 | sequence, made by next_post_id() in SQL
-(migrations/versions/0001_initial_schema.py). The one home of the layout in Python: timelines,
-ranking and the read path derive creation times and Redis members from here.
+(migrations/versions/0001_initial_schema.py; with several regions the sequence field's low 4
+bits are the home region's number, migration 0017, decision 0087). The one home of the layout
+in Python: timelines, ranking and the read path derive creation times and Redis members from
+here.
 
 Every id after mid-2022 has 19 decimal digits, so ids compare the same as integers and as
 fixed-width strings, and the creation millisecond can be read back without a lookup.

@@ -49,6 +49,18 @@ def alive_sql(post: str) -> str:
     return f"{post}.deleted_at IS NULL"
 
 
+def proven_sql(post: str) -> str:
+    """The post is alive as far as this region can prove (decision 0087): one homed in a
+    region whose tombstones this database cannot confirm now (that region's heartbeat on the
+    priority path late) is not served to readers until it can. The read rules only: the
+    write path (fan-out, live counts) keeps routing it, so timelines converge. One InitPlan
+    a query; with one region it reads an empty table."""
+    return (
+        f"{alive_sql(post)}"
+        f" AND ({post}.id & 15)::smallint <> ALL ((SELECT region_unconfirmed())::smallint[])"
+    )
+
+
 def reaches_followers_sql(post: str) -> str:
     """The post may reach its author's followers: alive and not PRIVATE."""
     return f"{alive_sql(post)} AND {post}.visibility <> {_PRIVATE}"
@@ -124,14 +136,14 @@ def visible_sql(post: str, viewer: str | None, region: str) -> str:
     by id or author."""
     regional = allowed_in_region_sql(post, region)
     if viewer is None:
-        return f"{alive_sql(post)} AND {post}.visibility = {_PUBLIC} AND {regional}"
+        return f"{proven_sql(post)} AND {post}.visibility = {_PUBLIC} AND {regional}"
     author = f"{post}.author_id"
     allowed = (
         f"({post}.visibility = {_PUBLIC}"
         f" OR ({post}.visibility = {_FOLLOWERS} AND {follows_sql(viewer, author)}))"
     )
     others = f"{allowed} AND {regional} AND NOT {blocked_sql(viewer, author)}"
-    return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
+    return f"{proven_sql(post)} AND ({author} = {viewer} OR ({others}))"
 
 
 def home_feed_sql(post: str, viewer: str, region: str) -> str:
@@ -153,7 +165,7 @@ def home_feed_sql(post: str, viewer: str, region: str) -> str:
         f" AND {follows_sql(viewer, author)}"
         f" AND NOT {blocked_sql(viewer, author)} AND {feedback_allows_sql(post, viewer)}"
     )
-    return f"{alive_sql(post)} AND ({author} = {viewer} OR ({others}))"
+    return f"{proven_sql(post)} AND ({author} = {viewer} OR ({others}))"
 
 
 def public_sql(post: str) -> str:
@@ -173,7 +185,7 @@ def recommended_sql(post: str, viewer: str, region: str | None) -> str:
     author = f"{post}.author_id"
     regional = "" if region is None else f" AND {allowed_in_region_sql(post, region)}"
     return (
-        f"{alive_sql(post)} AND {public_sql(post)}{regional}"
+        f"{proven_sql(post)} AND {public_sql(post)}{regional}"
         f" AND {author} <> {viewer} AND NOT {follows_sql(viewer, author)}"
         f" AND NOT {blocked_sql(viewer, author)}"
         f" AND {feedback_allows_sql(post, viewer)}"

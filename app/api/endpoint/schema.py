@@ -37,7 +37,7 @@ from app.api.upstream.strawberry import (
     graphql_schema,
 )
 from app.config import Settings
-from app.errors import AppError, BadInput
+from app.errors import AppError, BadInput, WrongRegion
 from app.operation_documents import operations
 
 log = logging.getLogger("app.api")
@@ -64,6 +64,9 @@ class FeedSchema(strawberry.Schema):
                 retry_after = getattr(original, "retry_after", None)
                 if retry_after is not None:
                     extensions["retryAfter"] = retry_after  # seconds
+                if isinstance(original, WrongRegion):
+                    extensions["homeRegion"] = original.home_region
+                    extensions["homeUrl"] = original.home_url
             elif original is None or isinstance(original, (GraphQLError, *REQUEST_ERRORS)):
                 # Syntax, validation, variable coercion, depth or alias limits; over a
                 # websocket also an unknown operationName or a missing query (HTTP answers

@@ -21,7 +21,7 @@ from app.auth.guesses import Guesses, GuessLimits
 from app.auth.hashes import spend_hashes
 from app.auth.tokens import issue_token, token_claims
 from app.config import canary_handle_prefix
-from app.db import models
+from app.db import models, regions
 from app.engagement import client as client_events
 from app.engagement.kinds import Kind
 from app.errors import NotFound, Unauthenticated
@@ -40,8 +40,13 @@ def _post_id(raw: strawberry.ID) -> int:
     return post_id
 
 
-async def _writer(info: Info[Context, None]) -> int:
+async def _writer(info: Info[Context, None], home: bool = True) -> int:
+    """The viewer, allowed a write. `home`: a write of rows homed in the user's region
+    (posts, graph, engagement, profile), refused WRONG_REGION elsewhere (decision 0087); the
+    region-local reports (impressions, engagement) are accepted wherever the reader is."""
     viewer_id = info.context.require_viewer()
+    if home:
+        regions.check_home(info.context.state.settings, viewer_id)  # the id's bits: no lookup
     await info.context.limit_writes()
     return viewer_id
 
@@ -473,7 +478,7 @@ class Mutation:
     async def report_impressions(
         self, info: Info[Context, None], post_ids: list[strawberry.ID]
     ) -> bool:
-        viewer_id = await _writer(info)
+        viewer_id = await _writer(info, home=False)
         ids = impressions.reported_ids(post_ids)
         info.context.state.feed.impressions.record(viewer_id, ids)
         info.context.state.engagement.record(Kind.SEEN, viewer_id, ids)
@@ -490,7 +495,7 @@ class Mutation:
         post_ids: list[strawberry.ID],
         session_id: strawberry.ID | None = None,
     ) -> bool:
-        viewer_id = await _writer(info)
+        viewer_id = await _writer(info, home=False)
         ids = client_events.reported_posts(post_ids)
         session = client_events.session_label(None if session_id is None else str(session_id))
         info.context.state.engagement.record(
