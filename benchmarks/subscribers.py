@@ -165,6 +165,11 @@ class Server:
         t = self.ps.cpu_times()
         return float(t.user + t.system)
 
+    def system_cpu(self) -> float:
+        """Seconds in the kernel: for a broadcast, mostly the loopback sends (each carries
+        the receiving side's TCP work too)."""
+        return float(self.ps.cpu_times().system)
+
     def sched(self) -> tuple[int, int]:
         """Nanoseconds on CPU from the scheduler (`/proc/<pid>/schedstat`'s first field):
         the main thread's, and every live thread's summed (`task/*/schedstat`). Exact to
@@ -306,6 +311,7 @@ async def measure(
     celebrity: list[float] = []
     last: list[float] = []
     celebrity_cpu: list[float] = []
+    celebrity_system: list[float] = []
     celebrity_sched: list[list[int]] = []  # per round: main thread ns, all threads ns
     lost_celebrity = 0
     server.mark(signal.SIGUSR1)
@@ -317,11 +323,12 @@ async def measure(
         now = time.time()
         clients.sent_at.update(dict.fromkeys(range(1, audience + 1), now))
         clients.all_in.clear()
-        cpu0, sched0 = server.cpu(), server.sched()
+        cpu0, sched0, sys0 = server.cpu(), server.sched(), server.system_cpu()
         await notifier.author_posted(author, post_id, int(now * 1000), "public")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(clients.all_in.wait(), 60)
         celebrity_cpu.append(server.cpu() - cpu0)
+        celebrity_system.append(server.system_cpu() - sys0)
         celebrity_sched.append([b - a for a, b in zip(sched0, server.sched(), strict=True)])
         celebrity += clients.latencies
         last.append(max(clients.latencies, default=float("nan")))
@@ -356,6 +363,8 @@ async def measure(
         "celebrity_last_ms": round(1000 * statistics.median(last), 1),
         "celebrity_last_max_ms": round(1000 * max(last), 1),
         "celebrity_cpu_ms": round(1000 * statistics.median(celebrity_cpu), 1),
+        # The kernel's share of the rounds' server CPU (psutil's system time).
+        "celebrity_system_share": round(sum(celebrity_system) / max(sum(celebrity_cpu), 1e-9), 2),
         "cpu_us_per_frame": round(1e6 * statistics.median(celebrity_cpu) / audience, 1),
         # Over every round's CPU at once: psutil's 10 ms ticks weigh less than per round.
         "cpu_us_per_frame_all": round(
