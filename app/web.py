@@ -10,6 +10,7 @@ lifespan, the routes and the middleware, and where the demo page is found on dis
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -35,6 +36,7 @@ from app.api.transports.document_http import client_manifest_route, manifest_rou
 from app.api.transports.document_limits import MAX_TOKENS
 from app.api.transports.graphiql import graphiql_assets_mount
 from app.api.transports.media_files import media_route
+from app.api.transports.open_files import raise_open_files
 from app.api.upstream.strawberry import graphql_schema
 from app.config import Settings, get_settings
 from app.exposure import bind_hosts, check_start
@@ -49,6 +51,8 @@ from app.state import AppState, create_state
 # What the demo page loads from /static (development only): its build script and anything
 # else in the folder are not served.
 DEMO_SUFFIXES = (".js", ".css", ".html", ".svg", ".png", ".ico")
+
+log = logging.getLogger("app.web")
 
 
 def demo_dir() -> Path:
@@ -78,6 +82,10 @@ def create_app(state: AppState | None = None) -> FeedApp:
             check_start(settings, bind_hosts(sys.argv, os.environ))
             # LOG_LEVEL: the routine lines summed up, not printed (decision 0085).
             quiet_api(settings)
+            # A socket is a descriptor: the open-file limit as high as the OS lets this
+            # process have it, also when no launcher raised it (decision 0092).
+            limit = raise_open_files()
+            log.log(logging.WARNING if limit.why_not else logging.INFO, "%s", limit.describe())
         st = holder.setdefault("state", state or create_state(settings))
         # One pub/sub connection for every socket of this process (app.realtime.hub).
         hub = Hub(

@@ -18,9 +18,15 @@ latencies include the client's own work. Per size:
 - spread: notifications through the workers' own path (`RedisNotifier.delivered`, one
   script call per batch), round-robin over the users so no user gets two inside the
   coalescing window, N/5 per second (20..1000); latency = PUBLISH call to frame received;
-- celebrity: a pull-mode author followed by all N posts (`RedisNotifier.author_posted`, one
-  message); every socket gets a frame: latency per socket, 3 rounds.
-Results go to docs/decisions/0004-realtime.md.
+- celebrity: a pull-mode author followed by all N (or the first --audience of them) posts
+  (`RedisNotifier.author_posted`, one message); every follower's socket gets a frame:
+  latency per socket, --rounds rounds.
+
+Past ~20,000 sockets (issue 38): the clients connect from several loopback source addresses
+(127.0.0.2, 127.0.0.3, ...; --sockets-per-address each), since one address reaches one server
+port from at most the ephemeral port range's ~28,000 ports; and both this process and the
+server need a descriptor per socket: the open-file limit is raised as far as the OS allows
+(app.api.transports.open_files) and N is capped under it, with the reason printed.
 """
 
 from __future__ import annotations
@@ -31,7 +37,6 @@ import contextlib
 import gc
 import json
 import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -46,6 +51,7 @@ import psutil
 import uvloop
 from redis.asyncio import Redis
 
+from app.api.transports.open_files import raise_open_files
 from app.auth.tokens import issue_token
 from app.config import PROJECT_ROOT, Settings
 from app.realtime.notifier import RedisNotifier
@@ -159,6 +165,11 @@ class Server:
         t = self.ps.cpu_times()
         return float(t.user + t.system)
 
+    def system_cpu(self) -> float:
+        """Seconds in the kernel: for a broadcast, mostly the loopback sends (each carries
+        the receiving side's TCP work too)."""
+        return float(self.ps.cpu_times().system)
+
     def sched(self) -> tuple[int, int]:
         """Nanoseconds on CPU from the scheduler (`/proc/<pid>/schedstat`'s first field):
         the main thread's, and every live thread's summed (`task/*/schedstat`). Exact to
@@ -185,8 +196,9 @@ class Server:
             self.proc.wait()
 
 
-async def seed(database_url: str, users: int) -> int:
-    """Users 1..N, all active, all following one pull-mode author (id N+1)."""
+async def seed(database_url: str, users: int, audience: int) -> int:
+    """Users 1..N, all active, the first `audience` of them following one pull-mode author
+    (id N+1)."""
     conn = await asyncpg.connect(provision.asyncpg_url(database_url))
     try:
         await conn.execute("TRUNCATE users RESTART IDENTITY CASCADE")
@@ -205,7 +217,7 @@ async def seed(database_url: str, users: int) -> int:
             "INSERT INTO follows (follower_id, followee_id) "
             "SELECT g, $1 FROM generate_series(1, $2) g",
             author,
-            users,
+            audience,
         )
         return int(author)
     finally:
@@ -223,6 +235,7 @@ async def measure(
 ) -> dict[str, Any]:
     notifier = RedisNotifier(redis, settings.model_copy(update={"realtime_namespace": NAMESPACE}))
     clients = Clients()
+    audience = min(n, args.audience or n)
     rss0 = server.rss()
     gate = asyncio.Semaphore(100)
 
@@ -232,8 +245,11 @@ async def measure(
                 clients.on_frame(user_id, now)
 
         token = f"Bearer {issue_token(settings, user_id)}"
+        source = source_address(user_id - 1, args.sockets_per_address)
         async with gate:
-            ws = await open_lean("127.0.0.1", server.port, token, SUBSCRIBE_MESSAGE, on_text)
+            ws = await open_lean(
+                "127.0.0.1", server.port, token, SUBSCRIBE_MESSAGE, on_text, source=source
+            )
         clients.sockets.append(ws)
         if len(clients.sockets) % 5000 == 0:
             elapsed = time.perf_counter() - started
@@ -295,6 +311,7 @@ async def measure(
     celebrity: list[float] = []
     last: list[float] = []
     celebrity_cpu: list[float] = []
+    celebrity_system: list[float] = []
     celebrity_sched: list[list[int]] = []  # per round: main thread ns, all threads ns
     lost_celebrity = 0
     server.mark(signal.SIGUSR1)
@@ -304,13 +321,14 @@ async def measure(
         clients.latencies.clear()
         post_id += 1
         now = time.time()
-        clients.sent_at.update(dict.fromkeys(range(1, n + 1), now))
+        clients.sent_at.update(dict.fromkeys(range(1, audience + 1), now))
         clients.all_in.clear()
-        cpu0, sched0 = server.cpu(), server.sched()
+        cpu0, sched0, sys0 = server.cpu(), server.sched(), server.system_cpu()
         await notifier.author_posted(author, post_id, int(now * 1000), "public")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(clients.all_in.wait(), 60)
         celebrity_cpu.append(server.cpu() - cpu0)
+        celebrity_system.append(server.system_cpu() - sys0)
         celebrity_sched.append([b - a for a, b in zip(sched0, server.sched(), strict=True)])
         celebrity += clients.latencies
         last.append(max(clients.latencies, default=float("nan")))
@@ -327,6 +345,7 @@ async def measure(
     return {
         "frames": "prepared" if prepared else "strawberry",
         "subscribers": n,
+        "audience": audience,
         "connect_s": round(connect_s, 1),
         "connect_cpu_ms_per_socket": round(1000 * connect_cpu / n, 2),
         # The scheduler's figures (Server.sched): main thread / all threads.
@@ -344,16 +363,22 @@ async def measure(
         "celebrity_last_ms": round(1000 * statistics.median(last), 1),
         "celebrity_last_max_ms": round(1000 * max(last), 1),
         "celebrity_cpu_ms": round(1000 * statistics.median(celebrity_cpu), 1),
-        "cpu_us_per_frame": round(1e6 * statistics.median(celebrity_cpu) / n, 1),
+        # The kernel's share of the rounds' server CPU (psutil's system time).
+        "celebrity_system_share": round(sum(celebrity_system) / max(sum(celebrity_cpu), 1e-9), 2),
+        "cpu_us_per_frame": round(1e6 * statistics.median(celebrity_cpu) / audience, 1),
         # Over every round's CPU at once: psutil's 10 ms ticks weigh less than per round.
-        "cpu_us_per_frame_all": round(1e6 * sum(celebrity_cpu) / (n * len(celebrity_cpu)), 1),
+        "cpu_us_per_frame_all": round(
+            1e6 * sum(celebrity_cpu) / (audience * len(celebrity_cpu)), 1
+        ),
         # The same from the scheduler's nanoseconds (Server.sched), all rounds: main thread /
         # all threads; and each round's all-threads figure.
         "sched_us_per_frame_all": "/".join(
-            f"{sum(r[i] for r in celebrity_sched) / 1e3 / (n * len(celebrity_sched)):.2f}"
+            f"{sum(r[i] for r in celebrity_sched) / 1e3 / (audience * len(celebrity_sched)):.2f}"
             for i in (0, 1)
         ),
-        "sched_us_per_frame_each": "/".join(f"{r[1] / 1e3 / n:.1f}" for r in celebrity_sched),
+        "sched_us_per_frame_each": "/".join(
+            f"{r[1] / 1e3 / audience:.1f}" for r in celebrity_sched
+        ),
         "celebrity_last_each_ms": "/".join(f"{1000 * x:.0f}" for x in last),
         "lost_spread": lost,
         "lost_celebrity": lost_celebrity,
@@ -361,24 +386,26 @@ async def measure(
     }
 
 
-def raise_fd_limit(wanted: int) -> None:
-    """20,000 sockets need 20,000 descriptors on each side; root may raise the hard limit
-    (the server subprocess inherits it)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), max(hard, wanted)))
-        return
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+def source_address(index: int, per_address: int) -> str:
+    """The loopback address the index-th client socket connects from: 127.0.0.2 for the
+    first `per_address`, then 127.0.0.3, ... (all of 127/8 reaches loopback). Never
+    127.0.0.1: other processes' ephemeral ports there do not collide with ours."""
+    k = 2 + index // per_address
+    if k > 254:
+        raise ValueError("more sockets than 253 source addresses hold: raise the per-address count")
+    return f"127.0.0.{k}"
 
 
 async def main(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.subscribers.split(",")]
-    raise_fd_limit(max(sizes) + 4096)
-    # One descriptor per socket on each side, plus the server's own (database, Redis, ...):
-    # where the hard limit cannot be raised (20,000 in this sandbox) N is held under it.
-    room = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 100
+    # One descriptor per socket on each side (the server subprocess inherits the limit),
+    # plus the server's own (database, Redis, ...): where the hard limit cannot be raised
+    # (20,000 in this sandbox: no CAP_SYS_RESOURCE) N is held under it, and the reason said.
+    limit = raise_open_files()
+    print(f"note: {limit.describe()}", file=sys.stderr)
+    room = limit.sockets
     if max(sizes) > room:
-        print(f"note: open-file limit {room + 100}: sizes capped at {room}", file=sys.stderr)
+        print(f"note: sizes capped at {room:,} sockets (the open-file limit)", file=sys.stderr)
         sizes = [min(n, room) for n in sizes]
     env = provision.ensure_services()
     db_name = args.db_name
@@ -400,7 +427,7 @@ async def main(args: argparse.Namespace) -> int:
     results = []
     try:
         for n in sizes:
-            author = await seed(database_url, n)
+            author = await seed(database_url, n, min(n, args.audience or n))
             for variant in args.frames.split(","):
                 if variant == "strawberry" and n > args.stock_max:
                     continue
@@ -448,6 +475,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--stock-max", type=int, default=5000, help="largest N the strawberry path runs at"
     )
     parser.add_argument("--rounds", type=int, default=5, help="celebrity broadcast rounds")
+    parser.add_argument(
+        "--audience",
+        type=int,
+        default=0,
+        help="followers of the celebrity (the first A users; 0: all N): issue 38's broadcast "
+        "to 20,000 of 50,000 sockets",
+    )
+    parser.add_argument(
+        "--sockets-per-address",
+        type=int,
+        default=20_000,
+        help="client sockets per loopback source address (under the ephemeral port range)",
+    )
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--load-seconds", type=float, default=10.0)
     parser.add_argument(

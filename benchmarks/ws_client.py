@@ -132,12 +132,21 @@ class LeanSocket(asyncio.Protocol):
 
 
 async def open_lean(
-    host: str, port: int, token: str, subscribe: dict[str, object], on_text: OnText
+    host: str,
+    port: int,
+    token: str,
+    subscribe: dict[str, object],
+    on_text: OnText,
+    source: str | None = None,
 ) -> LeanSocket:
-    """Connected, acknowledged, subscribed, first `next` received; then streaming."""
+    """Connected (from `source`, a local address, when given), acknowledged, subscribed,
+    first `next` received; then streaming."""
     loop = asyncio.get_running_loop()
     _, sock = await loop.create_connection(
-        lambda: LeanSocket(host, port, "/graphql", on_text), host, port
+        lambda: LeanSocket(host, port, "/graphql", on_text),
+        host,
+        port,
+        local_addr=(source, 0) if source else None,
     )
     await asyncio.wait_for(sock.upgraded, 60)
     sock.send_json({"type": "connection_init", "payload": {"Authorization": token}})

@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.api.transports.open_files import OpenFiles, raise_open_files
 from app.config import PROJECT_ROOT, SettingsError, asyncpg_url, get_settings
 from app.probe.settings import get_probe_settings
 from devtools import provision
@@ -159,6 +160,15 @@ def log(message: str) -> None:
         print(f"[launcher] {message}", file=sys.stderr, flush=True)
 
 
+def open_file_limit() -> OpenFiles:
+    """Raise this process's open-file limit before any child starts (they inherit it): each
+    websocket of the API is a descriptor (decision 0092). Logged, with the reason when the
+    hard limit could not be raised."""
+    limit = raise_open_files()
+    log(limit.describe())
+    return limit
+
+
 # --------------------------------------------------------------------------- owners
 
 
@@ -277,6 +287,7 @@ def cmd_test(pytest_args: list[str]) -> int:
     failing phase's exit code is ours (later phases still run, so one run shows every
     failure; an interrupted phase stops the rest)."""
     _take_over_leftovers()
+    open_file_limit()
     env = provision.ensure_services()
     os.environ.update(env)
     _write_record("test", [])
@@ -548,6 +559,7 @@ def cmd_run() -> int:
             log(f"`make run` is already running (launcher pid {running[0]}); `make stop` ends it")
             return 1
         _take_over_leftovers()
+        open_file_limit()
         port = _api_port()  # after the takeover, which frees a leftover API's port
         external_database = bool(os.environ.get("DATABASE_URL"))
         env = provision.ensure_services()
