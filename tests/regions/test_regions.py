@@ -457,6 +457,10 @@ async def test_regional_restriction_effective_in_both_regions(
 
         await pause(b, a, "bulk")
         try:
+            # An edit before the restriction: its bulk row (restricted nowhere) is applied
+            # in b after the priority path's restriction, and must not lift it.
+            edit = {"id": str(post_id), "body": "edited before"}
+            (await gql(ha, "EditPost", edit, token=author_token)).ok()
             code, _, err = await _moderation(a, "restrict", *args, b.name, "--reason", "x")
             assert code == 0, err
             started = time.monotonic()
@@ -470,6 +474,8 @@ async def test_regional_restriction_effective_in_both_regions(
             lambda: _audited(b, post_id, 1), WAIT, 0.05, "bulk caught up (audit row in b)"
         )
         assert await hidden_in_b()
+        edited = "SELECT body, restricted_regions FROM posts WHERE id = $1"
+        assert [tuple(r) for r in await b.sql(edited, post_id)] == [("edited before", ["b"])]
         code, _, err = await _moderation(a, "restrict", *args, a.name, "--reason", "y")
         assert code == 0, err
         assert not await visible_by_id(ha, reader_a, post_id)  # home: from the commit on
