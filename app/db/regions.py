@@ -11,10 +11,10 @@ reader of the others'.
   users, posts and the graph and engagement rows homed here, filtered by the id bits, with
   the region-local counters left out of the column lists; `region_events`: the outbox and
   revoked tokens, inserts only, so the other region's relay fans out the same events into
-  its own Redis; `region_priority`: post tombstones and blocks), and in each region two
-  subscriptions per peer (bulk: rows and events; priority: tombstones and blocks, its own
-  apply worker, so a delete never waits behind a backlog of posts), all `origin = none` so
-  nothing comes back to where it started.
+  its own Redis; `region_priority`: post tombstones, blocks and regional restrictions), and
+  in each region two subscriptions per peer (bulk: rows and events; priority: tombstones,
+  blocks and restrictions, its own apply worker, so a delete never waits behind a backlog
+  of posts), all `origin = none` so nothing comes back to where it started.
 
 CLI (DATABASE_URL names this region's database):
     python -m app.db.regions setup NAME NUMBER        # once, before any user signs up
@@ -45,7 +45,7 @@ log = logging.getLogger("app.db.regions")
 REGION_BITS = 4
 REGION_MASK = (1 << REGION_BITS) - 1
 # Sequences whose ids are region-coded (post ids are coded inside next_post_id).
-CODED_SEQUENCES = ("users", "comments", "outbox")
+CODED_SEQUENCES = ("users", "comments", "outbox", "post_restriction_audit")
 
 # Columns each region keeps for itself: counters (each region counts the rows it holds, the
 # replicated ones by migration 0017's ENABLE REPLICA triggers), the fan-out mode its own
@@ -54,7 +54,10 @@ USERS_COLUMNS = (
     "id, handle, password_hash, display_name, created_at, recommendations_enabled, "
     "token_version, canary, home_region"
 )
-POSTS_COLUMNS = "id, author_id, created_at, body, visibility, version, edited_at, deleted_at"
+POSTS_COLUMNS = (
+    "id, author_id, created_at, body, visibility, version, edited_at, deleted_at, "
+    "restricted_regions"
+)
 
 # (table, column list or "", the id column whose low bits are the home region).
 ROW_TABLES = (
@@ -71,9 +74,11 @@ ROW_TABLES = (
 PRIORITY_TABLES = (
     ("post_tombstones", "post_id"),
     ("blocks", "blocker_id"),
+    ("post_restrictions", "post_id"),
     ("region_heartbeats", "number"),
 )
-EVENT_TABLES = ("outbox", "revoked_tokens")
+# Inserts only, made by the region itself (origin = none): no row filter needed.
+EVENT_TABLES = ("outbox", "revoked_tokens", "post_restriction_audit")
 KINDS = ("bulk", "priority")
 
 

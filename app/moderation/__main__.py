@@ -9,6 +9,10 @@ PostgreSQL that DATABASE_URL names.
     python -m app.moderation list [POST_ID] [--region R]
         the restrictions in force (of one post, with its audit trail).
 
+In a numbered region (decision 0087) a post is restricted in its home region's database
+(the post id's region bits): elsewhere the command is refused, naming the home region, and
+the restriction reaches the other regions on the priority path.
+
 Region names are checked (lower-case letters, digits and '-'; among POLICY_REGIONS when that
 is set). --by defaults to the login running the command. Exit 0 on success, 2 on bad input
 (an unknown post, a bad region name, a missing reason), with the reason on stderr.

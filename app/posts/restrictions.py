@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import Post, PostRestriction, PostRestrictionAudit
 from app.db.watermarks import Watermarks, record_narrowing
-from app.errors import BadInput, NotFound
+from app.errors import BadInput, NotFound, WrongRegion
 from app.outbox import events
 from app.posts.regions import MAX_REGIONS, check_region
 
@@ -96,14 +96,29 @@ def _check_operator(operator: str) -> str:
     return cleaned
 
 
+# The post's author, its home region's name and number (the id's low bits, decision 0087)
+# and this database's region number (0: one region).
+LOCK_POST = text(
+    "SELECT p.author_id, u.home_region, p.id & 15 AS home, region_number() AS here "
+    "FROM posts p JOIN users u ON u.id = p.author_id WHERE p.id = :id FOR UPDATE OF p"
+)
+
+
 async def _lock_post(session: AsyncSession, post_id: int) -> int:
-    """The post's author, its row locked (restrictions of one post change one at a time)."""
-    author = await session.scalar(
-        select(Post.author_id).where(Post.id == post_id).with_for_update()
-    )
-    if author is None:
+    """The post's author, its row locked (restrictions of one post change one at a time).
+    In a region other than the post's home, WRONG_REGION: restriction rows replicate from
+    the home region only (decision 0087), so one written here would never reach the others."""
+    row = (await session.execute(LOCK_POST, {"id": post_id})).first()
+    if row is None:
         raise NotFound(f"No post {post_id}.")
-    return int(author)
+    if row.here != 0 and row.home != row.here:
+        raise WrongRegion(
+            f"Post {post_id} is homed in region {row.home_region}: restrict it there "
+            f"(DATABASE_URL of {row.home_region}'s database); it replicates from there.",
+            row.home_region,
+            "",
+        )
+    return int(row.author_id)
 
 
 async def _mirror(session: AsyncSession, post_id: int) -> list[str]:

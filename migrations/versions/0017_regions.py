@@ -125,8 +125,41 @@ FUNCTIONS = [
           NEW.visibility := t.visibility;
         END IF;
       END LOOP;
+      NEW.restricted_regions := post_restriction_union(NEW.restricted_regions, NEW.id);
       RETURN NEW;
     END
+    $$
+    """,
+    # Regional restrictions (decision 0088) on the priority path: the home region's
+    # post_restrictions rows replicate on region_priority; applied here, they set the local
+    # post's restricted_regions at once (the post row may not be here yet: the apply worker
+    # checks no foreign key, and the guard below takes the rows on its insert).
+    """
+    CREATE FUNCTION post_restriction_apply() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+      p bigint;
+    BEGIN
+      IF TG_OP = 'DELETE' THEN p := OLD.post_id; ELSE p := NEW.post_id; END IF;
+      UPDATE posts SET restricted_regions = post_restricted_in(p) WHERE id = p;
+      RETURN NULL;
+    END
+    $$
+    """,
+    """
+    CREATE FUNCTION post_restricted_in(p bigint) RETURNS varchar(32)[] LANGUAGE sql STABLE AS $$
+      SELECT array_agg(region ORDER BY region) FROM post_restrictions WHERE post_id = p
+    $$
+    """,
+    # A bulk post row keeps at least the restrictions the priority path brought: the union
+    # of its own copy and the applied rows. A lift is applied by the priority row's delete
+    # (the copy is then the rows alone); an older bulk row arriving after it narrows again
+    # until the bulk row of the lift itself, which is never wider than the rows.
+    """
+    CREATE FUNCTION post_restriction_union(mine varchar(32)[], p bigint)
+    RETURNS varchar(32)[] LANGUAGE sql STABLE AS $$
+      SELECT array_agg(DISTINCT r ORDER BY r) FROM (
+        SELECT unnest(mine) AS r UNION SELECT region FROM post_restrictions WHERE post_id = p
+      ) u
     $$
     """,
     # Counters are region-local columns (left out of the publications' column lists): each
@@ -197,6 +230,12 @@ FUNCTIONS = [
 REPLICA_TRIGGERS = [
     ("post_tombstones_apply", "post_tombstones", "AFTER INSERT", "post_tombstone_apply"),
     ("posts_tombstone_guard", "posts", "BEFORE INSERT OR UPDATE", "post_tombstone_guard"),
+    (
+        "post_restrictions_apply",
+        "post_restrictions",
+        "AFTER INSERT OR UPDATE OR DELETE",
+        "post_restriction_apply",
+    ),
     ("follows_region_counts", "follows", "AFTER INSERT OR DELETE", "region_follow_counts"),
     ("likes_region_counts", "likes", "AFTER INSERT OR DELETE", "region_like_counts"),
     ("comments_region_counts", "comments", "AFTER INSERT OR DELETE", "region_comment_counts"),
@@ -208,6 +247,9 @@ FUNCTION_NAMES = [
     "post_tombstone_record()",
     "post_tombstone_apply()",
     "post_tombstone_guard()",
+    "post_restriction_apply()",
+    "post_restricted_in(bigint)",
+    "post_restriction_union(varchar[], bigint)",
     "region_follow_counts()",
     "region_like_counts()",
     "region_comment_counts()",

@@ -415,3 +415,92 @@ async def test_status_command(regions: tuple[Region, Region]) -> None:
     assert f"from_{b.name}_bulk" in out and f"from_{b.name}_priority" in out, out
     code, out, err = await run_module("app.db.regions", "prune", "7", env={"DATABASE_URL": a.dsn})
     assert code == 0 and out.strip() == "0 tombstones removed", (out, err)
+
+
+async def _moderation(region: Region, *argv: str) -> tuple[int, str, str]:
+    """`python -m app.moderation ...` as an operator of `region` runs it (its environment)."""
+    return await run_module("app.moderation", *argv, env=region.api.env)
+
+
+async def test_regional_restriction_effective_in_both_regions(
+    regions: tuple[Region, Region],
+) -> None:
+    """A post homed in a, read by a follower in each region: restricted in b (the command
+    run against a's database, b's bulk stream paused: the priority path carries it), it
+    leaves the feed and post(id) in b within the bound and stays in a; restricted in a too,
+    it leaves a; unrestricted, it is back in both. Run against b's database the command is
+    refused, naming a."""
+    a, b = regions
+    author, author_token, reader_b, _ = await author_and_reader(a, b)
+    async with a.http() as ha, b.http() as hb:
+        reader_a, _ = await make_user(ha, handle("ra"))
+        await follow(ha, reader_a, author)
+        await chronological(ha, reader_a)
+        post_id = await post(ha, author_token, "restricted later")
+        for http, token in ((ha, reader_a), (hb, reader_b)):
+            await eventually(lambda h=http, t=token: visible_by_id(h, t, post_id), WAIT, 0.02)
+
+        async def in_feed(http: httpx.AsyncClient, token: str) -> bool:
+            return post_id in await chronological(http, token)
+
+        await eventually(lambda: in_feed(hb, reader_b), WAIT, 0.02, "in b's feed")
+        await eventually(lambda: in_feed(ha, reader_a), WAIT, 0.02, "in a's feed")
+        args = (str(post_id), "--regions")
+        code, _, err = await _moderation(b, "restrict", *args, b.name, "--reason", "x")
+        assert code == 2 and "homed in region a" in err, (code, err)
+        assert not await b.sql("SELECT 1 FROM post_restrictions WHERE post_id = $1", post_id)
+
+        async def hidden_in_b() -> bool:
+            return not await visible_by_id(hb, reader_b, post_id) and not await in_feed(
+                hb, reader_b
+            )
+
+        await pause(b, a, "bulk")
+        try:
+            # An edit before the restriction: its bulk row (restricted nowhere) is applied
+            # in b after the priority path's restriction, and must not lift it.
+            edit = {"id": str(post_id), "body": "edited before"}
+            (await gql(ha, "EditPost", edit, token=author_token)).ok()
+            code, _, err = await _moderation(a, "restrict", *args, b.name, "--reason", "x")
+            assert code == 0, err
+            started = time.monotonic()
+            await eventually(hidden_in_b, WAIT, 0.005, "restricted in b")
+            took_restrict = time.monotonic() - started
+        finally:
+            await resume(b, a, "bulk")
+        assert await visible_by_id(ha, reader_a, post_id) and await in_feed(ha, reader_a)
+        # The bulk stream's older copies of the post do not lift it in b.
+        await eventually(
+            lambda: _audited(b, post_id, 1), WAIT, 0.05, "bulk caught up (audit row in b)"
+        )
+        assert await hidden_in_b()
+        edited = "SELECT body, restricted_regions FROM posts WHERE id = $1"
+        assert [tuple(r) for r in await b.sql(edited, post_id)] == [("edited before", ["b"])]
+        code, _, err = await _moderation(a, "restrict", *args, a.name, "--reason", "y")
+        assert code == 0, err
+        assert not await visible_by_id(ha, reader_a, post_id)  # home: from the commit on
+        assert not await in_feed(ha, reader_a)
+        assert await visible_by_id(ha, author_token, post_id)  # the author still sees it
+        both = f"{a.name},{b.name}"
+        code, _, err = await _moderation(a, "unrestrict", *args, both, "--reason", "lifted")
+        assert code == 0, err
+        started = time.monotonic()
+        await eventually(lambda: visible_by_id(hb, reader_b, post_id), WAIT, 0.005, "lifted")
+        took_lift = time.monotonic() - started
+        assert await visible_by_id(ha, reader_a, post_id)
+        await eventually(lambda: in_feed(hb, reader_b), WAIT, 0.02, "back in b's feed")
+        await eventually(lambda: in_feed(ha, reader_a), WAIT, 0.02, "back in a's feed")
+        await eventually(lambda: _audited(b, post_id, 3), WAIT, 0.05, "audit trail in b")
+    for region in (a, b):
+        rows = await region.sql("SELECT restricted_regions FROM posts WHERE id = $1", post_id)
+        assert rows[0][0] is None, (region.name, rows)
+    print(
+        f"\nrestriction a->b (bulk paused): {took_restrict * 1000:.0f} ms; "
+        f"lift a->b: {took_lift * 1000:.0f} ms"
+    )
+    assert took_restrict < 5.0 and took_lift < 10.0
+
+
+async def _audited(region: Region, post_id: int, rows: int) -> bool:
+    found = await region.sql("SELECT 1 FROM post_restriction_audit WHERE post_id = $1", post_id)
+    return len(found) == rows

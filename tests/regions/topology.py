@@ -94,7 +94,7 @@ class Region:
 
 
 def _server(root: Path, bindir: Path, user: str | None) -> ReplicaPair:
-    return ReplicaPair(bindir, root, user, _free_port(), 0, dict(PG_SETTINGS))
+    return ReplicaPair(bindir, root, user, {"primary": _free_port()}, dict(PG_SETTINGS))
 
 
 @asynccontextmanager
