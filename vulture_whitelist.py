@@ -114,3 +114,9 @@ _.feed_source_recommended_concurrency
 # Strawberry: fields set by keyword and read by the executor (PostEdge, Recommendation).
 _.liked_by_count
 _.recommendation
+
+# SQLAlchemy: tables declared on Base.metadata for the migration comparison (decision 0087);
+# the code reads them in SQL by name.
+REGION_IDENTITY
+POST_TOMBSTONES
+REGION_HEARTBEATS
