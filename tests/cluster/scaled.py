@@ -38,6 +38,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
 from app.config import PROJECT_ROOT
+from app.db.watermarks import EPOCH_KEY
 from app.timelines.store import TimelineStore, timeline_key
 from devtools.replica import ReplicaPair, replica_pair
 from tests.cluster_topology import ClusterTopology, plain_redis
@@ -187,6 +188,15 @@ async def start_scaled() -> AsyncIterator[Scaled]:
         ]
         workers = [Process(["arq", lane], env) for lane in LANES for _ in range(WORKERS_PER_LANE)]
         relay = Process(["jobs.relay"], env)
+        # A fresh role warms its watermarks up for one mark TTL (30 s) before a replica may
+        # answer a page (decision 0086: it may have lost marks); this one is new and has lost
+        # none, as a test's `Watermarks.clear` says too.
+        nodes = [ClusterNode("127.0.0.1", n.port) for n in cluster.nodes if n.alive()]
+        marks = RedisCluster(startup_nodes=nodes, decode_responses=False)
+        try:
+            await marks.set(EPOCH_KEY, "1")
+        finally:
+            await marks.aclose()
         try:
             for api in apis:
                 await api.start()

@@ -74,7 +74,9 @@ def test_the_wait_must_end_before_the_socket_times_out() -> None:
     assert Settings(timeline_wait_replicas=1, timeline_wait_ms=1999).timeline_wait_ms == 1999
     with pytest.raises(ValidationError, match="TIMELINE_WAIT_MS must be below"):
         Settings(timeline_wait_replicas=1, timeline_wait_ms=2000)
-    assert Settings(timeline_wait_ms=2000, redis_socket_timeout_seconds=0.5).timeline_wait_ms
+    assert Settings(
+        timeline_wait_ms=2000, redis_socket_timeout_seconds=0.5, redis_queue_wait_replicas=0
+    ).timeline_wait_ms
     with pytest.raises(ValidationError):
         Settings(timeline_wait_replicas=-1)
     wider = Settings(

@@ -31,7 +31,7 @@ from prometheus_client import REGISTRY
 from app.config import get_settings
 from devtools.replica import ReplicaPair, standby_of
 from tests.conftest import BASE_DATABASE_URL, TEST_DB
-from tests.helpers import eventually
+from tests.helpers import app_client, eventually
 from tests.reliability import test_model as model
 
 EXAMPLES = int(os.environ.get("MODEL_REPLICA_EXAMPLES", "6"))
@@ -159,7 +159,10 @@ async def test_feed_matches_the_model_with_a_lagging_replica(
         database=None,
         print_blob=True,
     )
-    await asyncio.to_thread(run_state_machine_as_test, LaggingFeedModel, settings=run_settings)
+    # As test_model: viewers are served in two regions (decision 0088), each its app.
+    async with app_client(state, region="eu") as eu:
+        LaggingFeedModel.clients = {"local": client, "eu": eu}
+        await asyncio.to_thread(run_state_machine_as_test, LaggingFeedModel, settings=run_settings)
     counts = {how: served(how) - before[how] for how in before}
     print(f"\nmodel with a lagging replica: {model.FIGURES}; feed reads {counts}")
     # Both routes were taken: the replica answered pages, and marks sent others away.
