@@ -28,3 +28,4 @@ async def clean(scaled: Scaled) -> None:
     await scaled.cluster.flush()
     await scaled.queue.flushdb()
     await scaled.truncate()
+    await scaled.trust_marks()

@@ -105,6 +105,16 @@ class Scaled:
         finally:
             await conn.close()
 
+    async def trust_marks(self) -> None:
+        """A flushed role warms its watermarks up for one mark TTL (30 s) before a replica
+        may answer a page (decision 0086: marks may have been lost). Flushed together with
+        the truncated tables, none were: as a test's `Watermarks.clear` says too."""
+        marks = self.client()
+        try:
+            await marks.set(EPOCH_KEY, "1")
+        finally:
+            await marks.aclose()
+
     def client(self) -> RedisCluster:
         """A cluster client in the test process, to look behind the API (keys, slots)."""
         nodes = [ClusterNode("127.0.0.1", n.port) for n in self.cluster.nodes if n.alive()]
@@ -188,15 +198,6 @@ async def start_scaled() -> AsyncIterator[Scaled]:
         ]
         workers = [Process(["arq", lane], env) for lane in LANES for _ in range(WORKERS_PER_LANE)]
         relay = Process(["jobs.relay"], env)
-        # A fresh role warms its watermarks up for one mark TTL (30 s) before a replica may
-        # answer a page (decision 0086: it may have lost marks); this one is new and has lost
-        # none, as a test's `Watermarks.clear` says too.
-        nodes = [ClusterNode("127.0.0.1", n.port) for n in cluster.nodes if n.alive()]
-        marks = RedisCluster(startup_nodes=nodes, decode_responses=False)
-        try:
-            await marks.set(EPOCH_KEY, "1")
-        finally:
-            await marks.aclose()
         try:
             for api in apis:
                 await api.start()
