@@ -54,6 +54,27 @@ def node_credentials(cluster: RedisCluster) -> dict[str, Any]:
     return out
 
 
+def claim(
+    channels: list[str], joined: set[str], confirm: dict[bytes, asyncio.Future[None]]
+) -> tuple[list[asyncio.Future[None]], list[str]]:
+    """The confirmations to wait for and the channels not joined yet (marked joined now, each
+    with a new confirmation): one listener's bookkeeping, plain or sharded."""
+    waits: list[asyncio.Future[None]] = []
+    new: list[str] = []
+    for channel in channels:
+        raw = channel.encode()
+        if channel in joined:
+            fut = confirm.get(raw)
+        else:
+            joined.add(channel)
+            fut = asyncio.get_running_loop().create_future()
+            confirm[raw] = fut
+            new.append(channel)
+        if fut is not None:
+            waits.append(fut)
+    return waits, new
+
+
 class Listener:
     """One pub/sub connection per process on a plain Redis, multiplexed over every channel the
     hub needs.
@@ -105,19 +126,7 @@ class Listener:
         """SUBSCRIBE once per channel, all new ones in one command; wait for Redis to confirm
         each so nothing published after this returns is missed."""
         assert self.pubsub is not None
-        waits: list[asyncio.Future[None]] = []
-        new: list[str] = []
-        for channel in channels:
-            raw = channel.encode()
-            if channel in self.joined:
-                fut = self._confirm.get(raw)
-            else:
-                self.joined.add(channel)
-                fut = asyncio.get_running_loop().create_future()
-                self._confirm[raw] = fut
-                new.append(channel)
-            if fut is not None:
-                waits.append(fut)
+        waits, new = claim(channels, self.joined, self._confirm)
         if new:
             try:
                 async with self._send_lock:
@@ -284,19 +293,7 @@ class ShardedListener:
     async def join_many(self, channels: list[str], *, wait: bool = True) -> None:
         """SSUBSCRIBE each new channel on the master of its slot; wait for the confirmations
         so nothing published after this returns is missed."""
-        waits: list[asyncio.Future[None]] = []
-        new: list[str] = []
-        for channel in channels:
-            raw = channel.encode()
-            if channel in self.joined:
-                fut = self._confirm.get(raw)
-            else:
-                self.joined.add(channel)
-                fut = asyncio.get_running_loop().create_future()
-                self._confirm[raw] = fut
-                new.append(channel)
-            if fut is not None:
-                waits.append(fut)
+        waits, new = claim(channels, self.joined, self._confirm)
         if new:
             try:
                 await self._place(new)
