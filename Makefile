@@ -20,11 +20,13 @@ PROMTOOL := /usr/bin/promtool
 
 .PHONY: run test lint schema clean venv browser promtool lock stop canary bench
 
-# Installs exactly what requirements.lock pins, every file checked against its sha256; the
-# project itself goes in without resolving anything (--no-deps). `make lock` refreshes the lock.
+# Installs exactly what requirements.lock pins, every file checked against its sha256, without
+# resolving anything (--no-deps): the lock is the whole resolution, made by uv with the
+# override of arq's redis<6 pin (decision 0090), which pip's resolver would refuse. The
+# project itself goes in the same way. `make lock` refreshes the lock.
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --disable-pip-version-check -q --require-hashes -r $(LOCK)
+	$(VENV)/bin/pip install --disable-pip-version-check -q --require-hashes --no-deps -r $(LOCK)
 	$(VENV)/bin/pip install --disable-pip-version-check -q --no-deps -e .
 	touch $@
 

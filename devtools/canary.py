@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         venv.create(VENV, with_pip=True)
     python = VENV / "bin" / "python"
     pip = (python, "-m", "pip", "install", "--disable-pip-version-check", "-q")
-    _run(*pip, "--require-hashes", "-r", "requirements.lock")
+    # The lock as is (--no-deps): uv resolved it past arq's redis pin (decision 0090).
+    _run(*pip, "--require-hashes", "--no-deps", "-r", "requirements.lock")
     _run(*pip, "--upgrade", *upgraded)
     _run(*pip, "--no-deps", "-e", ".")
     tried, pinned = _versions(python), _pinned()
