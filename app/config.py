@@ -827,8 +827,12 @@ class Settings(BaseSettings):
                 "TIMELINE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "
                 "outlasts the socket timeout fails as an outage)"
             )
-        if self.redis_queue_wait_replicas and (
-            self.redis_queue_wait_ms >= self.redis_socket_timeout_seconds * 1000
+        # Refused only when set: the default gives way to a shorter socket timeout
+        # (jobs.connections.queue_fence waits half of it then).
+        if (
+            self.redis_queue_wait_replicas
+            and "redis_queue_wait_ms" in self.model_fields_set
+            and self.redis_queue_wait_ms >= self.redis_socket_timeout_seconds * 1000
         ):
             raise ValueError(
                 "REDIS_QUEUE_WAIT_MS must be below REDIS_SOCKET_TIMEOUT_SECONDS (a WAIT that "

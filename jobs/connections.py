@@ -77,8 +77,13 @@ async def arq_pool(settings: Settings) -> ArqRedis:
 
 
 def queue_fence(settings: Settings, redis: ArqRedis) -> QueueFence:
-    """When jobs enqueued on `redis` would survive a failover of the queue's master."""
-    return QueueFence(redis, settings.redis_queue_wait_replicas, settings.redis_queue_wait_ms)
+    """When jobs enqueued on `redis` would survive a failover of the queue's master. The
+    WAIT ends before the socket times out (an unset REDIS_QUEUE_WAIT_MS gives way to a short
+    REDIS_SOCKET_TIMEOUT_SECONDS: half of it; a set one is checked at start-up)."""
+    wait_ms = settings.redis_queue_wait_ms
+    if "redis_queue_wait_ms" not in settings.model_fields_set:
+        wait_ms = min(wait_ms, int(settings.redis_socket_timeout_seconds * 500))
+    return QueueFence(redis, settings.redis_queue_wait_replicas, max(1, wait_ms))
 
 
 def worker_pool(settings: Settings, queue_name: str) -> ArqRedis | None:
