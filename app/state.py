@@ -67,7 +67,8 @@ class AppState:
 
     @property
     def redis(self) -> Redis:
-        """The queue role's client: always a plain server, and with one REDIS_URL the one
+        """The queue role's client: a plain server, never a cluster (or the master its
+        Sentinels name, decision 0091), and with one REDIS_URL the one
         client of every role (tests flush it; tools use it). Services take their own role's
         client from `roles`."""
         return self.roles.queue
