@@ -186,8 +186,14 @@ class RedisRoles:
         return cast(AnyRedis, getattr(self, role))
 
     async def aclose(self) -> None:
+        """Close every client; a close that times out or meets a dead server is logged, not
+        raised (redis-py 8 waits for each socket's close, up to its timeout: a loaded machine
+        may miss it, and the connection is dropped either way)."""
         for client in self.clients():
-            await client.aclose()
+            try:
+                await client.aclose()
+            except (RedisError, OSError) as exc:
+                log.warning("a Redis client did not close cleanly: %s", exc)
 
 
 def make_roles(settings: Settings) -> RedisRoles:
