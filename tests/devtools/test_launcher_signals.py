@@ -235,12 +235,16 @@ async def test_a_killed_run_is_taken_over_and_make_stop_keeps_the_data(run_dir: 
         postmaster = postmaster_pid(run_dir)
         first.proc.kill()  # no cleanup at all: children die (PDEATHSIG), the servers stay
         first.proc.wait()
-        await eventually(
-            lambda: set(processes_of(run_dir)) <= {postmaster, *provision_pids(run_dir)},
-            STOP_SECONDS,
-            0.1,
-            "only the embedded servers left",
-        )
+
+        def servers_only() -> bool:
+            return set(processes_of(run_dir)) <= {postmaster, *provision_pids(run_dir)}
+
+        try:
+            await eventually(servers_only, STOP_SECONDS, 0.1, "only the embedded servers left")
+        except AssertionError as failed:
+            servers = {postmaster, *provision_pids(run_dir)}
+            left = {p: c for p, c in processes_of(run_dir).items() if p not in servers}
+            raise AssertionError(f"{failed}; left: {left}") from None
         assert provision._alive(postmaster)
 
         # The next start takes the leftovers over: same servers, stopped when it ends.
