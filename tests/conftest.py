@@ -291,7 +291,17 @@ async def clean(state: object) -> None:
     assert isinstance(state, AppState)
     conn = await asyncpg.connect(TEST_DATABASE_URL)
     try:
-        await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+        for attempt in range(5):
+            try:
+                await conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+                break
+            except asyncpg.DeadlockDetectedError:
+                # A background statement of the session's state (a flush, a hub's read)
+                # may hold one table while the TRUNCATE holds another: PostgreSQL gives up
+                # the TRUNCATE, the other statement then ends, and the next try goes in.
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.1)
     finally:
         await conn.close()
     await state.redis.flushdb()

@@ -150,8 +150,10 @@ async def test_search_box_finds_people_by_prefix(pages, http) -> None:
     await log_in(page, "alice")
     sent = operations_sent(page, "SearchUsers")
     results = await search_people(page, "zed")
-    # Debounced: one request for the whole word, not one per key.
-    assert [v["prefix"] for v in sent] == ["zed"]
+    # Debounced: not one request per key (20 ms apart; a loaded machine may stall past the
+    # 250 ms pause once and split the word), and the last one is for the whole word.
+    prefixes = [v["prefix"] for v in sent]
+    assert prefixes[-1] == "zed" and len(prefixes) < len("zed"), prefixes
     await expect(results.get_by_test_id("search-result")).to_have_count(10)  # at most ten
 
     results = await search_people(page, "carol l")  # display names too, any case
