@@ -17,6 +17,12 @@ message summed over every node (INFO cpu before and after), and the ratio of eac
 CPU per message to the plain server's and to the 1-node cluster's of the same round: the
 target of issue 38 is sharded on the 3-node cluster <= 1.3x one node's.
 
+Each variant's servers are also measured idle right after its publishing, for as long (up to
+--idle-seconds): a cluster node spends CPU with no message at all (its cron, the cluster
+bus's pings), three nodes three times one's, and over a round of ~2 s that is a share of
+the CPU per message that does not grow with the messages. The "net" columns take it off:
+the CPU the messages themselves cost, the figure that scales with the load.
+
     python -m benchmarks.pubsub_cluster [--messages 100000] [--channels 1000] [--batch 500] [--rounds 3]
 """
 
@@ -51,6 +57,7 @@ class Figure:
     messages: int
     seconds: float
     cpu_seconds: float
+    idle_cpu_seconds: float  # the same servers' CPU over as long with no message
 
     @property
     def per_second(self) -> float:
@@ -59,6 +66,10 @@ class Figure:
     @property
     def cpu_us_per_message(self) -> float:
         return self.cpu_seconds / self.messages * 1e6
+
+    @property
+    def net_cpu_us_per_message(self) -> float:
+        return (self.cpu_seconds - self.idle_cpu_seconds) / self.messages * 1e6
 
 
 def _cpu(clients: Sequence[redis.Redis]) -> float:
@@ -163,9 +174,13 @@ def run_variant(
         raise RuntimeError(f"{variant}: heard {sub.heard} of {args.messages}")
     seconds = time.perf_counter() - started
     cpu = _cpu(clients) - before
+    idle_for = min(seconds, args.idle_seconds)
+    idle_before = _cpu(clients)
+    time.sleep(idle_for)
+    idle = (_cpu(clients) - idle_before) * seconds / idle_for
     for client in clients:
         client.close()
-    return Figure(variant, round_, args.messages, seconds, cpu)
+    return Figure(variant, round_, args.messages, seconds, cpu, idle)
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -209,24 +224,30 @@ async def main(args: argparse.Namespace) -> None:
 
 
 def report(figures: list[Figure], args: argparse.Namespace) -> None:
-    cpu = {(f.variant, f.round): f.cpu_us_per_message for f in figures}
+    gross = {(f.variant, f.round): f.cpu_us_per_message for f in figures}
+    net = {(f.variant, f.round): f.net_cpu_us_per_message for f in figures}
     print(
-        f"{'variant':<16} {'round':>5} {'msgs/s':>9} {'CPU us/msg':>11} {'x plain':>8} {'x 1-node classic':>17}"
+        f"{'variant':<16} {'round':>5} {'msgs/s':>9} {'CPU us/msg':>11} {'x plain':>8} "
+        f"{'x 1-node classic':>17} {'idle us/msg':>12} {'net us/msg':>11} {'net x 1-node':>13}"
     )
     for f in figures:
-        x_plain = f.cpu_us_per_message / cpu["plain", f.round]
-        x_one = f.cpu_us_per_message / cpu["1-node classic", f.round]
+        one = ("1-node classic", f.round)
         print(
-            f"{f.variant:<16} {f.round:>5} {f.per_second:>9,.0f} {f.cpu_us_per_message:>11.2f} {x_plain:>8.2f} {x_one:>17.2f}"
+            f"{f.variant:<16} {f.round:>5} {f.per_second:>9,.0f} {f.cpu_us_per_message:>11.2f} "
+            f"{f.cpu_us_per_message / gross['plain', f.round]:>8.2f} "
+            f"{f.cpu_us_per_message / gross[one]:>17.2f} "
+            f"{f.cpu_us_per_message - f.net_cpu_us_per_message:>12.2f} "
+            f"{f.net_cpu_us_per_message:>11.2f} {f.net_cpu_us_per_message / net[one]:>13.2f}"
         )
     print()
-    for variant in ("3-node classic", "3-node sharded"):
-        for base in ("plain", "1-node classic", "1-node sharded"):
-            ratios = [cpu[variant, r] / cpu[base, r] for r in range(1, args.rounds + 1)]
-            print(
-                f"{variant}: CPU per message {min(ratios):.2f}-{max(ratios):.2f}x {base}'s "
-                f"(median {statistics.median(ratios):.2f}x)"
-            )
+    for label, cpu in (("CPU", gross), ("net CPU", net)):
+        for variant in ("3-node classic", "3-node sharded"):
+            for base in ("plain", "1-node classic", "1-node sharded"):
+                ratios = [cpu[variant, r] / cpu[base, r] for r in range(1, args.rounds + 1)]
+                print(
+                    f"{variant}: {label} per message {min(ratios):.2f}-{max(ratios):.2f}x "
+                    f"{base}'s (median {statistics.median(ratios):.2f}x)"
+                )
 
 
 if __name__ == "__main__":
@@ -235,4 +256,5 @@ if __name__ == "__main__":
     parser.add_argument("--channels", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--idle-seconds", type=float, default=2.0)
     asyncio.run(main(parser.parse_args()))
