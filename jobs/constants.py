@@ -31,3 +31,6 @@ PRUNE_BATCH = 5_000
 PRUNE_MAX_BATCHES = 20
 # How often the pass runs (minutes; a divisor of 60: the cron's minutes are its multiples).
 PRUNE_EVERY_MINUTES = 10
+# A stopping worker's cancel repeated this often (s) until its main task ends: Python 3.11's
+# wait_for can drop one (jobs.sigterm, decision 0093).
+RECANCEL_SECONDS = 0.1

@@ -19,10 +19,13 @@ from app.config import get_settings, is_sentinel_url
 from app.fanout import lanes
 from app.observability.quiet_logs import quiet_worker
 from app.state import create_state
-from jobs import constants, engagement, housekeeping, media, tasks
+from jobs import constants, engagement, housekeeping, media, sigterm, tasks
 from jobs.connections import expires_ms, queue_fence, redis_settings, worker_pool
 from jobs.event_tracking import settling
 from jobs.reliability import arq_max_tries, reliable
+
+# A SIGTERM ends the worker on Python 3.11 too (jobs.sigterm; decision 0093).
+sigterm.install()
 
 RECONCILE = "reconcile_fanouts"
 REVIEW = "review_fanout_modes"
