@@ -5,8 +5,8 @@ cancellation that lands in the loop turn between the awaited work finishing and 
 waking (CPython gh-86296, fixed in 3.12), and redis-py 8 sends every command inside
 `wait_for(..., socket_timeout)`: the worker's poll loop, a command every few ms, sometimes
 lost the cancel and polled on for ever (a worker outlived 3 of 11 killed launchers). So
-after ARQ's own handler the cancel is repeated every RECANCEL_SECONDS until the main task
-has ended; a cancel that lands anywhere else ends it at once.
+after ARQ's own handler the cancel is repeated, at the next loop turn and then every
+RECANCEL_SECONDS, until the main task has ended; one that lands elsewhere ends it at once.
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ def _handle_sig(self: Worker, signum: signal.Signals) -> None:
             main.cancel()
             self.loop.call_later(RECANCEL_SECONDS, again)
 
-    self.loop.call_later(RECANCEL_SECONDS, again)
+    # The first repeat at the next loop turn: ARQ's `close` (tests, `handle_signals=False`)
+    # drops the pool after one Redis call, and a main loop that lost the cancel would poll
+    # on without it.
+    self.loop.call_soon(again)
 
 
 def install() -> None:
