@@ -36,7 +36,12 @@ from tests.sentinel_topology import SentinelTopology
 from tests.servers import ApiServer, stop_process
 from tests.timelines.local_cluster import redis_server_binary
 
-pytestmark = pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server binary")
+pytestmark = [
+    pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server binary"),
+    # Timing under a killed master: beside the parallel phase's load fan-out twice did not
+    # resume within WAIT in clean-clone runs (cause not found); alone it passes.
+    pytest.mark.alone,
+]
 
 LANES = ("jobs.worker.WorkerSettings", "jobs.worker.BigLaneWorkerSettings")
 RESUME_WITHIN = 10.0  # issue 38's target: fan-out resumes within 10 s without an operator
