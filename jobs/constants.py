@@ -34,3 +34,5 @@ PRUNE_EVERY_MINUTES = 10
 # A stopping worker's cancel repeated this often (s) until its main task ends: Python 3.11's
 # wait_for can drop one (jobs.sigterm, decision 0093).
 RECANCEL_SECONDS = 0.1
+# ... and at each of this many loop turns first (ARQ's close drops the pool a few awaits on).
+RECANCEL_TURNS = 50

@@ -5,8 +5,9 @@ cancellation that lands in the loop turn between the awaited work finishing and 
 waking (CPython gh-86296, fixed in 3.12), and redis-py 8 sends every command inside
 `wait_for(..., socket_timeout)`: the worker's poll loop, a command every few ms, sometimes
 lost the cancel and polled on for ever (a worker outlived 3 of 11 killed launchers). So
-after ARQ's own handler the cancel is repeated, at the next loop turn and then every
-RECANCEL_SECONDS, until the main task has ended; one that lands elsewhere ends it at once.
+after ARQ's own handler the cancel is repeated, at each of the next RECANCEL_TURNS loop
+turns and then every RECANCEL_SECONDS, until the main task has ended; one that lands
+elsewhere ends it at once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 from arq.worker import Worker
 
-from jobs.constants import RECANCEL_SECONDS
+from jobs.constants import RECANCEL_SECONDS, RECANCEL_TURNS
 
 _arq_handle_sig = Worker.handle_sig
 
@@ -27,15 +28,18 @@ def _handle_sig(self: Worker, signum: signal.Signals) -> None:
     if main is None:
         return
 
-    def again() -> None:
-        if not main.done():
-            main.cancel()
-            self.loop.call_later(RECANCEL_SECONDS, again)
+    def again(turns: int) -> None:
+        if main.done():
+            return
+        main.cancel()
+        if turns:
+            self.loop.call_soon(again, turns - 1)
+        else:
+            self.loop.call_later(RECANCEL_SECONDS, again, 0)
 
-    # The first repeat at the next loop turn: ARQ's `close` (tests, `handle_signals=False`)
-    # drops the pool after one Redis call, and a main loop that lost the cancel would poll
-    # on without it.
-    self.loop.call_soon(again)
+    # At every loop turn first: ARQ's `close` (tests, `handle_signals=False`) closes the pool
+    # a few awaits later, and a main loop that lost the cancel would poll on into it.
+    self.loop.call_soon(again, RECANCEL_TURNS)
 
 
 def install() -> None:
