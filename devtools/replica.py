@@ -145,10 +145,13 @@ class ReplicaPair:
         await self.standby_sql("SELECT pg_wal_replay_resume()", which=which)
 
     async def caught_up(self) -> bool:
-        """Whether every standby has replayed everything the primary has written so far."""
+        """Whether every standby has replayed everything the primary has written so far: up
+        to its WAL insert position, not its write position (synchronous_commit is off here:
+        a commit acknowledged to the client may not be written yet, and a standby past the
+        write position could still lack it)."""
         primary = await asyncpg.connect(self.url("primary"))
         try:
-            target = await primary.fetchval("SELECT pg_current_wal_lsn()::text")
+            target = await primary.fetchval("SELECT pg_current_wal_insert_lsn()::text")
         finally:
             await primary.close()
         for which in self.standbys:

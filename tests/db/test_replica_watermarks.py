@@ -297,7 +297,9 @@ async def test_two_replicas_share_the_reads(rep: Any) -> None:
     await eventually(pair.caught_up)
     await routers_past_now(state, pair)
     before = {name: served("replica", name) for name in ("0", "1")}
-    await asyncio.gather(*(scroll(client, token) for token in readers * 2))
+    # Ties go at random: enough reads (about 60) that an even share cannot look uneven (a
+    # third of them, at 11 reads, fell to 2 of 11 about once in 15 runs).
+    await asyncio.gather(*(scroll(client, token) for token in readers * 8))
     shares = {name: served("replica", name) - before[name] for name in ("0", "1")}
     assert shares["0"] > 0 and shares["1"] > 0, shares
     assert min(shares.values()) / max(shares.values()) > 0.25, shares
