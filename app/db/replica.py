@@ -59,7 +59,9 @@ REPLICA_LAG = Gauge(
 
 # See the module docstring. One row: (lag seconds or NULL when unknown, replayed LSN as a
 # byte position: what this server's snapshots taken from now on contain at least; a server
-# not in recovery contains its own WAL).
+# not in recovery contains its own WAL; the primary's commit time of the last transaction
+# replayed, in epoch ms, NULL when none was since start-up; a server not in recovery holds
+# every commit: the largest bigint).
 LAG_SQL = """
 SELECT CASE
     WHEN NOT pg_is_in_recovery() THEN 0
@@ -67,7 +69,10 @@ SELECT CASE
          AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming') THEN 0
     ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::float8
 END, (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
-           ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint
+           ELSE pg_current_wal_lsn() END - '0/0'::pg_lsn)::bigint,
+CASE WHEN pg_is_in_recovery()
+     THEN floor(EXTRACT(EPOCH FROM pg_last_xact_replay_timestamp()) * 1000)::bigint
+     ELSE 9223372036854775807 END
 """
 
 # What a replica in trouble raises on the way to us (app.db.engine turns most into Unavailable;
@@ -102,6 +107,10 @@ class ReplicaRouter:
         # only while no connection to the server was opened since (one opened later may be to
         # a restarted server, whose snapshots may start below it: decision 0086).
         self.replay_lsn: int | None = None
+        # The primary's commit time (epoch ms) of the last transaction replayed at that check
+        # (0: none since the replica started), valid as `replay_lsn` is: a row the replica
+        # lacks that was written after it may just not be replayed (app.feed.filter).
+        self.replayed_ms = 0
         self.connects = 0
         self._lsn_connects = -1
         self.inflight = 0  # reads running on it now (ReplicaSet's load)
@@ -139,13 +148,14 @@ class ReplicaRouter:
                 async with self._autocommit.connect() as conn:
                     connects = self.connects  # after this check's own connect, if any
                     row: Any = (await conn.exec_driver_sql(LAG_SQL)).one()
-                    lag, lsn = row[0], row[1]
+                    lag, lsn, replayed_ms = row[0], row[1], row[2]
         except REPLICA_ERRORS:
             self.lag, self.state = None, DOWN
             self.replay_lsn = None
             REPLICA_LAG.set(-1)
         else:
             self.replay_lsn = None if lsn is None else int(lsn)
+            self.replayed_ms = 0 if replayed_ms is None else int(replayed_ms)
             self._lsn_connects = connects
             self.lag = math.inf if lag is None else max(0.0, float(lag))
             self.state = OK if self.lag <= self.max_lag else LAG

@@ -135,3 +135,11 @@ IMPRESSIONS_MAX_PER_VIEWER_BATCH = 1_000
 
 # post ids: per reportImpressions call (more is BAD_USER_INPUT; docs/API.md).
 MAX_REPORTED = 100
+
+# -- replicas (app/feed/filter.py) -----------------------------------------------------------
+
+# ms: a candidate a replica's filter answer left out is asked of the primary when its id's
+# time is later than the replica's last replayed commit less this (decision 0086): the id's
+# time is the API host's clock, the commit time the primary's; covers their skew and a
+# post's own transaction (ms). Larger only sends a few more lacking ids' pages to the primary.
+REPLAY_CLOCK_MARGIN_MS = 2_000

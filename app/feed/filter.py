@@ -7,7 +7,14 @@ With replicas (decision 0086) the whole query runs on the least loaded replica t
 up, and its answer is served only when that replica is proven to hold every narrowing
 watermark concerning the page (app.db.watermarks): the viewer's own (blocks either way,
 unfollows, hides, mutes, the viewer's own writes) and the shown rows' authors' (deletes,
-visibility narrowings, edits). Else the primary answers, as it does without replicas."""
+visibility narrowings, edits). Else the primary answers, as it does without replicas.
+
+Marks cover what a page must not show; a post it must show may be missing too: one in a
+timeline (or a frozen session, read on the primary or a replica further ahead) that this
+replica has not replayed yet. A filter answer lacking a candidate written after the last
+commit the replica had replayed (by the time its id carries, less REPLAY_CLOCK_MARGIN_MS) is
+not served either: the primary says whether it is gone or just new. Else a session page would
+skip it for good, and a first page would hold back a post fan-out already delivered."""
 
 from __future__ import annotations
 
@@ -27,8 +34,10 @@ from app.db.replica import (
 )
 from app.db.watermarks import Watermarks
 from app.feed import rows as sql
+from app.feed.constants import REPLAY_CLOCK_MARGIN_MS
 from app.feed.rows import FeedRow, PageExtras, RankColumns, Reads
 from app.observability.metrics import FEED_FILTERED
+from app.posts.ids import created_ms
 
 T = TypeVar("T")
 
@@ -61,6 +70,7 @@ class PageFilter:
         viewer_id: int,
         run: Callable[[Reads], Awaitable[T]],
         authors: Callable[[T], Iterable[int]],
+        lacking: Callable[[T], Iterable[int]] | None = None,
     ) -> T:
         """`run(reads)` on a replica whose replayed LSN, known before the query's snapshot,
         is past every watermark of the viewer and of the `authors` of its answer; else (no
@@ -70,8 +80,9 @@ class PageFilter:
         query began, on the same server run (no connection opened since: a restarted
         server's snapshots may start lower), and replay only moves forward, so the query's
         snapshot holds at least that LSN. The marks are read after the query: a narrowing
-        acknowledged before the page was asked for has its mark by then."""
-        return (await self.routed_where(use, viewer_id, run, authors))[0]
+        acknowledged before the page was asked for has its mark by then. `lacking`: the
+        candidate ids the answer judged and left out (see the module docstring)."""
+        return (await self.routed_where(use, viewer_id, run, authors, lacking))[0]
 
     async def routed_where(
         self,
@@ -79,6 +90,7 @@ class PageFilter:
         viewer_id: int,
         run: Callable[[Reads], Awaitable[T]],
         authors: Callable[[T], Iterable[int]],
+        lacking: Callable[[T], Iterable[int]] | None = None,
     ) -> tuple[T, bool]:
         """`routed`, and whether a replica answered."""
         replicas, marks = self.replicas, self.marks
@@ -88,7 +100,7 @@ class PageFilter:
         if router is None:
             REPLICA_READS.labels(use, why, "").inc()
             return await run(self.reads), False
-        served = await self._on_replica(use, viewer_id, router, run, authors, marks)
+        served = await self._on_replica(use, viewer_id, router, run, authors, lacking, marks)
         if served is None:
             return await run(self.reads), False
         return served[0], True
@@ -100,11 +112,13 @@ class PageFilter:
         router: ReplicaRouter,
         run: Callable[[Reads], Awaitable[T]],
         authors: Callable[[T], Iterable[int]],
+        lacking: Callable[[T], Iterable[int]] | None,
         marks: Watermarks,
     ) -> tuple[T] | None:
         """(the replica's answer,) when it is proven current for the page, else None (counted
         by why)."""
         lsn, connects = router.known_lsn()
+        replayed_ms = router.replayed_ms  # of the same check as `lsn`
         if lsn is None:
             REPLICA_READS.labels(use, BEHIND, router.name).inc()
             return None
@@ -120,6 +134,11 @@ class PageFilter:
         if router.connects != connects:  # a connection opened meanwhile: maybe a restart
             REPLICA_READS.labels(use, BEHIND, router.name).inc()
             return None
+        if lacking is not None:
+            newer = replayed_ms - REPLAY_CLOCK_MARGIN_MS
+            if any(created_ms(post_id) > newer for post_id in lacking(result)):
+                REPLICA_READS.labels(use, BEHIND, router.name).inc()
+                return None
         mark = await marks.concern(viewer_id, set(authors(result)))
         if mark is None:
             REPLICA_READS.labels(use, MARKS_UNKNOWN, router.name).inc()
@@ -150,17 +169,15 @@ class PageFilter:
             rows = await sql.page_rows(reads, viewer_id, ids, found, newest, recommended)
             return rows, found
 
-        visible, found = await self.routed(PAGE_USE, viewer_id, run, _row_authors)
+        def lacking(answer: tuple[dict[int, FeedRow], PageExtras]) -> list[int]:
+            rows = answer[0]
+            return [i for i in _judged(ids, rows, newest) if i not in rows]
+
+        visible, found = await self.routed(PAGE_USE, viewer_id, run, _row_authors, lacking)
         extras.authors.update(found.authors)
         extras.liked.update(found.liked)
         extras.covered.update(found.covered)
-        if newest is not None and len(visible) == newest:
-            # Cut by the limit: only candidates down to the oldest row returned were judged.
-            oldest = min(visible)
-            judged = sum(1 for i in ids if i >= oldest)
-        else:
-            judged = len(ids)
-        FEED_FILTERED.inc(judged - len(visible))
+        FEED_FILTERED.inc(len(_judged(ids, visible, newest)) - len(visible))
         return visible
 
     async def session_rows(
@@ -183,7 +200,17 @@ class PageFilter:
             viewer_id,
             partial(_rank, viewer_id=viewer_id, ids=ids, recommended=recommended),
             _rank_authors,
+            lambda columns: set(ids).difference(columns.post_ids),
         )
+
+
+def _judged(ids: Sequence[int], rows: Collection[int], newest: int | None) -> Sequence[int]:
+    """The candidates a filter answer of `rows` judged: all of them, or when the answer was
+    cut by the `newest` limit, those down to the oldest row returned."""
+    if newest is not None and len(rows) == newest:
+        oldest = min(rows)
+        return [i for i in ids if i >= oldest]
+    return ids
 
 
 async def _rank(

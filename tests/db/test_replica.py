@@ -228,6 +228,33 @@ async def test_a_block_applies_at_once_while_the_replica_lags(rep: Any) -> None:
     assert reads("feed", "behind") > behind  # the viewer's mark: the primary answered
 
 
+async def test_a_post_the_replica_has_not_replayed_is_read_on_the_primary(rep: Any) -> None:
+    """A timeline may name a post a replica within its lag bound lacks (fan-out delivered it
+    from the primary): no mark concerns it, yet the page holds it, asked of the primary; the
+    next page, of a post the replica has, is the replica's again."""
+    state, client, pair = rep
+    author, _, fans = await author_with_fans(client, 1)
+    fan = fans[0][0]
+    older = await post(client, author, "replayed")
+    await fan_out(state, older)
+    await eventually(pair.caught_up)
+    await routers_past_now(state, pair, DB)
+    await pair.pause_replay()
+    assert state.replica is not None
+    state.replica.max_lag = 3600  # the paused replica is still in use
+    newer = await post(client, author, "not replayed")
+    await fan_out(state, newer)
+    assert await pair.standby_sql(f"SELECT count(*) FROM posts WHERE id = {newer}", DB) == 0
+    behind, on_replica = reads("feed", "behind"), reads("feed", "replica")
+    page = (await gql(client, "Feed", {"first": 1}, token=fan)).ok()["feed"]
+    assert [e["node"]["body"] for e in page["edges"]] == ["not replayed"]
+    assert reads("feed", "behind") > behind
+    after = page["pageInfo"]["endCursor"]
+    page = (await gql(client, "Feed", {"first": 1, "after": after}, token=fan)).ok()["feed"]
+    assert [e["node"]["body"] for e in page["edges"]] == ["replayed"]
+    assert reads("feed", "replica") > on_replica
+
+
 async def test_replica_stopped_and_restarted_under_reads(rep: Any) -> None:
     _, client, pair = rep
     author, _, fans = await author_with_fans(client, 1)
