@@ -151,7 +151,13 @@ class ReplicaPair:
         write position could still lack it)."""
         primary = await asyncpg.connect(self.url("primary"))
         try:
-            target = await primary.fetchval("SELECT pg_current_wal_insert_lsn()::text")
+            async with primary.transaction():
+                # A synchronous commit with an xid flushes the WAL through its commit record,
+                # so the target is on its way to the standbys now, not at the WAL writer's
+                # next round (ahead of which a busy primary's insert position keeps moving).
+                await primary.execute("SET LOCAL synchronous_commit = on")
+                target = await primary.fetchval("SELECT pg_current_wal_insert_lsn()::text")
+                await primary.fetchval("SELECT pg_current_xact_id()")
         finally:
             await primary.close()
         for which in self.standbys:
