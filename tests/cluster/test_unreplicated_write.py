@@ -134,21 +134,27 @@ async def test_a_write_its_replica_never_got_survives_the_masters_death(scaled: 
         # As a supervisor would: the killed node back, as the promoted node's replica.
         await cluster.restart(master)
 
+        seen: dict[str, object] = {}  # what each feed read last showed (quoted on failure)
+
         async def delivered() -> bool:
-            for token, _ in fans:
-                for http in (h1, h2):
+            for i, (token, _) in enumerate(fans):
+                for j, http in enumerate((h1, h2)):
                     feed = await feed_or_none(http, token)
+                    seen[f"fan{i} via api{j + 1}"] = (
+                        "error or degraded" if feed is None else sorted(feed & {warm, lost})
+                    )
                     if feed is None or not {warm, lost} <= feed:
                         return False
             return True
 
-        await eventually(
-            delivered,
-            WAIT,
-            0.2,
-            f"the acknowledged post in every feed (fan-out {fanout} before the kill, "
-            f"failover {failover:.2f} s)",
-        )
+        try:
+            await eventually(delivered, WAIT, 0.2, "the acknowledged post in every feed")
+        except AssertionError as failed:
+            raise AssertionError(
+                f"{failed} (fan-out {fanout} before the kill, failover {failover:.2f} s; "
+                f"warm {warm}, lost {lost}; last seen {seen}; retries "
+                f"{await job_retries(api2) - retried_before:.0f})\n{scaled.logs()}"
+            ) from None
         print(
             f"fan-out {fanout} before the kill; failover {failover:.2f} s; every feed has the "
             f"post {time.monotonic() - killed_at:.2f} s after the kill"
