@@ -65,18 +65,18 @@ class ApiServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = Path(tempfile.mkstemp(prefix="uvicorn-", suffix=".log")[1])
 
-    async def start_process(self) -> None:
+    def start_process(self) -> None:
         """Launch uvicorn (returns at once)."""
         argv = [sys.executable, "-m", "uvicorn", "app.web:app", "--host", "127.0.0.1",
                 "--port", str(self.port), "--log-level", "warning", *self.args]  # fmt: skip
         with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(  # noqa: ASYNC220 - returns at once
+            self.proc = subprocess.Popen(
                 argv, cwd=PROJECT_ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
             )
 
     async def start(self) -> ApiServer:
         """Start the process and return once /healthz answers 200."""
-        await self.start_process()
+        self.start_process()
         try:
             async with httpx.AsyncClient(base_url=self.url, timeout=1.0) as client:
                 await eventually(lambda: self._healthy(client), START_SECONDS, 0.05, "healthy")
@@ -90,7 +90,7 @@ class ApiServer:
         refused): its log; an AssertionError if it is still running after START_SECONDS.
         Not judged by /healthz: the port was free when chosen, and another test's server
         that took it meanwhile would answer for this one."""
-        await self.start_process()
+        self.start_process()
         assert self.proc is not None
         try:
             code = await asyncio.to_thread(self.proc.wait, START_SECONDS)
