@@ -28,7 +28,6 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,14 +44,9 @@ import redis.exceptions
 from app.config import PROJECT_ROOT
 from devtools import provision
 from tests.helpers import eventually, metric_value
+from tests.ports import free_port
 
 START_SECONDS = 30.0  # a loaded machine (workers, a browser) starts uvicorn slowly
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ApiServer:

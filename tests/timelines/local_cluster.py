@@ -7,9 +7,7 @@ test.
 
 from __future__ import annotations
 
-import random
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
@@ -21,6 +19,7 @@ from redis.exceptions import RedisError
 
 from devtools import provision
 from tests.helpers import eventually
+from tests.ports import free_port
 
 SLOTS = 16384
 
@@ -33,21 +32,9 @@ def redis_server_binary() -> str | None:
         return None
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _free_port() -> int:
     """A free port whose cluster-bus port (+10000) is free too; Redis needs it <= 55535."""
-    while True:
-        port = random.randint(20000, 45000)
-        if _bindable(port) and _bindable(port + 10000):
-            return port
+    return free_port(also=10_000)
 
 
 def _failed(proc: subprocess.Popen[bytes], log: Path) -> RuntimeError:
