@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import (
     ClusterDownError,
@@ -171,6 +171,27 @@ def _rerouted(exc: BaseException) -> bool:
         exc,
         RedisConnectionError | RedisTimeoutError | ReadOnlyError | ClusterDownError | TryAgainError,
     )
+
+
+async def _mark_and_wait(
+    node: ClusterNode, slot: int, stamp: int, replicas: int, timeout_ms: int
+) -> Any:
+    """The slot's durability mark SET, then WAIT, on one connection of `node`, sent once:
+    any error (the node gone, demoted: MOVED) fails the batch, whose retry writes again (its
+    rerouted writes map the cluster afresh) and waits again. Not through redis-py's cluster
+    pipeline: after a connection error it sends again only the commands not answered, and a
+    WAIT routed anew (it has no key) goes to every master, on connections that wrote nothing,
+    which answer at once, and redis-py sums their replicas: a master killed during a batch's
+    WAIT left the batch confirmed and its entries gone (decision 0068, stop 46)."""
+    commands = [
+        PipelineCommand(0, "SET", durability_mark_key(slot), stamp),
+        PipelineCommand(1, "WAIT", replicas, timeout_ms),
+    ]
+    await node.execute_pipeline(commands)
+    for command in commands:
+        if isinstance(command.result, BaseException):
+            raise command.result
+    return commands[1].result
 
 
 def _wrong_type(reply: Any) -> bool:
@@ -520,19 +541,11 @@ class TimelineStore:
         for slot in {key_slot(k) for k in keys}:
             node = cluster.nodes_manager.get_node_from_slot(slot)
             nodes.setdefault(node.name, (node, slot))
-        pipe = cluster.pipeline()
-        for node, slot in nodes.values():
-            # Both to that node (a map changed meanwhile cannot split them): the pipeline sends
-            # one node's commands on one connection, in order.
-            pipe.execute_command("SET", durability_mark_key(slot), stamp, target_nodes=node)
-            pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
-        # No redirection: a mark MOVED elsewhere would leave its WAIT on a connection that
-        # wrote nothing. The error fails the batch; its retry maps the cluster afresh.
-        replies = await pipe.execute(allow_redirections=False)
-        names = list(nodes)
-        self._check_acks(
-            [(names[i], replies[2 * i + 1]) for i in range(len(names))], replicas, timeout_ms
-        )
+        acks = await asyncio.gather(
+            *(_mark_and_wait(node, slot, stamp, replicas, timeout_ms)
+              for node, slot in nodes.values())
+        )  # fmt: skip
+        self._check_acks(list(zip(nodes, acks, strict=True)), replicas, timeout_ms)
 
     @staticmethod
     def _check_acks(acks: Sequence[tuple[str, Any]], replicas: int, timeout_ms: int) -> None:
