@@ -10,22 +10,14 @@ from __future__ import annotations
 
 import fcntl
 import random
-import socket
 import tempfile
 from pathlib import Path
 from typing import IO
 
+from devtools.provision import _port_free
+
 TEST_PORTS = range(20_000, 30_000)
 _reserved: dict[int, IO[str]] = {}
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def free_port(also: int | None = None) -> int:
@@ -45,7 +37,7 @@ def free_port(also: int | None = None) -> int:
             lock.close()
             continue
         # Not in use by something that takes no lock (a server a crashed session left).
-        if not _bindable(port) or (also is not None and not _bindable(port + also)):
+        if not _port_free(port) or (also is not None and not _port_free(port + also)):
             lock.close()
             continue
         _reserved[port] = lock
